@@ -1,0 +1,86 @@
+// Command gotune runs hyperparameter sweeps described in TOML sweep files and
+// answers questions about their results.
+//
+//	gotune run examples/quickstart.toml
+//	gotune trials quickstart
+//	gotune best quickstart --json
+//
+// Exit codes: 0 success; 1 the sweep ran but every trial failed, or a query
+// failed; 2 bad usage or bad input.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes of the CLI contract.
+const (
+	exitFailed   = 1
+	exitBadInput = 2
+)
+
+// exitError carries the exit code an error should end the process with.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// badInput marks err as the user's input being at fault (exit code 2).
+func badInput(err error) error { return &exitError{exitBadInput, err} }
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "Error:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitFailed
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	dbFlag := &cli.StringFlag{Name: "db", Value: "gotune.db", Usage: "the results database `FILE`"}
+	usageError := func(_ *cli.Context, err error, _ bool) error { return badInput(err) }
+	app := &cli.App{
+		Name:            "gotune",
+		Usage:           "hyperparameter tuning with distributed training, results in SQLite",
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		OnUsageError:    usageError,
+		ExitErrHandler:  func(*cli.Context, error) {}, // main decides the exit code
+		Commands: []*cli.Command{
+			runCommand(),
+			trialsCommand(dbFlag),
+			bestCommand(dbFlag),
+		},
+	}
+	for _, c := range app.Commands {
+		c.OnUsageError = usageError
+	}
+	return app
+}
+
+// oneArg returns the single positional argument a command takes.
+func oneArg(c *cli.Context, what string) (string, error) {
+	if c.NArg() != 1 {
+		return "", badInput(fmt.Errorf("%s takes one argument, %s; got %d", c.Command.Name, what, c.NArg()))
+	}
+	return c.Args().First(), nil
+}

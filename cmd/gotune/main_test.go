@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the test binary stand in for gotune: with GOTUNE_AS_MAIN
+// set it runs the CLI on its arguments, so tests can start real gotune
+// processes.
+func TestMain(m *testing.M) {
+	if os.Getenv("GOTUNE_AS_MAIN") == "1" {
+		os.Exit(run(os.Args, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+const repoRoot = "../.."
+
+// gotune starts the CLI as a child process in the repository root.
+func gotune(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "GOTUNE_AS_MAIN=1")
+	return cmd
+}
+
+// runCLI runs the CLI in-process and returns its exit code, stdout and stderr.
+func runCLI(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(append([]string{"gotune"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestQuickstart runs the README's quickstart as a separate process and
+// reads its results while it runs and after.
+func TestQuickstart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "quick.db")
+	cmd := gotune(t, "run", "--db", db, "examples/quickstart.toml")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- cmd.Wait() }()
+
+	// Read the database while the sweep writes it (WAL).
+	readsDuringRun := 0
+	var runErr error
+wait:
+	for {
+		select {
+		case runErr = <-done:
+			break wait
+		default:
+		}
+		if code, stdout, _ := runCLI("trials", "--db", db, "--json", "quickstart"); code == 0 {
+			var rows []trialJSON
+			if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+				t.Fatalf("trials --json during the run is not JSON: %v\n%s", err, stdout)
+			}
+			readsDuringRun++
+		}
+	}
+	if runErr != nil {
+		t.Fatalf("gotune run: %v\nstdout:\n%s\nstderr:\n%s", runErr, out.String(), errOut.String())
+	}
+	if readsDuringRun == 0 {
+		t.Error("never managed to read the trials while the sweep ran")
+	}
+	if !strings.Contains(out.String(), "best trial:") || !strings.Contains(out.String(), "epoch=20") {
+		t.Errorf("run output lacks the per-report lines or the summary:\n%s", out.String())
+	}
+
+	code, stdout, stderr := runCLI("trials", "--db", db, "--json", "quickstart")
+	if code != 0 {
+		t.Fatalf("trials: exit %d: %s", code, stderr)
+	}
+	var rows []trialJSON
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 12 {
+		t.Fatalf("got %d trials, want 12", len(rows))
+	}
+	for _, r := range rows {
+		if r.Status != "TERMINATED" || r.Iterations != 20 {
+			t.Errorf("trial %d: %s with %d iterations, want TERMINATED with 20", r.TrialID, r.Status, r.Iterations)
+		}
+	}
+
+	code, stdout, stderr = runCLI("best", "--db", db, "--json", "quickstart")
+	if code != 0 {
+		t.Fatalf("best: exit %d: %s", code, stderr)
+	}
+	var best bestJSON
+	if err := json.Unmarshal([]byte(stdout), &best); err != nil {
+		t.Fatal(err)
+	}
+	if best.BestMetric == nil || *best.BestMetric < 0.90 {
+		t.Errorf("best val_acc %v, want >= 0.90", best.BestMetric)
+	}
+	for _, k := range []string{"epoch", "train_loss", "val_loss", "val_acc"} {
+		if _, ok := best.Metrics[k]; !ok {
+			t.Errorf("best trial's last report lacks %s: %v", k, best.Metrics)
+		}
+	}
+	if code, stdout, _ := runCLI("best", "--db", db, "quickstart"); code != 0 || !strings.Contains(stdout, "best val_acc") {
+		t.Errorf("best (table): exit %d\n%s", code, stdout)
+	}
+	if code, stdout, _ := runCLI("trials", "--db", db, "quickstart"); code != 0 || strings.Count(stdout, "TERMINATED") != 12 {
+		t.Errorf("trials (table): exit %d\n%s", code, stdout)
+	}
+}
+
+func writeSweep(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sweep.toml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRunExitCodes(t *testing.T) {
+	dataset, _ := filepath.Abs(filepath.Join(repoRoot, "examples/data/digits.csv"))
+	sweep := func(extra string) string {
+		return `name = "e"
+[objective]
+metric = "val_acc"
+mode = "max"
+[search]
+num_samples = 2
+[search.space]
+epochs = 1
+` + extra + `
+[trainer]
+model = "mlp"
+dataset = "` + dataset + `"
+`
+	}
+	tests := []struct {
+		name     string
+		args     func(t *testing.T) []string
+		code     int
+		inStderr []string
+	}{
+		{"misspelt key", func(t *testing.T) []string {
+			return []string{"run", writeSweep(t, strings.Replace(sweep(""), "num_samples", "num_sampels", 1))}
+		}, 2, []string{"sweep.toml:6", "search.num_sampels", "unknown key"}},
+		{"wrong type", func(t *testing.T) []string {
+			return []string{"run", writeSweep(t, strings.Replace(sweep(""), "num_samples = 2", "num_samples = 2.5", 1))}
+		}, 2, []string{"sweep.toml:6", "search.num_samples", "want an integer"}},
+		{"missing dataset", func(t *testing.T) []string {
+			return []string{"run", writeSweep(t, strings.Replace(sweep(""), dataset, "/nonexistent.csv", 1))}
+		}, 2, []string{"trainer.dataset", "nonexistent.csv"}},
+		{"missing sweep file", func(t *testing.T) []string { return []string{"run", "/nonexistent.toml"} }, 2, []string{"nonexistent.toml"}},
+		{"no argument", func(t *testing.T) []string { return []string{"run"} }, 2, []string{"takes one argument"}},
+		{"unknown flag", func(t *testing.T) []string { return []string{"run", "--bogus", "x"} }, 2, []string{"bogus"}},
+		{"every trial fails", func(t *testing.T) []string {
+			return []string{"run", "--db", filepath.Join(t.TempDir(), "db"), writeSweep(t, sweep(`lr = -1.0`))}
+		}, 1, []string{"every trial failed"}},
+		{"succeeds", func(t *testing.T) []string {
+			return []string{"run", "--db", filepath.Join(t.TempDir(), "db"), writeSweep(t, sweep(""))}
+		}, 0, nil},
+		{"trials of an unknown experiment", func(t *testing.T) []string {
+			db := filepath.Join(t.TempDir(), "db")
+			runCLI("run", "--db", db, writeSweep(t, sweep("")))
+			return []string{"trials", "--db", db, "nope"}
+		}, 2, []string{`experiment "nope"`, "not found"}},
+		{"trials of a missing database", func(t *testing.T) []string {
+			return []string{"trials", "--db", filepath.Join(t.TempDir(), "none.db"), "e"}
+		}, 2, []string{"none.db"}},
+		{"best of a file that is not a database", func(t *testing.T) []string {
+			return []string{"best", "--db", writeSweep(t, strings.Repeat("junk ", 500)), "e"}
+		}, 2, []string{"not a gotune results database"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(tt.args(t)...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			for _, s := range tt.inStderr {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gotune/gotune/cmd/gotune/sweepfile"
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/tuner"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run the sweep a TOML file describes",
+		ArgsUsage: "FILE",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "db", Usage: "the results database `FILE` (default: the sweep file's storage, else gotune.db)"},
+		},
+		Action: func(c *cli.Context) error {
+			path, err := oneArg(c, "the sweep file")
+			if err != nil {
+				return err
+			}
+			cfg, err := sweepfile.Load(path)
+			if err != nil {
+				return badInput(err)
+			}
+			if db := c.String("db"); db != "" {
+				cfg.Storage = db
+			}
+			out := c.App.Writer
+			t, err := tuner.New(cfg, tuner.WithObserver(&linePrinter{w: out, start: time.Now()}))
+			if err != nil {
+				return badInput(fmt.Errorf("%s: %w", path, err))
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := t.Fit(ctx)
+			if res != nil {
+				printSummary(out, t.Config(), res)
+			}
+			switch {
+			case errors.Is(err, tuner.ErrAllTrialsFailed):
+				return &exitError{exitFailed, err}
+			case errors.Is(err, context.Canceled):
+				return &exitError{exitFailed, fmt.Errorf("interrupted: completed reports are in %s; run the same command again to continue", t.Config().Storage)}
+			}
+			return err
+		},
+	}
+}
+
+// linePrinter writes one plain line per report and per finished trial.
+type linePrinter struct {
+	w     io.Writer
+	start time.Time
+}
+
+func (p *linePrinter) OnReport(trial int, r trainer.Result) {
+	fmt.Fprintf(p.w, "%7.1fs  trial %-3d iter %-4d %s\n", time.Since(p.start).Seconds(), trial, r.Iteration, formatMetrics(r.Metrics))
+}
+
+func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
+	line := fmt.Sprintf("%7.1fs  trial %-3d %s", time.Since(p.start).Seconds(), trial, status)
+	if err != nil {
+		line += ": " + err.Error()
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// formatMetrics renders metrics as key=value pairs in key order.
+func formatMetrics(m map[string]float64) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%.4g", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// formatParams renders a configuration as key=value pairs in key order.
+func formatParams(p map[string]any) string {
+	keys := slices.Sorted(maps.Keys(p))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		v := p[k]
+		if f, ok := v.(float64); ok {
+			parts[i] = fmt.Sprintf("%s=%.4g", k, f)
+		} else {
+			parts[i] = fmt.Sprintf("%s=%v", k, v)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// printSummary prints the best trials of a finished sweep.
+func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result) {
+	metric := cfg.Objective.Metric
+	ranked := rankTrials(res.Trials, cfg.Objective.Mode)
+	fmt.Fprintf(w, "\n%s: %d trials", res.Experiment, len(res.Trials))
+	counts := map[string]int{}
+	for _, t := range res.Trials {
+		counts[t.Status]++
+	}
+	for _, s := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(w, ", %d %s", counts[s], s)
+	}
+	fmt.Fprintf(w, "; best %s (%s) per trial:\n", metric, cfg.Objective.Mode)
+	printTrialTable(w, ranked[:min(len(ranked), 5)])
+	if res.Best != nil {
+		fmt.Fprintf(w, "best trial: %d, %s = %.6g\n", res.Best.Number, metric, *res.Best.BestMetric)
+	}
+}
+
+// rankTrials orders trials best first by their best metric; trials without
+// one come last, in number order.
+func rankTrials(trials []*storage.Trial, mode string) []*storage.Trial {
+	out := slices.Clone(trials)
+	slices.SortStableFunc(out, func(a, b *storage.Trial) int {
+		switch {
+		case a.BestMetric == nil && b.BestMetric == nil:
+			return a.Number - b.Number
+		case a.BestMetric == nil:
+			return 1
+		case b.BestMetric == nil:
+			return -1
+		}
+		x, y := *a.BestMetric, *b.BestMetric
+		if mode == "max" {
+			x, y = -x, -y
+		}
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return a.Number - b.Number
+	})
+	return out
+}

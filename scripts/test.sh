@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs gotune's checks: formatting, go vet, then every test, with the race
+# detector on the packages that run goroutines. Set GOTUNE_CI=1 to make the
+# tests that need system packages (PyTorch, Chromium) fail instead of skip
+# when those are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+
+# Packages with concurrency run under -race; the rest run plain.
+race_pkgs='/(allreduce|schedulers|storage|trainer|tuner|workers)(/|$)'
+go test -race -timeout 20m $(go list ./... | grep -E "$race_pkgs")
+go test -timeout 20m $(go list ./... | grep -vE "$race_pkgs")

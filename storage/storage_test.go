@@ -1,0 +1,230 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// mustOpen opens a fresh database in a temporary folder.
+func mustOpen(tb testing.TB) *DB {
+	tb.Helper()
+	db, err := Open(filepath.Join(tb.TempDir(), "gotune.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+func ptr(f float64) *float64 { return &f }
+
+func TestReportsUpdateTrialSummary(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []string{"min", "max"} {
+		t.Run(mode, func(t *testing.T) {
+			db := mustOpen(t)
+			exp, err := db.CreateExperiment(ctx, "e", "loss", mode, map[string]any{"k": 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := db.CreateTrial(ctx, exp.ID, 1, map[string]any{"lr": 0.1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			values := []*float64{ptr(3), ptr(1), nil, ptr(2)}
+			for i, v := range values {
+				m := map[string]float64{"epoch": float64(i + 1)}
+				if v != nil {
+					m["loss"] = *v
+				}
+				if err := db.AddReport(ctx, tr.ID(), Report{Iteration: i + 1, Time: time.Now(), Metrics: m}, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := db.Trials(ctx, "e")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 {
+				t.Fatalf("got %d trials, want 1", len(got))
+			}
+			wantBest := 1.0
+			if mode == "max" {
+				wantBest = 3
+			}
+			g := got[0]
+			if g.Iterations != 4 || *g.LastMetric != 2 || *g.BestMetric != wantBest {
+				t.Errorf("trial summary: iterations %d last %v best %v, want 4, 2, %v", g.Iterations, *g.LastMetric, *g.BestMetric, wantBest)
+			}
+			reps, err := db.Reports(ctx, "e", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(reps) != 4 || reps[3].Metrics["loss"] != 2 {
+				t.Errorf("reports: got %+v", reps)
+			}
+		})
+	}
+}
+
+func TestBestTrialAndViews(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	exp, _ := db.CreateExperiment(ctx, "e", "acc", "max", nil)
+	for n, acc := range []float64{0.5, 0.9, 0.7} {
+		tr, err := db.CreateTrial(ctx, exp.ID, n+1, map[string]any{"n": n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.AddReport(ctx, tr.ID(), Report{1, time.Now(), map[string]float64{"acc": acc}}, &acc); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.FinishTrial(ctx, tr.ID(), TrialTerminated, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	best, err := db.BestTrial(ctx, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if best.Number != 2 {
+		t.Errorf("best trial: got %d, want 2", best.Number)
+	}
+	var n int
+	if err := db.r.QueryRow(`SELECT count(*) FROM reports_v WHERE experiment = 'e'`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("reports_v: %d rows, err %v; want 3", n, err)
+	}
+	var status string
+	var bestMetric float64
+	err = db.r.QueryRow(`SELECT status, best_metric FROM trials_v WHERE experiment = 'e' AND trial_id = 3`).Scan(&status, &bestMetric)
+	if err != nil || status != TrialTerminated || bestMetric != 0.7 {
+		t.Errorf("trials_v: %s %v %v", status, bestMetric, err)
+	}
+	exps, err := db.Experiments(ctx)
+	if err != nil || len(exps) != 1 || exps[0].Trials != 3 || *exps[0].Best != 0.9 {
+		t.Errorf("experiments: %+v %v", exps, err)
+	}
+}
+
+func TestLookupsOfMissingThings(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	if _, err := db.Experiment(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Experiment: got %v, want ErrNotFound", err)
+	}
+	if _, err := db.Trials(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Trials: got %v, want ErrNotFound", err)
+	}
+	exp, _ := db.CreateExperiment(ctx, "e", "m", "min", nil)
+	if _, err := db.BestTrial(ctx, "e"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("BestTrial with no trials: got %v, want ErrNotFound", err)
+	}
+	if _, err := db.CreateExperiment(ctx, "e", "m", "min", nil); err == nil {
+		t.Error("a second experiment of the same name was accepted")
+	}
+	if _, err := db.CreateTrial(ctx, exp.ID, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateTrial(ctx, exp.ID, 1, nil); err == nil {
+		t.Error("a duplicate trial number was accepted")
+	}
+}
+
+func TestOpenRejectsForeignAndNewerFiles(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.db")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database ", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, open := range map[string]func(string) (*DB, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
+		if _, err := open(junk); err == nil || !strings.Contains(err.Error(), "not a gotune results database") {
+			t.Errorf("%s(junk): got %v", name, err)
+		}
+	}
+	if _, err := OpenReadOnly(filepath.Join(dir, "missing.db")); err == nil {
+		t.Error("OpenReadOnly of a missing file succeeded")
+	}
+
+	newer := filepath.Join(dir, "newer.db")
+	db, err := Open(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.w.Exec("PRAGMA user_version = 999"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for name, open := range map[string]func(string) (*DB, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
+		if _, err := open(newer); err == nil || !strings.Contains(err.Error(), "newer than this gotune") {
+			t.Errorf("%s(newer): got %v", name, err)
+		}
+	}
+}
+
+func TestReadOnlyRefusesWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gotune.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, err := ro.r.Exec(`INSERT INTO experiments (name, status, metric, mode, config_json, created_at) VALUES ('x','RUNNING','m','min','{}',0)`); err == nil {
+		t.Error("a read-only connection accepted an INSERT")
+	}
+}
+
+// TestReadersDuringWrites reads through a second, read-only handle while a
+// writer commits reports, as `gotune trials` does during a sweep.
+func TestReadersDuringWrites(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "gotune.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exp, _ := db.CreateExperiment(ctx, "e", "loss", "min", nil)
+	tr, _ := db.CreateTrial(ctx, exp.ID, 1, nil)
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+
+	const n = 300
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 1; i <= n; i++ {
+			v := float64(i)
+			if err := db.AddReport(ctx, tr.ID(), Report{i, time.Now(), map[string]float64{"loss": v}}, &v); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	last := 0
+	for last < n {
+		ts, err := ro.Trials(ctx, "e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts[0].Iterations < last {
+			t.Fatalf("iterations went backwards: %d after %d", ts[0].Iterations, last)
+		}
+		last = ts[0].Iterations
+	}
+	wg.Wait()
+}

@@ -1,0 +1,137 @@
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/trainer"
+)
+
+// Config is a sweep: what to optimise, how to search, how to schedule
+// trials and what each trial trains. It is what a sweep file decodes into;
+// the Go API fills it directly. Zero values mean the documented defaults.
+type Config struct {
+	// Name identifies the experiment within its database.
+	Name string `toml:"name" json:"name"`
+	// Storage is the SQLite file results go to; default "gotune.db".
+	Storage string `toml:"storage" json:"storage,omitempty"`
+	// Seed makes sampling and built-in training reproducible.
+	Seed int64 `toml:"seed" json:"seed"`
+
+	Objective Objective       `toml:"objective" json:"objective"`
+	Search    SearchConfig    `toml:"search" json:"search"`
+	Scheduler SchedulerConfig `toml:"scheduler" json:"scheduler"`
+	Trainer   trainer.Config  `toml:"trainer" json:"trainer"`
+}
+
+// Objective is the metric trials are ranked by.
+type Objective struct {
+	// Metric names a reported metric.
+	Metric string `toml:"metric" json:"metric"`
+	// Mode is "min" (lower is better, the default) or "max".
+	Mode string `toml:"mode" json:"mode"`
+}
+
+// SearchConfig says how configurations are chosen.
+type SearchConfig struct {
+	// Algorithm is "random" (the default).
+	Algorithm string `toml:"algorithm" json:"algorithm,omitempty"`
+	// NumSamples is the number of trials; default 1.
+	NumSamples int `toml:"num_samples" json:"num_samples,omitempty"`
+	// MaxConcurrent bounds the trials running at once; 0 means no bound
+	// beyond what the resources allow.
+	MaxConcurrent int `toml:"max_concurrent" json:"max_concurrent,omitempty"`
+	// Space is the search space. A sweep file gives it as [search.space].
+	Space *searchspace.Space `toml:"-" json:"-"`
+}
+
+// SchedulerConfig chooses the trial scheduler and its settings.
+type SchedulerConfig struct {
+	// Kind is "fifo" (the default).
+	Kind string `toml:"kind" json:"kind,omitempty"`
+	// TimeAttr is the reported counter that measures a trial's progress;
+	// default "training_iteration", the number of reports so far.
+	TimeAttr        string  `toml:"time_attr" json:"time_attr,omitempty"`
+	MaxT            float64 `toml:"max_t" json:"max_t,omitempty"`
+	GracePeriod     float64 `toml:"grace_period" json:"grace_period,omitempty"`
+	ReductionFactor float64 `toml:"reduction_factor" json:"reduction_factor,omitempty"`
+}
+
+// DefaultStorage is the database file used when Config.Storage is empty.
+const DefaultStorage = "gotune.db"
+
+// ConfigError is an invalid setting, named by its dotted key in sweep-file
+// terms (for example "search.space.lr" or "trainer.scaling.num_workers").
+type ConfigError struct {
+	Key string
+	Err error
+}
+
+func (e *ConfigError) Error() string { return e.Key + ": " + e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func fieldErr(key, format string, args ...any) error {
+	return &ConfigError{Key: key, Err: fmt.Errorf(format, args...)}
+}
+
+var metricName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]*$`)
+
+// withDefaults returns c with every zero value that has a default filled in.
+func (c Config) withDefaults() Config {
+	if c.Storage == "" {
+		c.Storage = DefaultStorage
+	}
+	if c.Objective.Mode == "" {
+		c.Objective.Mode = "min"
+	}
+	if c.Search.Algorithm == "" {
+		c.Search.Algorithm = "random"
+	}
+	if c.Search.NumSamples == 0 {
+		c.Search.NumSamples = 1
+	}
+	if c.Scheduler.Kind == "" {
+		c.Scheduler.Kind = "fifo"
+	}
+	if c.Scheduler.TimeAttr == "" {
+		c.Scheduler.TimeAttr = TrainingIteration
+	}
+	return c
+}
+
+// TrainingIteration is the time attribute every trial has: its number of reports.
+const TrainingIteration = "training_iteration"
+
+// Validate checks c (with defaults applied) and returns the first problem
+// as a *ConfigError naming its key.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Name == "":
+		return fieldErr("name", "the experiment needs a name")
+	case c.Objective.Metric == "":
+		return fieldErr("objective.metric", "name the metric to optimise")
+	case !metricName.MatchString(c.Objective.Metric):
+		return fieldErr("objective.metric", "%q is not a metric name (letters, digits, _ . / -)", c.Objective.Metric)
+	case c.Objective.Mode != "min" && c.Objective.Mode != "max":
+		return fieldErr("objective.mode", "must be \"min\" or \"max\", got %q", c.Objective.Mode)
+	case c.Search.Algorithm != "random":
+		return fieldErr("search.algorithm", "unknown algorithm %q (have random)", c.Search.Algorithm)
+	case c.Search.NumSamples < 1:
+		return fieldErr("search.num_samples", "must be at least 1, got %d", c.Search.NumSamples)
+	case c.Search.MaxConcurrent < 0:
+		return fieldErr("search.max_concurrent", "must not be negative, got %d", c.Search.MaxConcurrent)
+	case c.Scheduler.Kind != "fifo":
+		return fieldErr("scheduler.kind", "unknown scheduler %q (have fifo)", c.Scheduler.Kind)
+	}
+	if err := c.Trainer.Validate(); err != nil {
+		var fe *trainer.FieldError
+		if errors.As(err, &fe) {
+			return &ConfigError{Key: "trainer." + fe.Key, Err: fe.Err}
+		}
+		return &ConfigError{Key: "trainer", Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,15 @@
+// Package tuner owns the experiment loop: it validates a sweep's Config,
+// asks a Searcher for each trial's configuration, places and runs the
+// trial's training group through the trainer, records every report in
+// storage before the scheduler decides on it, and returns the experiment's
+// trials and best trial when it is done.
+//
+// The smallest Go program that tunes a training function:
+//
+//	space, _ := searchspace.New(searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}})
+//	cfg := tuner.Config{Name: "demo", Objective: tuner.Objective{Metric: "loss"},
+//		Search: tuner.SearchConfig{NumSamples: 8, Space: space}}
+//	t, err := tuner.New(cfg, tuner.WithTrainFunc(train))
+//	...
+//	res, err := t.Fit(ctx)
+package tuner

@@ -1,0 +1,192 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
+)
+
+// loop is one run of an experiment. Its run method is the only goroutine
+// that touches the searcher, the scheduler and the observer; each trial runs
+// in a goroutine of its own and talks to the loop through events.
+type loop struct {
+	t      *Tuner
+	exp    *storage.Experiment
+	events chan event
+
+	started, running, succeeded int
+}
+
+// event is a message from a trial goroutine to the loop.
+type event struct {
+	trial *trialRun
+	// A report: result, answered on reply. Otherwise the trial has ended
+	// with outcome and err.
+	result  *trainer.Result
+	reply   chan trainer.Action
+	outcome trainer.Outcome
+	err     error
+}
+
+// trialRun is one trial's state, shared between its goroutine and the loop.
+type trialRun struct {
+	number int
+	record *storage.Trial
+	config map[string]any
+	// lastScore is the trial's latest score, owned by the loop.
+	lastScore float64
+	hasScore  bool
+}
+
+func (l *loop) run(ctx context.Context) error {
+	t := l.t
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	maxRunning := t.cfg.Search.MaxConcurrent
+	if maxRunning == 0 {
+		maxRunning = t.cfg.Search.NumSamples
+	}
+	var runErr error
+	for {
+		for runErr == nil && l.running < maxRunning && l.started < t.cfg.Search.NumSamples {
+			if err := l.startTrial(ctx); err != nil {
+				runErr = err
+				cancel()
+			}
+		}
+		if l.running == 0 {
+			break
+		}
+		ev := <-l.events
+		if ev.result != nil {
+			ev.reply <- l.onReport(ev.trial, *ev.result)
+			continue
+		}
+		l.running--
+		if err := l.onTrialEnd(ctx, ev); err != nil && runErr == nil {
+			runErr = err
+			cancel()
+		}
+	}
+	if runErr == nil {
+		runErr = ctx.Err()
+	}
+	return runErr
+}
+
+func (l *loop) startTrial(ctx context.Context) error {
+	t := l.t
+	number := l.started + 1
+	config, err := t.searcher.Suggest(number)
+	if err != nil {
+		return fmt.Errorf("searcher: suggest trial %d: %w", number, err)
+	}
+	rec, err := t.db.CreateTrial(ctx, l.exp.ID, number, config)
+	if err != nil {
+		return err
+	}
+	l.started++
+	l.running++
+	tr := &trialRun{number: number, record: rec, config: config}
+	go l.runTrial(ctx, tr)
+	return nil
+}
+
+// runTrial places the trial's group, runs it and tells the loop how it
+// ended. It runs in the trial's own goroutine.
+func (l *loop) runTrial(ctx context.Context, tr *trialRun) {
+	t := l.t
+	sc := t.cfg.Trainer.Scaling
+	alloc, err := t.pool.Acquire(ctx, sc.Workers(), workers.Resources{CPUs: sc.CPUs()})
+	if err != nil {
+		l.events <- event{trial: tr, err: err}
+		return
+	}
+	defer alloc.Release()
+	spec := trainer.Spec{
+		Experiment: t.cfg.Name,
+		Trial:      tr.number,
+		Seed:       trialSeed(t.cfg.Seed, tr.number),
+		Config:     tr.config,
+		Train:      t.train,
+		Scaling:    sc,
+	}
+	outcome, err := trainer.Run(ctx, spec, &sink{l: l, trial: tr})
+	l.events <- event{trial: tr, outcome: outcome, err: err}
+}
+
+// sink persists a trial's reports and asks the loop for a decision. Each
+// report is committed before the scheduler sees it, so a decision never
+// rests on a result that a crash could lose.
+type sink struct {
+	l     *loop
+	trial *trialRun
+}
+
+func (s *sink) Report(ctx context.Context, r trainer.Result) (trainer.Action, error) {
+	value, _, ok := s.l.t.score(r.Metrics)
+	var objective *float64
+	if ok {
+		objective = &value
+	}
+	rep := storage.Report{Iteration: r.Iteration, Time: r.Time, Metrics: r.Metrics}
+	if err := s.l.t.db.AddReport(ctx, s.trial.record.ID(), rep, objective); err != nil {
+		return trainer.Stop, err
+	}
+	reply := make(chan trainer.Action, 1)
+	s.l.events <- event{trial: s.trial, result: &r, reply: reply}
+	return <-reply, nil
+}
+
+// onReport asks the scheduler about a committed result.
+func (l *loop) onReport(tr *trialRun, r trainer.Result) trainer.Action {
+	t := l.t
+	t.observer.OnReport(tr.number, r)
+	_, score, ok := t.score(r.Metrics)
+	if !ok {
+		return trainer.Continue
+	}
+	tr.lastScore, tr.hasScore = score, true
+	progress, ok := t.progress(r)
+	if !ok {
+		return trainer.Continue
+	}
+	d := t.scheduler.OnResult(schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics})
+	if d.Action == schedulers.Continue {
+		return trainer.Continue
+	}
+	return trainer.Stop
+}
+
+// onTrialEnd records how a trial ended and tells the searcher and the
+// scheduler. It fails only when the database does.
+func (l *loop) onTrialEnd(ctx context.Context, ev event) error {
+	t := l.t
+	tr := ev.trial
+	status, msg := storage.TrialTerminated, ""
+	switch {
+	case ev.err != nil && ctx.Err() != nil && errors.Is(ev.err, ctx.Err()):
+		// Interrupted: the trial stays RUNNING in the database, as after a
+		// crash, so that a resumed experiment knows to run it again.
+		return nil
+	case ev.err != nil:
+		status, msg = storage.TrialError, ev.err.Error()
+	case ev.outcome == trainer.Stopped:
+		status = storage.TrialStopped
+	}
+	if status != storage.TrialError {
+		l.succeeded++
+	}
+	if err := t.db.FinishTrial(context.WithoutCancel(ctx), tr.record.ID(), status, msg); err != nil {
+		return err
+	}
+	t.scheduler.OnTrialEnd(tr.number)
+	t.searcher.Observe(tr.number, tr.lastScore, tr.hasScore && status != storage.TrialError)
+	t.observer.OnTrialEnd(tr.number, status, ev.err)
+	return nil
+}

@@ -1,0 +1,276 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+)
+
+func testConfig(t *testing.T, samples int) Config {
+	t.Helper()
+	space, err := searchspace.New(
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -2, High: 2}},
+		searchspace.Param{Name: "steps", Domain: searchspace.Constant{Value: int64(5)}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{
+		Name:      "test",
+		Storage:   filepath.Join(t.TempDir(), "gotune.db"),
+		Seed:      1,
+		Objective: Objective{Metric: "loss", Mode: "min"},
+		Search:    SearchConfig{NumSamples: samples, MaxConcurrent: 3, Space: space},
+		Trainer:   trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 2, CPUsPerWorker: 0.01}},
+	}
+}
+
+// quadratic reports loss = x² / step for its steps.
+func quadratic(ctx context.Context, w *trainer.Worker) error {
+	x := w.Float("x", 0)
+	for s := 1; s <= w.Int("steps", 1); s++ {
+		if err := w.Report(ctx, map[string]float64{"loss": x * x / float64(s), "step": float64(s)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestFitRecordsEveryReport(t *testing.T) {
+	cfg := testConfig(t, 7)
+	tu, err := New(cfg, WithTrainFunc(quadratic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tu.Fit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Trials) != 7 {
+		t.Fatalf("got %d trials, want 7", len(res.Trials))
+	}
+	db, err := storage.OpenReadOnly(cfg.Storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var best *storage.Trial
+	for _, tr := range res.Trials {
+		if tr.Status != storage.TrialTerminated || tr.Iterations != 5 {
+			t.Errorf("trial %d: %s with %d iterations", tr.Number, tr.Status, tr.Iterations)
+		}
+		reps, err := db.Reports(context.Background(), "test", tr.Number)
+		if err != nil || len(reps) != 5 {
+			t.Errorf("trial %d: %d reports in the DB (%v), want 5", tr.Number, len(reps), err)
+		}
+		if best == nil || *tr.BestMetric < *best.BestMetric {
+			best = tr
+		}
+	}
+	if res.Best == nil || res.Best.Number != best.Number {
+		t.Errorf("best trial: got %v, want %d", res.Best, best.Number)
+	}
+	exp, _ := db.Experiment(context.Background(), "test")
+	if exp.Status != storage.ExperimentFinished {
+		t.Errorf("experiment status %s, want FINISHED", exp.Status)
+	}
+}
+
+func TestFitSameSeedSameConfigs(t *testing.T) {
+	params := func() []map[string]any {
+		tu, err := New(testConfig(t, 5), WithTrainFunc(quadratic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tu.Fit(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []map[string]any
+		for _, tr := range res.Trials {
+			out = append(out, tr.Params)
+		}
+		return out
+	}
+	a, b := params(), params()
+	for i := range a {
+		if a[i]["x"] != b[i]["x"] {
+			t.Errorf("trial %d: x %v vs %v with the same seed", i+1, a[i]["x"], b[i]["x"])
+		}
+	}
+}
+
+// stopAfter is a scheduler that stops every trial at its n-th result.
+type stopAfter struct {
+	n     float64
+	ended []int
+}
+
+func (s *stopAfter) OnResult(r schedulers.Result) schedulers.Decision {
+	if r.Time >= s.n {
+		return schedulers.Decision{Action: schedulers.Stop, Reason: "enough"}
+	}
+	return schedulers.Decision{Action: schedulers.Continue}
+}
+
+func (s *stopAfter) OnTrialEnd(trial int) { s.ended = append(s.ended, trial) }
+
+// observing is a searcher that hands out fixed configs and records what it observes.
+type observing struct {
+	mu       sync.Mutex
+	observed map[int]float64
+}
+
+func (s *observing) Suggest(trial int) (map[string]any, error) {
+	return map[string]any{"x": float64(trial), "steps": int64(5)}, nil
+}
+
+func (s *observing) Observe(trial int, score float64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ok {
+		s.observed[trial] = score
+	}
+}
+
+func TestFitWithCustomSchedulerAndSearcher(t *testing.T) {
+	cfg := testConfig(t, 4)
+	sched := &stopAfter{n: 2}
+	search := &observing{observed: map[int]float64{}}
+	tu, err := New(cfg, WithTrainFunc(quadratic), WithScheduler(sched), WithSearcher(search))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tu.Fit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range res.Trials {
+		if tr.Status != storage.TrialStopped || tr.Iterations != 2 {
+			t.Errorf("trial %d: %s after %d iterations, want STOPPED after 2", tr.Number, tr.Status, tr.Iterations)
+		}
+		// A stopped trial counts with its last value: x²/2.
+		x := float64(tr.Number)
+		if got := search.observed[tr.Number]; got != x*x/2 {
+			t.Errorf("searcher observed %v for trial %d, want %v", got, tr.Number, x*x/2)
+		}
+	}
+	if len(sched.ended) != 4 {
+		t.Errorf("scheduler told of %d ended trials, want 4", len(sched.ended))
+	}
+}
+
+func TestFitMaxModeNegatesScore(t *testing.T) {
+	cfg := testConfig(t, 3)
+	cfg.Objective.Mode = "max"
+	search := &observing{observed: map[int]float64{}}
+	tu, _ := New(cfg, WithTrainFunc(quadratic), WithSearcher(search))
+	res, err := tu.Fit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Best.Number != 3 {
+		t.Errorf("best of a max objective: trial %d, want 3", res.Best.Number)
+	}
+	if search.observed[3] != -9.0/5 {
+		t.Errorf("score of trial 3: %v, want %v", search.observed[3], -9.0/5)
+	}
+}
+
+func TestFitAllTrialsFail(t *testing.T) {
+	cfg := testConfig(t, 3)
+	fail := func(ctx context.Context, w *trainer.Worker) error { return errors.New("boom") }
+	tu, _ := New(cfg, WithTrainFunc(fail))
+	res, err := tu.Fit(context.Background())
+	if !errors.Is(err, ErrAllTrialsFailed) {
+		t.Fatalf("got %v, want ErrAllTrialsFailed", err)
+	}
+	for _, tr := range res.Trials {
+		if tr.Status != storage.TrialError || !strings.Contains(tr.Error, "boom") {
+			t.Errorf("trial %d: %s %q", tr.Number, tr.Status, tr.Error)
+		}
+	}
+}
+
+func TestFitSomeTrialsFail(t *testing.T) {
+	cfg := testConfig(t, 4)
+	train := func(ctx context.Context, w *trainer.Worker) error {
+		if w.Trial()%2 == 0 {
+			return errors.New("even trials crash")
+		}
+		return quadratic(ctx, w)
+	}
+	tu, _ := New(cfg, WithTrainFunc(train))
+	res, err := tu.Fit(context.Background())
+	if err != nil {
+		t.Fatalf("a sweep with some successful trials failed: %v", err)
+	}
+	statuses := map[string]int{}
+	for _, tr := range res.Trials {
+		statuses[tr.Status]++
+	}
+	if statuses[storage.TrialError] != 2 || statuses[storage.TrialTerminated] != 2 {
+		t.Errorf("statuses %v, want 2 ERROR and 2 TERMINATED", statuses)
+	}
+}
+
+func TestFitInterruptedLeavesTrialsRunning(t *testing.T) {
+	cfg := testConfig(t, 6)
+	ctx, cancel := context.WithCancel(context.Background())
+	train := func(c context.Context, w *trainer.Worker) error {
+		if err := w.Report(c, map[string]float64{"loss": 1}); err != nil {
+			return err
+		}
+		if w.Trial() == 2 {
+			cancel()
+		}
+		<-c.Done()
+		return c.Err()
+	}
+	tu, _ := New(cfg, WithTrainFunc(train))
+	res, err := tu.Fit(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	for _, tr := range res.Trials {
+		if tr.Status != storage.TrialRunning {
+			t.Errorf("interrupted trial %d is %s, want RUNNING (to be resumed)", tr.Number, tr.Status)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Objective.Metric = ""
+	var ce *ConfigError
+	if _, err := New(cfg, WithTrainFunc(quadratic)); !errors.As(err, &ce) || ce.Key != "objective.metric" {
+		t.Errorf("got %v, want a ConfigError on objective.metric", err)
+	}
+	cfg = testConfig(t, 1)
+	if _, err := New(cfg); !errors.As(err, &ce) || ce.Key != "trainer.model" {
+		t.Errorf("no model and no train func: got %v", err)
+	}
+	cfg.Trainer.Model, cfg.Trainer.Dataset = "mlp", filepath.Join(t.TempDir(), "missing.csv")
+	if _, err := New(cfg); !errors.As(err, &ce) || ce.Key != "trainer.dataset" {
+		t.Errorf("missing dataset: got %v", err)
+	}
+}
+
+func TestFitRefusesExistingExperiment(t *testing.T) {
+	cfg := testConfig(t, 1)
+	for i := range 2 {
+		tu, _ := New(cfg, WithTrainFunc(quadratic))
+		_, err := tu.Fit(context.Background())
+		if i == 1 && (err == nil || !strings.Contains(err.Error(), "already exists")) {
+			t.Errorf("second run of the same experiment: got %v", err)
+		}
+	}
+}
