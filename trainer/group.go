@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -27,6 +28,10 @@ type Result struct {
 	Iteration int
 	Time      time.Time
 	Metrics   map[string]float64
+	// Checkpoint lists the folders the ranks handed over with this report,
+	// in rank order; empty when the report carries no checkpoint. The
+	// sink takes them over: it must move or copy them before answering.
+	Checkpoint []string
 }
 
 // Sink receives a running trial's results. Report is called from one
@@ -46,6 +51,11 @@ type Spec struct {
 	// Train runs on every worker.
 	Train   TrainFunc
 	Scaling ScalingConfig
+	// ResumeDir is the committed checkpoint to start from; "" for a fresh start.
+	ResumeDir string
+	// ScratchDir is where workers' checkpoint folders are created; a
+	// temporary folder when empty. Run removes what is left in it.
+	ScratchDir string
 }
 
 // Outcome is how a group's run ended without error.
@@ -74,30 +84,19 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Outcome, error) {
 		return 0, errors.New("trainer: spec has no training function")
 	}
 	n := spec.Scaling.Workers()
+	scratch := spec.ScratchDir
+	if scratch == "" {
+		dir, err := os.MkdirTemp("", "gotune-scratch-")
+		if err != nil {
+			return 0, fmt.Errorf("trainer: scratch folder: %w", err)
+		}
+		scratch = dir
+	}
+	defer os.RemoveAll(scratch)
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	comms := allreduce.NewLocal(n)
-
-	var (
-		mu        sync.Mutex
-		stopped   bool
-		iteration int
-	)
-	report := func(ctx context.Context, metrics map[string]float64) error {
-		mu.Lock()
-		defer mu.Unlock()
-		iteration++
-		act, err := sink.Report(ctx, Result{Iteration: iteration, Time: time.Now(), Metrics: metrics})
-		if err != nil {
-			return fmt.Errorf("report %d: %w", iteration, err)
-		}
-		if act == Stop {
-			stopped = true
-			cancel()
-			return context.Canceled
-		}
-		return nil
-	}
+	g := newGather(n, sink, cancel)
 
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -110,7 +109,9 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Outcome, error) {
 			seed:       spec.Seed,
 			config:     spec.Config,
 			comm:       comms[rank],
-			report:     report,
+			scratchDir: scratch,
+			resumeDir:  spec.ResumeDir,
+			report:     g.report,
 		}
 		wg.Add(1)
 		go func() {
@@ -130,9 +131,7 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Outcome, error) {
 		c.Close()
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	if stopped {
+	if g.wasStopped() {
 		return Stopped, nil
 	}
 	if err := ctx.Err(); err != nil {

@@ -3,6 +3,9 @@ package trainer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -147,3 +150,50 @@ func TestWorkerGetters(t *testing.T) {
 	}()
 	w.Int("f", 0)
 }
+
+func TestReportGathersCheckpointsOfEveryRank(t *testing.T) {
+	var got [][]string
+	sink := sinkFunc(func(r Result) Action {
+		for _, dir := range r.Checkpoint {
+			data, err := os.ReadFile(filepath.Join(dir, "weights"))
+			if err != nil {
+				t.Errorf("report %d: shard %s: %v", r.Iteration, dir, err)
+			}
+			if !strings.HasPrefix(string(data), "rank") {
+				t.Errorf("shard content %q", data)
+			}
+		}
+		got = append(got, r.Checkpoint)
+		return Continue
+	})
+	train := func(ctx context.Context, w *Worker) error {
+		for step := range 3 {
+			var opts []ReportOption
+			if step != 1 { // no checkpoint with the second report
+				dir, err := w.CheckpointDir()
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(dir, "weights"), fmt.Appendf(nil, "rank%d", w.Rank()), 0o644); err != nil {
+					return err
+				}
+				opts = append(opts, WithCheckpoint(dir))
+			}
+			if err := w.Report(ctx, map[string]float64{"step": float64(step)}, opts...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if _, err := Run(context.Background(), Spec{Train: train, Scaling: ScalingConfig{NumWorkers: 3}}, sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || len(got[0]) != 3 || len(got[1]) != 0 || len(got[2]) != 3 {
+		t.Errorf("checkpoint shards per report: %v, want 3, 0, 3", got)
+	}
+}
+
+// sinkFunc adapts a function to Sink.
+type sinkFunc func(Result) Action
+
+func (f sinkFunc) Report(_ context.Context, r Result) (Action, error) { return f(r), nil }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/gotune/gotune/allreduce"
@@ -26,7 +28,12 @@ type Worker struct {
 	seed       int64
 	config     map[string]any
 	comm       allreduce.Comm
-	report     func(ctx context.Context, metrics map[string]float64) error
+	// scratchDir holds the folders CheckpointDir creates; resumeDir is the
+	// committed checkpoint to start from, "" on a fresh start.
+	scratchDir  string
+	checkpoints int
+	resumeDir   string
+	report      func(ctx context.Context, rank int, metrics map[string]float64, checkpoint string) error
 }
 
 // Experiment is the name of the experiment the trial belongs to.
@@ -133,12 +140,44 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("hyperparameter %q is %v (%T), want %s", e.Name, e.Value, e.Value, e.Want)
 }
 
-// Report sends one result of the trial. Rank 0's metrics are the trial's;
-// other ranks may call Report too (so that code can be rank-agnostic) and
-// their metrics are ignored. On rank 0 it returns once the result is durably
-// recorded and the scheduler has decided; when the decision ends the trial,
-// ctx is cancelled and Report returns ctx's error.
-func (w *Worker) Report(ctx context.Context, metrics map[string]float64) error {
+// CheckpointDir creates and returns a new, empty folder of this worker's own
+// to write a checkpoint in before handing it over with WithCheckpoint.
+// Folders never handed over are deleted when the group ends.
+func (w *Worker) CheckpointDir() (string, error) {
+	w.checkpoints++
+	dir := filepath.Join(w.scratchDir, fmt.Sprintf("rank%d-%d", w.rank, w.checkpoints))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("checkpoint folder: %w", err)
+	}
+	return dir, nil
+}
+
+// ResumeDir is the committed checkpoint this run starts from (after a
+// restart, a promotion or a resumed experiment), or "" on a fresh start. It
+// holds the merged files of every rank that contributed to it.
+func (w *Worker) ResumeDir() string { return w.resumeDir }
+
+// ReportOption adds something to a report besides its metrics.
+type ReportOption func(*reportOptions)
+
+type reportOptions struct{ checkpoint string }
+
+// WithCheckpoint hands dir over with the report: a directory the worker has
+// finished writing and will not touch again. gotune takes it over and merges
+// it with the other ranks' directories of the same report into one committed
+// checkpoint.
+func WithCheckpoint(dir string) ReportOption {
+	return func(o *reportOptions) { o.checkpoint = dir }
+}
+
+// Report sends one result of the trial. Every rank calls Report the same
+// number of times, as with Ray Train: the k-th calls of all ranks make the
+// trial's k-th report. Rank 0's metrics are the trial's; the other ranks'
+// metrics are ignored, but every rank's checkpoint folder is merged into the
+// report's checkpoint. Report returns on every rank once the report is
+// durably recorded and the scheduler has decided; when the decision ends the
+// trial, ctx is cancelled and Report returns ctx's error.
+func (w *Worker) Report(ctx context.Context, metrics map[string]float64, opts ...ReportOption) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -147,8 +186,9 @@ func (w *Worker) Report(ctx context.Context, metrics map[string]float64) error {
 			return fmt.Errorf("report: metric %q is %v, not a finite number", k, v)
 		}
 	}
-	if w.rank != 0 {
-		return nil
+	var o reportOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
-	return w.report(ctx, metrics)
+	return w.report(ctx, w.rank, metrics, o.checkpoint)
 }
