@@ -80,6 +80,15 @@ type prepared struct {
 // built-in model. The data set is read, split and scaled once; every trial
 // shares it. An error names the file and line at fault.
 func Builtin(cfg Config) (TrainFunc, error) {
+	p, err := prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p.trainFunc, nil
+}
+
+// prepare loads, splits and scales cfg's data set for cfg's model.
+func prepare(cfg Config) (*prepared, error) {
 	kind, ok := builtinModels[cfg.Model]
 	if !ok {
 		return nil, fmt.Errorf("unknown built-in model %q (have %s)", cfg.Model, strings.Join(Models(), ", "))
@@ -128,7 +137,7 @@ func Builtin(cfg Config) (TrainFunc, error) {
 	} else if len(data.Classes) < 2 {
 		return nil, fmt.Errorf("dataset %s: the label %q has the single value %q; a classifier needs two classes or more", cfg.Dataset, label, data.Classes[0])
 	}
-	return p.trainFunc, nil
+	return p, nil
 }
 
 func (p *prepared) standardiseTargets() {

@@ -28,6 +28,9 @@ type network struct {
 	// w[l] (sizes[l]×sizes[l+1], row-major) and b[l] are views into params;
 	// gw and gb the same views into grads.
 	w, b, gw, gb [][]float64
+	// wt[l] is scratch for w[l] transposed (sizes[l+1]×sizes[l]), for
+	// the backward pass of layers past the first.
+	wt [][]float64
 
 	// Per-batch scratch for up to maxBatch rows, row-major: acts[l] is the
 	// input of layer l (acts[0] the batch itself), masks[l] the dropout
@@ -57,6 +60,11 @@ func newNetwork(sizes []int, tanh bool, dropout float64, maxBatch int, rng *rand
 		n.b = append(n.b, n.params[off:off+out])
 		n.gb = append(n.gb, n.grads[off:off+out])
 		off += out
+		var wt []float64
+		if l > 0 {
+			wt = make([]float64, in*out)
+		}
+		n.wt = append(n.wt, wt)
 		bound := 1 / math.Sqrt(float64(in))
 		for _, p := range [][]float64{n.w[l], n.b[l]} {
 			for i := range p {
@@ -152,8 +160,17 @@ func (n *network) backward(r int, train bool) {
 		}
 		// The gradient at this layer's input, through the previous
 		// layer's dropout and activation: prev = (delta·wᵀ) ⊙ f'(z) ⊙ mask.
+		// The product is taken with wᵀ stored row-major: each row of prev
+		// is then a sum of a few long rows (the axpy form gonum is fastest
+		// at) rather than many dot products as short as out.
 		prev := n.deltas[l][:r*in]
-		gemm.Dgemm(blas.NoTrans, blas.Trans, r, in, out, 1, delta, out, n.w[l], out, 0, prev, in)
+		wt := n.wt[l]
+		for p := range in {
+			for j, v := range n.w[l][p*out : p*out+out] {
+				wt[j*in+p] = v
+			}
+		}
+		gemm.Dgemm(blas.NoTrans, blas.NoTrans, r, in, out, 1, delta, out, wt, in, 0, prev, in)
 		mask := n.masks[l][:r*in]
 		switch {
 		case n.tanh:
