@@ -45,19 +45,19 @@ type modelState struct {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// saveCheckpoint writes the network's parameters and the optimizer's state
-// after epoch into dir/CheckpointFile.
-func saveCheckpoint(dir, model, optName string, epoch int, net *network, opt optimizer) error {
+// saveCheckpoint writes the parameters of a network of the given layer
+// sizes and the optimizer's state after epoch into dir/CheckpointFile.
+func saveCheckpoint(dir, model, optName string, epoch int, sizes []int, params []float64, opt optimizer) error {
 	steps, vectors := opt.state()
-	payload := make([]byte, 0, 8*len(net.params)*(1+len(vectors)))
-	for _, vec := range append([][]float64{net.params}, vectors...) {
+	payload := make([]byte, 0, 8*len(params)*(1+len(vectors)))
+	for _, vec := range append([][]float64{params}, vectors...) {
 		for _, v := range vec {
 			payload = binary.LittleEndian.AppendUint64(payload, math.Float64bits(v))
 		}
 	}
 	header, err := json.Marshal(modelState{
-		Model: model, Sizes: net.sizes, Optimizer: optName, Epoch: epoch, Steps: *steps,
-		Length: len(net.params), Vectors: len(vectors), CRC32C: crc32.Checksum(payload, castagnoli),
+		Model: model, Sizes: sizes, Optimizer: optName, Epoch: epoch, Steps: *steps,
+		Length: len(params), Vectors: len(vectors), CRC32C: crc32.Checksum(payload, castagnoli),
 	})
 	if err != nil {
 		return err
@@ -73,13 +73,14 @@ func saveCheckpoint(dir, model, optName string, epoch int, net *network, opt opt
 	return nil
 }
 
-// loadCheckpoint reads dir/CheckpointFile into the network's parameters and
-// the optimizer's state and returns the epoch it was written after. The
-// checkpoint must come from the same model with the same layer sizes. When
+// loadCheckpoint reads dir/CheckpointFile into params (those of a network of
+// the given layer sizes) and the optimizer's state and returns the epoch it
+// was written after. The checkpoint must come from the same model with the
+// same layer sizes. When
 // it was written with another optimizer (a trial whose optimizer changed,
 // as population-based training may do), only the parameters are restored
 // and the optimizer starts afresh.
-func loadCheckpoint(dir, model, optName string, net *network, opt optimizer) (epoch int, err error) {
+func loadCheckpoint(dir, model, optName string, sizes []int, params []float64, opt optimizer) (epoch int, err error) {
 	path := filepath.Join(dir, CheckpointFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -109,10 +110,10 @@ func loadCheckpoint(dir, model, optName string, net *network, opt optimizer) (ep
 	if crc32.Checksum(payload, castagnoli) != st.CRC32C {
 		return 0, bad("checksum mismatch")
 	}
-	if st.Model != model || !slices.Equal(st.Sizes, net.sizes) {
-		return 0, fmt.Errorf("resume: %s holds a %s with layer sizes %v; this trial trains a %s with layer sizes %v", path, st.Model, st.Sizes, model, net.sizes)
+	if st.Model != model || !slices.Equal(st.Sizes, sizes) {
+		return 0, fmt.Errorf("resume: %s holds a %s with layer sizes %v; this trial trains a %s with layer sizes %v", path, st.Model, st.Sizes, model, sizes)
 	}
-	if st.Length != len(net.params) || st.Epoch < 0 {
+	if st.Length != len(params) || st.Epoch < 0 {
 		return 0, bad("its header does not match its layer sizes")
 	}
 	read := func(dst []float64) {
@@ -121,7 +122,7 @@ func loadCheckpoint(dir, model, optName string, net *network, opt optimizer) (ep
 		}
 		payload = payload[8*len(dst):]
 	}
-	read(net.params)
+	read(params)
 	steps, vectors := opt.state()
 	if st.Optimizer == optName && st.Vectors == len(vectors) {
 		for _, vec := range vectors {

@@ -190,6 +190,7 @@ func shard(rowsIn []int, seed int64, epoch, rank, size int) []int {
 // hyperparams are what a built-in model reads from a trial's configuration.
 type hyperparams struct {
 	batchSize, epochs, checkpointEvery int
+	float64                            bool // the precision: float64, otherwise float32
 	hidden, layers                     int
 	tanh                               bool
 	dropout                            float64
@@ -202,11 +203,15 @@ func readHyperparams(w *Worker, kind modelKind) (hyperparams, error) {
 		epochs:          w.Int("epochs", 10),
 		checkpointEvery: w.Int("checkpoint_every", 1),
 	}
+	precision := w.String("precision", "float32")
+	hp.float64 = precision == "float64"
 	var err error
 	if hp.optim, err = readOptimParams(w); err != nil {
 		return hp, err
 	}
 	switch {
+	case precision != "float32" && precision != "float64":
+		return hp, fmt.Errorf("precision must be \"float32\" or \"float64\", got %q", precision)
 	case hp.batchSize < 1:
 		return hp, fmt.Errorf("batch_size must be at least 1, got %d", hp.batchSize)
 	case hp.epochs < 1:
@@ -260,20 +265,35 @@ func (p *prepared) trainFunc(ctx context.Context, w *Worker) error {
 	if err != nil {
 		return err
 	}
+	if hp.float64 {
+		return train[float64](ctx, w, p, hp)
+	}
+	return train[float32](ctx, w, p, hp)
+}
+
+// train is trainFunc with the network computing in precision T. The
+// parameters, the averaged gradient and the optimizer's state are float64
+// whatever T is (the master copy that checkpoints hold); the network
+// computes with the parameters rounded to T.
+func train[T float](ctx context.Context, w *Worker, p *prepared, hp hyperparams) error {
 	rank, size, seed := w.Rank(), w.WorldSize(), w.Seed()
 	comm := w.Comm()
-	net := newNetwork(p.layerSizes(hp), hp.tanh, hp.dropout, hp.batchSize, rand.New(rand.NewPCG(uint64(seed), initStream)))
-	opt := newOptimizer(hp.optim, len(net.params))
+	sizes := p.layerSizes(hp)
+	params := initParams(sizes, rand.New(rand.NewPCG(uint64(seed), initStream)))
+	grads := make([]float64, len(params))
+	opt := newOptimizer(hp.optim, len(params))
 	first := 1
 	if dir := w.ResumeDir(); dir != "" {
-		done, err := loadCheckpoint(dir, p.model, hp.optim.name, net, opt)
+		done, err := loadCheckpoint(dir, p.model, hp.optim.name, sizes, params, opt)
 		if err != nil {
 			return err
 		}
 		first = done + 1
 	}
+	net := newNetwork[T](sizes, hp.tanh, hp.dropout, hp.batchSize)
+	net.setParams(params)
 
-	s := &stepper{p: p, net: net, labels: make([]int, hp.batchSize), targets: make([]float64, hp.batchSize)}
+	s := &stepper[T]{p: p, net: net, labels: make([]int, hp.batchSize), targets: make([]float64, hp.batchSize)}
 	dropSrc := rand.NewPCG(0, 0)
 	dropRNG := rand.New(dropSrc)
 	// Each rank scores a contiguous share of the validation rows.
@@ -291,10 +311,12 @@ func (p *prepared) trainFunc(ctx context.Context, w *Worker) error {
 			loss, _ := s.run(batch, true, dropRNG)
 			trainLoss += loss
 			net.backward(len(batch), true)
-			if err := comm.AllReduceFloat64(ctx, net.grads, allreduce.Mean); err != nil {
+			net.gradsTo(grads)
+			if err := comm.AllReduceFloat64(ctx, grads, allreduce.Mean); err != nil {
 				return err
 			}
-			opt.step(net.params, net.grads)
+			opt.step(params, grads)
+			net.setParams(params)
 		}
 
 		var valLoss, valCorrect float64
@@ -314,7 +336,7 @@ func (p *prepared) trainFunc(ctx context.Context, w *Worker) error {
 			if err != nil {
 				return err
 			}
-			if err := saveCheckpoint(dir, p.model, hp.optim.name, epoch, net, opt); err != nil {
+			if err := saveCheckpoint(dir, p.model, hp.optim.name, epoch, sizes, params, opt); err != nil {
 				return err
 			}
 			opts = append(opts, WithCheckpoint(dir))
@@ -327,9 +349,9 @@ func (p *prepared) trainFunc(ctx context.Context, w *Worker) error {
 }
 
 // stepper runs the network forward over batches of rows and scores them.
-type stepper struct {
+type stepper[T float] struct {
 	p       *prepared
-	net     *network
+	net     *network[T]
 	labels  []int
 	targets []float64
 }
@@ -338,12 +360,15 @@ type stepper struct {
 // training) and scores the outputs, leaving the loss gradient for backward.
 // It returns the summed loss of the rows (squared errors in standardised
 // units for regression) and, for a classifier, how many it got right.
-func (s *stepper) run(rows []int, train bool, rng *rand.Rand) (loss float64, correct int) {
+func (s *stepper[T]) run(rows []int, train bool, rng *rand.Rand) (loss float64, correct int) {
 	p, net := s.p, s.net
 	cols := p.data.Cols
 	x := net.input(len(rows))
 	for i, row := range rows {
-		copy(x[i*cols:(i+1)*cols], p.x[row*cols:(row+1)*cols])
+		dst := x[i*cols : (i+1)*cols]
+		for j, v := range p.x[row*cols : (row+1)*cols] {
+			dst[j] = T(v)
+		}
 	}
 	out := net.forward(len(rows), train, rng)
 	if p.kind.regression {

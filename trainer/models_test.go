@@ -187,7 +187,7 @@ var detConfigs = []struct {
 	params map[string]any
 }{
 	{"mlp-sgd-dropout", Config{Model: "mlp", Dataset: digits, Split: digitsSplit}, map[string]any{"layers": int64(2), "hidden": int64(16), "dropout": 0.2, "weight_decay": 1e-4}},
-	{"mlp-tanh-adamw", Config{Model: "mlp", Dataset: digits, Scale: "minmax"}, map[string]any{"activation": "tanh", "hidden": int64(16), "optimizer": "adamw", "weight_decay": 0.01, "dropout": 0.1}},
+	{"mlp-tanh-adamw", Config{Model: "mlp", Dataset: digits, Scale: "minmax"}, map[string]any{"activation": "tanh", "hidden": int64(16), "optimizer": "adamw", "weight_decay": 0.01, "dropout": 0.1, "precision": "float64"}},
 	{"logreg-adam", Config{Model: "logreg", Dataset: digits, Scale: "none"}, map[string]any{"optimizer": "adam", "batch_size": int64(50)}},
 	{"linreg-sgd", Config{Model: "linreg", Dataset: digits, Label: "f20"}, map[string]any{"lr": 0.001}},
 }
