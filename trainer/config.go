@@ -73,8 +73,8 @@ func (c *Config) Validate() error {
 	if c.Split != "" && c.ValFraction != 0 {
 		return &FieldError{"split", errors.New("a split file fixes the validation rows: drop val_fraction")}
 	}
-	if c.Scale != "" && !slices.Contains(Scalings, c.Scale) {
-		return &FieldError{"scale", fmt.Errorf("unknown scaling %q (have %s)", c.Scale, strings.Join(Scalings, ", "))}
+	if c.Scale != "" && !slices.Contains(scalings, c.Scale) {
+		return &FieldError{"scale", fmt.Errorf("unknown scaling %q (have %s)", c.Scale, strings.Join(scalings, ", "))}
 	}
 	if c.Scaling.NumWorkers < 0 {
 		return &FieldError{"scaling.num_workers", fmt.Errorf("must be at least 1, got %d", c.Scaling.NumWorkers)}

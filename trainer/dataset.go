@@ -17,8 +17,6 @@ import (
 // Dataset is a table of numeric features and a label per row, as the
 // built-in models train on. Features are stored row-major.
 type Dataset struct {
-	// Path is the file the data set was read from, for error messages.
-	Path string
 	// Features has Rows()*Cols values; row i is Features[i*Cols:(i+1)*Cols].
 	Features []float64
 	Cols     int
@@ -111,7 +109,7 @@ func readCSV(path string, in io.Reader, label string, features []string) (*Datas
 	if len(cols) == 0 {
 		return nil, fmt.Errorf("dataset %s:1: no feature columns besides the label %q", path, label)
 	}
-	d := &Dataset{Path: path, Cols: len(cols), Label: label}
+	d := &Dataset{Cols: len(cols), Label: label}
 	for _, c := range cols {
 		d.FeatureNames = append(d.FeatureNames, header[c])
 	}
@@ -291,8 +289,8 @@ func LoadSplit(path string, rows int) (train, val []int, err error) {
 	return train, val, nil
 }
 
-// Scalings are the feature scalings the built-in models offer (Config.Scale).
-var Scalings = []string{"standard", "minmax", "none"}
+// scalings are the feature scalings the built-in models offer (Config.Scale).
+var scalings = []string{"standard", "minmax", "none"}
 
 // Scaling returns, per feature, the shift and the factor that scale a value
 // v to (v-shift)*factor, fitted on rows (the training rows, so nothing of
@@ -350,7 +348,7 @@ func (d *Dataset) Scaling(kind string, rows []int) (shift, factor []float64, err
 			}
 		}
 	default:
-		return nil, nil, fmt.Errorf("unknown scaling %q (have %s)", kind, strings.Join(Scalings, ", "))
+		return nil, nil, fmt.Errorf("unknown scaling %q (have %s)", kind, strings.Join(scalings, ", "))
 	}
 	return shift, factor, nil
 }

@@ -3,12 +3,13 @@ package trainer
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
-// Optimizers are the update rules the built-in models offer, by the name
+// optimizers are the update rules the built-in models offer, by the name
 // the "optimizer" hyperparameter takes.
-var Optimizers = []string{"sgd", "adam", "adamw"}
+var optimizers = []string{"sgd", "adam", "adamw"}
 
 // optimizer updates parameters from their averaged gradient. Its state is a
 // step count and a few vectors as long as the parameters, which a
@@ -42,8 +43,8 @@ func readOptimParams(w *Worker) (optimParams, error) {
 	}
 	p.lr = w.Float("lr", lr)
 	switch {
-	case p.name != "sgd" && p.name != "adam" && p.name != "adamw":
-		return p, fmt.Errorf("optimizer must be one of %s, got %q", strings.Join(Optimizers, ", "), p.name)
+	case !slices.Contains(optimizers, p.name):
+		return p, fmt.Errorf("optimizer must be one of %s, got %q", strings.Join(optimizers, ", "), p.name)
 	case !(p.lr > 0):
 		return p, fmt.Errorf("lr must be positive, got %g", p.lr)
 	case p.momentum < 0 || p.momentum >= 1:
