@@ -89,6 +89,15 @@ func loadCheckpoint(dir, model, optName string, sizes []int, params []float64, o
 	if err != nil {
 		return 0, fmt.Errorf("resume: %w", err)
 	}
+	return parseCheckpoint(path, data, model, optName, sizes, params, opt)
+}
+
+// maxStateVectors bounds the optimizer state vectors a checkpoint may
+// announce (Adam has two).
+const maxStateVectors = 4
+
+// parseCheckpoint is loadCheckpoint on the contents of the file at path.
+func parseCheckpoint(path string, data []byte, model, optName string, sizes []int, params []float64, opt optimizer) (epoch int, err error) {
 	bad := func(why string) error {
 		return fmt.Errorf("resume: %s is damaged or not a model checkpoint: %s", path, why)
 	}
@@ -104,7 +113,8 @@ func loadCheckpoint(dir, model, optName string, sizes []int, params []float64, o
 	if err := json.Unmarshal(header, &st); err != nil {
 		return 0, bad(err.Error())
 	}
-	if st.Length < 0 || st.Vectors < 0 || len(payload) != 8*st.Length*(1+st.Vectors) {
+	if st.Length < 0 || st.Vectors < 0 || st.Vectors > maxStateVectors || st.Length > len(payload) ||
+		len(payload) != 8*st.Length*(1+st.Vectors) {
 		return 0, bad(fmt.Sprintf("its payload has %d bytes, the header announces %d vectors of %d values", len(payload), 1+st.Vectors, st.Length))
 	}
 	if crc32.Checksum(payload, castagnoli) != st.CRC32C {

@@ -240,7 +240,11 @@ func LoadSplit(path string, rows int) (train, val []int, err error) {
 		return nil, nil, fmt.Errorf("split: %w", err)
 	}
 	defer f.Close()
-	r := csv.NewReader(f)
+	return readSplit(path, f, rows)
+}
+
+func readSplit(path string, in io.Reader, rows int) (train, val []int, err error) {
+	r := csv.NewReader(in)
 	r.ReuseRecord = true
 	header, err := r.Read()
 	if errors.Is(err, io.EOF) {

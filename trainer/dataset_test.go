@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -153,4 +154,22 @@ func TestScaling(t *testing.T) {
 	if _, _, err := d.Scaling("log", rows); err == nil {
 		t.Error("unknown scaling accepted")
 	}
+}
+
+// FuzzLoadSplit feeds arbitrary split files to the reader: it must return
+// an error or a partition of the rows, never panic.
+func FuzzLoadSplit(f *testing.F) {
+	f.Add([]byte("row,split\n0,train\n2,val\n1,train\n"))
+	f.Add([]byte("row,split\n-1,train\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		train, val, err := readSplit("f.csv", bytes.NewReader(data), 3)
+		if err != nil {
+			return
+		}
+		all := append(append([]int(nil), train...), val...)
+		slices.Sort(all)
+		if !slices.Equal(all, []int{0, 1, 2}) {
+			t.Fatalf("train %v and val %v do not partition rows 0-2", train, val)
+		}
+	})
 }
