@@ -1,7 +1,9 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -15,8 +17,22 @@ type Config struct {
 	Dataset string `toml:"dataset" json:"dataset,omitempty"`
 	// Label is the CSV column a built-in model predicts; default "label".
 	Label string `toml:"label" json:"label,omitempty"`
-	// ValFraction is the share of the rows held out for validation; default 0.2.
+	// ValFraction is the share of the rows held out for validation, chosen
+	// by a shuffle with a fixed seed (the same rows in every trial); default
+	// 0.2. It cannot be combined with Split.
 	ValFraction float64 `toml:"val_fraction" json:"val_fraction,omitempty"`
+	// Split names a CSV file that assigns every row of Dataset to training
+	// or validation (header "row,split"; one line per data row: its 0-based
+	// index and "train" or "val"), to compare with another system on the
+	// same rows. Empty means a random split by ValFraction.
+	Split string `toml:"split" json:"split,omitempty"`
+	// Features lists the CSV columns a built-in model reads as inputs;
+	// empty means every column but Label.
+	Features []string `toml:"features" json:"features,omitempty"`
+	// Scale is how a built-in model scales its inputs, fitted on the
+	// training rows: "standard" (the default: zero mean, unit variance),
+	// "minmax" (to [0, 1]) or "none".
+	Scale string `toml:"scale" json:"scale,omitempty"`
 
 	Scaling ScalingConfig `toml:"scaling" json:"scaling"`
 }
@@ -53,6 +69,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ValFraction < 0 || c.ValFraction >= 1 {
 		return &FieldError{"val_fraction", fmt.Errorf("must be in [0, 1), got %g", c.ValFraction)}
+	}
+	if c.Split != "" && c.ValFraction != 0 {
+		return &FieldError{"split", errors.New("a split file fixes the validation rows: drop val_fraction")}
+	}
+	if c.Scale != "" && !slices.Contains(scalings, c.Scale) {
+		return &FieldError{"scale", fmt.Errorf("unknown scaling %q (have %s)", c.Scale, strings.Join(scalings, ", "))}
 	}
 	if c.Scaling.NumWorkers < 0 {
 		return &FieldError{"scaling.num_workers", fmt.Errorf("must be at least 1, got %d", c.Scaling.NumWorkers)}
