@@ -131,15 +131,23 @@ func (r Request) validate() error {
 }
 
 func (r Request) describe() string {
-	size := fmt.Sprintf("%d", r.Workers)
+	size := count(r.Workers, "worker")
 	if r.min() < r.Workers {
-		size = fmt.Sprintf("%d to %d", r.min(), r.Workers)
+		size = fmt.Sprintf("%d to %d workers", r.min(), r.Workers)
 	}
-	s := fmt.Sprintf("a group of %s workers × (%s)", size, r.Per)
+	s := fmt.Sprintf("a group of %s × (%s)", size, r.Per)
 	if r.Name != "" {
 		s = r.Name + ": " + s
 	}
 	return s
+}
+
+// count writes n things, as in "1 node" or "2 nodes".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // ErrNeverFits is wrapped by the error for a group that cannot be placed
@@ -212,19 +220,23 @@ func (m *Manager) neverFitsLocked(req Request, d demand) error {
 	fit := m.capacity.totalFit(d, req.min())
 	var limits []string
 	if f := m.capacity.totalFit(demand{cpu: d.cpu}, req.min()); d.cpu > 0 && f < req.min() {
-		limits = append(limits, fmt.Sprintf("%g CPUs in all", cpus))
+		limits = append(limits, plural(cpus, "CPU")+" in all")
 	}
 	if f := m.capacity.totalFit(demand{mem: d.mem}, req.min()); d.mem > 0 && f < req.min() {
 		limits = append(limits, fmt.Sprintf("%s of memory in all", mem.Human()))
 	}
 	if f := m.capacity.totalFit(demand{gpu: d.gpu}, req.min()); d.gpu > 0 && f < req.min() {
-		limits = append(limits, fmt.Sprintf("%g GPUs in all", gpus))
+		l := plural(gpus, "GPU") + " in all"
+		if gpus == 0 && len(m.nodes) > 0 && m.nodes[0].GPUNote != "" {
+			l += "; " + m.nodes[0].GPUNote
+		}
+		limits = append(limits, l)
 	}
 	if len(limits) == 0 {
 		limits = append(limits, "no node has room for a whole worker of the group")
 	}
-	return fmt.Errorf("%s %w: at most %d such workers fit on the %d nodes (%s); ask for fewer workers or less per worker, or add resources",
-		req.describe(), ErrNeverFits, fit, len(m.nodes), strings.Join(limits, ", "))
+	return fmt.Errorf("%s %w: at most %s fit on %s (%s); ask for fewer workers or less per worker, or add resources",
+		req.describe(), ErrNeverFits, count(fit, "such worker"), count(len(m.nodes), "node"), strings.Join(limits, ", "))
 }
 
 // Ready is closed when the group is granted.
