@@ -16,10 +16,10 @@ import (
 //
 // Waiting groups are served in arrival order, and a later group that fits
 // is placed while an earlier one that does not waits (backfill). So that a
-// large group is not starved by a stream of small ones, a group that has
-// waited ReserveAfter and still does not fit reserves a place: the
-// resources it will use are handed to nobody else, and it is granted as
-// soon as they are all free.
+// large group is not starved by a stream of small ones, the oldest group
+// that has waited ReserveAfter and still does not fit reserves a place:
+// the resources it will use are handed to nobody else, and it is granted
+// as soon as they are all free. Then the next oldest may reserve.
 type Manager struct {
 	reserveAfter time.Duration
 	now          func() time.Time
@@ -29,14 +29,16 @@ type Manager struct {
 	capacity view
 	free     view
 	queue    []*Ticket     // waiting, in arrival order
+	reserver *Ticket       // the waiting ticket holding the reservation, if any
 	elastic  []*Allocation // granted elastic groups, for MoreFit
 	seq      int64
 }
 
 // ManagerConfig tunes a Manager. Its zero value is ready to use.
 type ManagerConfig struct {
-	// ReserveAfter is how long a group waits before it reserves resources
-	// that no later group may take. 0 means DefaultReserveAfter; a negative
+	// ReserveAfter is how long a group waits before it may reserve
+	// resources that no later group may take (one group at a time, the
+	// oldest). 0 means DefaultReserveAfter; a negative
 	// value means at once (strict arrival order for groups that do not fit).
 	ReserveAfter time.Duration
 	// Now is the clock; nil means time.Now. Simulations set it.
@@ -264,6 +266,9 @@ func (t *Ticket) Cancel() {
 		return
 	}
 	t.gone = true
+	if m.reserver == t {
+		m.reserver, t.resv = nil, nil
+	}
 	for i, q := range m.queue {
 		if q == t {
 			m.queue = append(m.queue[:i], m.queue[i+1:]...)
@@ -434,14 +439,12 @@ func (a *Allocation) Shrink(positions ...int) error {
 	return nil
 }
 
-// availLocked is what unreserved requests may use: free minus every
-// reservation.
+// availLocked is what requests other than the reserving one may use:
+// free minus the reservation.
 func (m *Manager) availLocked() view {
 	avail := m.free.clone()
-	for _, t := range m.queue {
-		if t.resv != nil {
-			avail.apply(t.resv, t.d, -1)
-		}
+	if r := m.reserver; r != nil {
+		avail.apply(r.resv, r.d, -1)
 	}
 	return avail
 }
@@ -455,11 +458,15 @@ type shape struct {
 }
 
 // scheduleLocked is one placement pass over the waiting requests, in
-// arrival order. Each is placed if it fits in what is free and not
-// reserved; a request that does not fit and has waited long enough
-// reserves room on capacity not reserved by earlier ones; a reserving
-// request is granted its reservation as soon as all of it is free. Last,
-// elastic groups below their size hear whether more of them would fit.
+// arrival order, as in EASY backfilling (Lifka, "The ANL/IBM SP scheduling
+// system", 1995; Mu'alem and Feitelson, IEEE TPDS 12(6), 2001): each
+// request is placed if it fits in what is free and not reserved; the
+// oldest request that does not fit and has waited ReserveAfter reserves
+// room on the idle cluster, preferring what is free now; the reserving
+// request is granted its reservation as soon as all of it is free. One
+// reservation at a time keeps the idle time it costs small: with many,
+// freed devices would sit reserved for groups still waiting on others.
+// Last, elastic groups below their size hear whether more of them fit.
 func (m *Manager) scheduleLocked() {
 	if len(m.queue) > 0 {
 		m.serveQueueLocked()
@@ -481,15 +488,14 @@ func (m *Manager) scheduleLocked() {
 func (m *Manager) serveQueueLocked() {
 	now := m.now()
 	avail := m.availLocked()
-	var unreserved *view // capacity minus reservations, made when first needed
+	// Free resources only shrink during a pass, so a shape that failed once
+	// fails again: each is tried once.
 	failed := map[shape]bool{}
-	queue := m.queue
-	kept := make([]*Ticket, 0, len(queue))
-	for _, t := range queue {
-		if t.resv != nil {
+	kept := make([]*Ticket, 0, len(m.queue))
+	for _, t := range m.queue {
+		if t == m.reserver {
 			avail.apply(t.resv, t.d, +1) // its own reservation is its to use
-			if avail.covers(t.resv, t.d) {
-				avail.apply(t.resv, t.d, -1)
+			if avail.tryTake(t.resv, t.d) {
 				m.grantLocked(t, t.resv)
 				continue
 			}
@@ -509,18 +515,9 @@ func (m *Manager) serveQueueLocked() {
 			}
 			failed[key] = true
 		}
-		if now.Sub(t.since) >= m.reserveAfter {
-			if unreserved == nil {
-				u := m.capacity.clone()
-				for _, q := range queue {
-					if q.resv != nil {
-						u.apply(q.resv, q.d, -1)
-					}
-				}
-				unreserved = &u
-			}
-			if slots, ok := place(*unreserved, t.req.min(), t.d, t.req.Placement, &avail); ok {
-				t.resv = slots
+		if m.reserver == nil && now.Sub(t.since) >= m.reserveAfter {
+			if slots, ok := place(m.capacity.clone(), t.req.min(), t.d, t.req.Placement, &avail); ok {
+				t.resv, m.reserver = slots, t
 				avail.apply(slots, t.d, -1)
 			}
 		}
@@ -548,6 +545,9 @@ func (m *Manager) grantLocked(t *Ticket, slots []slot) {
 	m.free.apply(slots, t.d, -1)
 	if t.req.min() < t.req.Workers {
 		m.elastic = append(m.elastic, a)
+	}
+	if m.reserver == t {
+		m.reserver = nil
 	}
 	t.alloc, t.gone, t.resv = a, true, nil
 	close(t.ready)

@@ -71,19 +71,19 @@ func (v view) apply(slots []slot, d demand, sign int64) {
 	}
 }
 
-// covers reports whether v has the slots' demand free everywhere they use.
-// Slots on one node or device are summed.
-func (v view) covers(slots []slot, d demand) bool {
-	w := v.clone()
-	w.apply(slots, d, -1)
+// tryTake takes the slots' demand d from v when v has all of it free
+// (slots on one node or device summed) and reports whether it did; when it
+// does not, v is left as it was.
+func (v view) tryTake(slots []slot, d demand) bool {
+	v.apply(slots, d, -1)
 	for _, s := range slots {
-		if w.cpu[s.node] < 0 || w.mem[s.node] < 0 {
-			return false
-		}
+		ok := v.cpu[s.node] >= 0 && v.mem[s.node] >= 0
 		for _, dev := range s.devs {
-			if w.gpu[s.node][dev] < 0 {
-				return false
-			}
+			ok = ok && v.gpu[s.node][dev] >= 0
+		}
+		if !ok {
+			v.apply(slots, d, +1)
+			return false
 		}
 	}
 	return true

@@ -114,10 +114,18 @@ func checkInvariants(t *testing.T, m *Manager, live []*Allocation, waiting []*Ti
 		}
 	}
 	reserved := m.capacity.clone()
+	holders := 0
 	for _, q := range m.queue {
 		if q.resv != nil {
+			holders++
 			reserved.apply(q.resv, q.d, -1)
+			if q != m.reserver {
+				t.Fatalf("%s holds a reservation but is not the reserver", q.req.Name)
+			}
 		}
+	}
+	if holders > 1 || m.reserver != nil && holders != 1 {
+		t.Fatalf("%d tickets hold reservations, reserver %v", holders, m.reserver != nil)
 	}
 	for i := range reserved.cpu {
 		if reserved.cpu[i] < 0 || reserved.mem[i] < 0 || slices.Min(append([]int64{0}, reserved.gpu[i]...)) < 0 {
