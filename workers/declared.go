@@ -3,7 +3,6 @@ package workers
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 )
@@ -57,8 +56,8 @@ func (d Declared) Validate() error {
 	switch {
 	case d.Nodes < 0 || d.Nodes > maxDeclaredNodes:
 		return &SettingError{"nodes", fmt.Errorf("must be from 1 to %d, got %d", maxDeclaredNodes, d.Nodes)}
-	case d.CPUs < 0 || math.IsNaN(d.CPUs) || math.IsInf(d.CPUs, 0):
-		return &SettingError{"cpus", fmt.Errorf("must be a positive number, got %g", d.CPUs)}
+	case !(d.CPUs >= 0 && d.CPUs <= maxCPUs):
+		return &SettingError{"cpus", fmt.Errorf("must be a positive number up to %d, got %g", maxCPUs, d.CPUs)}
 	case d.GPUs < 0 || d.GPUs > maxDeclaredGPUs:
 		return &SettingError{"gpus", fmt.Errorf("must be from 0 to %d, got %d", maxDeclaredGPUs, d.GPUs)}
 	}

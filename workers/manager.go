@@ -212,12 +212,11 @@ func (m *Manager) Submit(req Request) (*Ticket, error) {
 
 // neverFitsLocked explains why req cannot fit even on idle nodes.
 func (m *Manager) neverFitsLocked(req Request, d demand) error {
-	var cpus, gpus float64
-	var mem Bytes
+	var cpus, gpus, mem float64
 	for _, n := range m.nodes {
 		cpus += n.CPUs
 		gpus += float64(len(n.GPUs))
-		mem += n.Memory
+		mem += float64(n.Memory)
 	}
 	fit := m.capacity.totalFit(d, req.min())
 	var limits []string
@@ -225,7 +224,7 @@ func (m *Manager) neverFitsLocked(req Request, d demand) error {
 		limits = append(limits, plural(cpus, "CPU")+" in all")
 	}
 	if f := m.capacity.totalFit(demand{mem: d.mem}, req.min()); d.mem > 0 && f < req.min() {
-		limits = append(limits, fmt.Sprintf("%s of memory in all", mem.Human()))
+		limits = append(limits, fmt.Sprintf("%s of memory in all", Bytes(min(mem, 1<<62)).Human()))
 	}
 	if f := m.capacity.totalFit(demand{gpu: d.gpu}, req.min()); d.gpu > 0 && f < req.min() {
 		l := plural(gpus, "GPU") + " in all"

@@ -43,10 +43,10 @@ func plural(v float64, unit string) string {
 // either below 1 or whole.
 func (r Resources) Validate() error {
 	switch {
-	case r.CPUs < 0 || math.IsNaN(r.CPUs) || math.IsInf(r.CPUs, 0):
-		return fmt.Errorf("CPUs per worker must be a non-negative number, got %g", r.CPUs)
-	case r.GPUs < 0 || math.IsNaN(r.GPUs) || math.IsInf(r.GPUs, 0):
-		return fmt.Errorf("GPUs per worker must be a non-negative number, got %g", r.GPUs)
+	case !(r.CPUs >= 0 && r.CPUs <= maxCPUs):
+		return fmt.Errorf("CPUs per worker must be a non-negative number up to %d, got %g", maxCPUs, r.CPUs)
+	case !(r.GPUs >= 0 && r.GPUs <= maxDeclaredGPUs):
+		return fmt.Errorf("GPUs per worker must be a non-negative number up to %d, got %g", maxDeclaredGPUs, r.GPUs)
 	case r.GPUs > 1 && r.GPUs != math.Trunc(r.GPUs):
 		return fmt.Errorf("GPUs per worker above 1 must be whole, got %g: a worker may share one device but not split several", r.GPUs)
 	case r.GPUs > 0 && r.GPUs < 1 && gpuUnits(r.GPUs) == 0:
@@ -81,6 +81,10 @@ func (p Placement) Validate() error {
 	}
 	return fmt.Errorf("must be \"pack\" or \"spread\", got %q", string(p))
 }
+
+// maxCPUs bounds CPU settings, far above any machine, so that counting in
+// thousandths cannot overflow.
+const maxCPUs = 1000000
 
 // The manager counts in integers so that sums never drift: CPUs in
 // thousandths and GPU shares in ten-thousandths of a device.
