@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,15 +32,14 @@ type Manager struct {
 	queue    []*Ticket     // waiting, in arrival order
 	reserver *Ticket       // the waiting ticket holding the reservation, if any
 	elastic  []*Allocation // granted elastic groups, for MoreFit
-	seq      int64
 }
 
 // ManagerConfig tunes a Manager. Its zero value is ready to use.
 type ManagerConfig struct {
 	// ReserveAfter is how long a group waits before it may reserve
 	// resources that no later group may take (one group at a time, the
-	// oldest). 0 means DefaultReserveAfter; a negative
-	// value means at once (strict arrival order for groups that do not fit).
+	// oldest). 0 means DefaultReserveAfter; a negative value means at once,
+	// which serves groups that do not fit in strict arrival order.
 	ReserveAfter time.Duration
 	// Now is the clock; nil means time.Now. Simulations set it.
 	Now func() time.Time
@@ -160,7 +160,6 @@ var ErrNeverFits = errors.New("can never be placed")
 // Allocation once Ready is closed, or give up with Cancel.
 type Ticket struct {
 	m     *Manager
-	seq   int64
 	req   Request
 	d     demand
 	since time.Time
@@ -203,8 +202,7 @@ func (m *Manager) Submit(req Request) (*Ticket, error) {
 		return nil, err
 	}
 	d := demandOf(req.Per)
-	m.seq++
-	t := &Ticket{m: m, seq: m.seq, req: req, d: d, since: m.now(), ready: make(chan struct{})}
+	t := &Ticket{m: m, req: req, d: d, since: m.now(), ready: make(chan struct{})}
 	m.queue = append(m.queue, t)
 	m.scheduleLocked()
 	return t, nil
@@ -213,10 +211,12 @@ func (m *Manager) Submit(req Request) (*Ticket, error) {
 // neverFitsLocked explains why req cannot fit even on idle nodes.
 func (m *Manager) neverFitsLocked(req Request, d demand) error {
 	var cpus, gpus, mem float64
+	mostGPUs := 0
 	for _, n := range m.nodes {
 		cpus += n.CPUs
 		gpus += float64(len(n.GPUs))
 		mem += float64(n.Memory)
+		mostGPUs = max(mostGPUs, len(n.GPUs))
 	}
 	fit := m.capacity.totalFit(d, req.min())
 	var limits []string
@@ -228,6 +228,9 @@ func (m *Manager) neverFitsLocked(req Request, d demand) error {
 	}
 	if f := m.capacity.totalFit(demand{gpu: d.gpu}, req.min()); d.gpu > 0 && f < req.min() {
 		l := plural(gpus, "GPU") + " in all"
+		if d.wholeGPUs() && gpus > 0 {
+			l += fmt.Sprintf(", at most %d on one node", mostGPUs)
+		}
 		if gpus == 0 && len(m.nodes) > 0 && m.nodes[0].GPUNote != "" {
 			l += "; " + m.nodes[0].GPUNote
 		}
@@ -382,8 +385,10 @@ func (a *Allocation) Release() {
 func (a *Allocation) MoreFit() <-chan struct{} { return a.more }
 
 // Grow adds as many workers as fit now, up to the group's size, and
-// returns how many it added (0 when none fit). The new workers come last
-// in Workers. Resources reserved for waiting groups are not taken.
+// returns how many it added (0 when none fit). Workers then lists old and
+// new workers with each node's still adjacent, so positions may change:
+// the group restarts with new ranks after a resize anyway. Resources
+// reserved for waiting groups are not taken.
 func (a *Allocation) Grow() (int, error) {
 	m := a.m
 	m.mu.Lock()
@@ -402,8 +407,21 @@ func (a *Allocation) Grow() (int, error) {
 	}
 	slots, _ := place(avail, k, a.d, a.req.Placement, nil)
 	m.free.apply(slots, a.d, -1)
-	a.slots = append(a.slots, slots...)
+	a.slots = groupByNode(append(a.slots, slots...))
 	return k, nil
+}
+
+// groupByNode orders slots so that each node's are adjacent, nodes in the
+// order they first appear, keeping the order within a node.
+func groupByNode(slots []slot) []slot {
+	first := map[int]int{}
+	for i, s := range slots {
+		if _, ok := first[s.node]; !ok {
+			first[s.node] = i
+		}
+	}
+	slices.SortStableFunc(slots, func(a, b slot) int { return first[a.node] - first[b.node] })
+	return slots
 }
 
 // Shrink releases the workers at the given positions in Workers (for

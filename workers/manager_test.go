@@ -84,7 +84,7 @@ func TestNeverFits(t *testing.T) {
 		msg  string
 	}{
 		{"more GPUs than exist", gpuRequest("trial 3", 9, 1), "8 GPUs in all"},
-		{"more GPUs per worker than a node has", gpuRequest("trial 3", 1, 5), "8 GPUs in all"},
+		{"more GPUs per worker than a node has", gpuRequest("trial 3", 1, 5), "8 GPUs in all, at most 4 on one node"},
 		{"more CPUs than exist", Request{Name: "trial 3", Workers: 17, Per: Resources{CPUs: 1}}, "16 CPUs in all"},
 		{"more memory than exists", Request{Name: "trial 3", Workers: 3, Per: Resources{Memory: 48 * GiB}}, "128GiB of memory in all"},
 		{"elastic minimum too large", Request{Name: "trial 3", Workers: 10, MinWorkers: 9, Per: Resources{GPUs: 1}}, "9 to 10 workers"},
@@ -328,6 +328,23 @@ func TestElastic(t *testing.T) {
 	}
 	if !reflect.DeepEqual(m.free, m.capacity) {
 		t.Errorf("free %+v, want %+v", m.free, m.capacity)
+	}
+}
+
+func TestGrowKeepsNodesAdjacent(t *testing.T) {
+	m, _ := newTestManager(gpuNodes(2, 8, 2), time.Hour)
+	fixed := mustGranted(t, mustSubmit(t, m, Request{Workers: 2, Per: Resources{GPUs: 1}, Placement: Spread}))
+	el := mustGranted(t, mustSubmit(t, m, Request{Workers: 4, MinWorkers: 1, Per: Resources{GPUs: 1}}))
+	fixed.Release()
+	if n, _ := el.Grow(); n != 2 {
+		t.Fatalf("Grow added %d, want 2", n)
+	}
+	var nodes []int
+	for _, w := range el.Workers() {
+		nodes = append(nodes, w.NodeIndex)
+	}
+	if !reflect.DeepEqual(nodes, []int{0, 0, 1, 1}) {
+		t.Errorf("workers on nodes %v after Grow, want each node's adjacent: [0 0 1 1]", nodes)
 	}
 }
 

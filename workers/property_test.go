@@ -65,7 +65,12 @@ func checkInvariants(t *testing.T, m *Manager, live []*Allocation, waiting []*Ti
 		if len(ws) < 1 || len(ws) > r.Workers || r.MinWorkers == 0 && len(ws) != r.Workers {
 			t.Fatalf("%s holds %d workers, asked for %d (min %d)", r.Name, len(ws), r.Workers, r.MinWorkers)
 		}
-		for _, w := range ws {
+		seen := map[int]bool{}
+		for k, w := range ws {
+			if seen[w.NodeIndex] && ws[k-1].NodeIndex != w.NodeIndex {
+				t.Fatalf("%s: node %d's workers are not adjacent", r.Name, w.NodeIndex)
+			}
+			seen[w.NodeIndex] = true
 			i := w.NodeIndex
 			used.cpu[i] += cpuUnits(w.CPUs)
 			used.mem[i] += int64(w.Memory)
