@@ -3,6 +3,7 @@ package workers
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -74,14 +75,11 @@ func (d Declared) Inventory() []Node {
 		return []Node{Discover()}
 	}
 	cpus, mem := d.CPUs, d.Memory
-	if cpus == 0 || mem == 0 {
-		local := Discover()
-		if cpus == 0 {
-			cpus = local.CPUs
-		}
-		if mem == 0 {
-			mem = local.Memory
-		}
+	if cpus == 0 {
+		cpus = float64(runtime.NumCPU())
+	}
+	if mem == 0 {
+		mem = totalMemory()
 	}
 	nodes := make([]Node, max(d.Nodes, 1))
 	for i := range nodes {
