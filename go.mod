@@ -3,6 +3,7 @@ module github.com/gotune/gotune
 go 1.26.0
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.3-0
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/urfave/cli/v2 v2.27.7

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gotune/gotune/workers"
 )
 
 // Config describes what a trial trains and on how many workers. Exactly one
@@ -44,6 +46,17 @@ type ScalingConfig struct {
 	// CPUsPerWorker is the CPUs reserved for each worker; 0 means 1.
 	// Fractions let several light workers share a core.
 	CPUsPerWorker float64 `toml:"cpus_per_worker" json:"cpus_per_worker,omitempty"`
+	// GPUsPerWorker is the GPUs reserved for each worker; 0 means none.
+	// Below 1 it is a share of one device (workers whose shares add up to
+	// at most 1 share a device and see the same one); from 1 up it must be
+	// whole.
+	GPUsPerWorker float64 `toml:"gpus_per_worker" json:"gpus_per_worker,omitempty"`
+	// MemoryPerWorker is the host memory reserved for each worker, as in
+	// "4GiB"; 0 means none is accounted.
+	MemoryPerWorker workers.Bytes `toml:"memory_per_worker" json:"memory_per_worker,omitempty"`
+	// Placement is "pack" (the default: as few nodes as possible) or
+	// "spread" (as many nodes as possible).
+	Placement workers.Placement `toml:"placement" json:"placement,omitempty"`
 }
 
 // Workers is the group size with the default applied.
@@ -81,6 +94,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Scaling.CPUsPerWorker < 0 {
 		return &FieldError{"scaling.cpus_per_worker", fmt.Errorf("must not be negative, got %g", c.Scaling.CPUsPerWorker)}
+	}
+	if err := workers.ValidateGPUs(c.Scaling.GPUsPerWorker); err != nil {
+		return &FieldError{"scaling.gpus_per_worker", err}
+	}
+	if err := workers.ValidateMemory(c.Scaling.MemoryPerWorker); err != nil {
+		return &FieldError{"scaling.memory_per_worker", err}
+	}
+	if err := c.Scaling.Placement.Validate(); err != nil {
+		return &FieldError{"scaling.placement", err}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
 )
 
 // Config is a sweep: what to optimise, how to search, how to schedule
@@ -24,6 +25,9 @@ type Config struct {
 	Search    SearchConfig    `toml:"search" json:"search"`
 	Scheduler SchedulerConfig `toml:"scheduler" json:"scheduler"`
 	Trainer   trainer.Config  `toml:"trainer" json:"trainer"`
+	// Resources declares the nodes to run on; zero means this machine as
+	// discovered. See workers.Declared.
+	Resources workers.Declared `toml:"resources" json:"resources,omitzero"`
 }
 
 // Objective is the metric trials are ranked by.
@@ -125,6 +129,13 @@ func (c Config) Validate() error {
 		return fieldErr("search.max_concurrent", "must not be negative, got %d", c.Search.MaxConcurrent)
 	case c.Scheduler.Kind != "fifo":
 		return fieldErr("scheduler.kind", "unknown scheduler %q (have fifo)", c.Scheduler.Kind)
+	}
+	if err := c.Resources.Validate(); err != nil {
+		var se *workers.SettingError
+		if errors.As(err, &se) {
+			return &ConfigError{Key: "resources." + se.Key, Err: se.Err}
+		}
+		return &ConfigError{Key: "resources", Err: err}
 	}
 	if err := c.Trainer.Validate(); err != nil {
 		var fe *trainer.FieldError

@@ -102,7 +102,7 @@ func (l *loop) startTrial(ctx context.Context) error {
 func (l *loop) runTrial(ctx context.Context, tr *trialRun) {
 	t := l.t
 	sc := t.cfg.Trainer.Scaling
-	alloc, err := t.pool.Acquire(ctx, sc.Workers(), workers.Resources{CPUs: sc.CPUs()})
+	alloc, err := t.manager.Acquire(ctx, t.groupRequest(tr.number))
 	if err != nil {
 		l.events <- event{trial: tr, err: err}
 		return
@@ -118,6 +118,21 @@ func (l *loop) runTrial(ctx context.Context, tr *trialRun) {
 	}
 	outcome, err := trainer.Run(ctx, spec, &sink{l: l, trial: tr})
 	l.events <- event{trial: tr, outcome: outcome, err: err}
+}
+
+// groupRequest is what a trial's group asks the resource manager for;
+// trial 0 names no trial.
+func (t *Tuner) groupRequest(trial int) workers.Request {
+	sc := t.cfg.Trainer.Scaling
+	r := workers.Request{
+		Workers:   sc.Workers(),
+		Per:       workers.Resources{CPUs: sc.CPUs(), GPUs: sc.GPUsPerWorker, Memory: sc.MemoryPerWorker},
+		Placement: sc.Placement,
+	}
+	if trial > 0 {
+		r.Name = fmt.Sprintf("trial %d", trial)
+	}
+	return r
 }
 
 // sink persists a trial's reports and asks the loop for a decision. Each

@@ -22,7 +22,7 @@ type Tuner struct {
 	scheduler schedulers.Scheduler
 	db        *storage.DB
 	ownDB     bool
-	pool      *workers.Pool
+	manager   *workers.Manager
 	observer  Observer
 }
 
@@ -42,8 +42,9 @@ func WithScheduler(s schedulers.Scheduler) Option { return func(t *Tuner) { t.sc
 // config's Storage file. The tuner does not close it.
 func WithDB(db *storage.DB) Option { return func(t *Tuner) { t.db = db } }
 
-// WithPool places trial groups on pool instead of a pool of this node's CPUs.
-func WithPool(p *workers.Pool) Option { return func(t *Tuner) { t.pool = p } }
+// WithManager places trial groups through m, which other tuners may share,
+// instead of a manager of the nodes the config's Resources describe.
+func WithManager(m *workers.Manager) Option { return func(t *Tuner) { t.manager = m } }
 
 // WithObserver has o told about every report and every finished trial, for
 // progress output.
@@ -85,8 +86,11 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 	if t.scheduler == nil {
 		t.scheduler = schedulers.FIFO{}
 	}
-	if t.pool == nil {
-		t.pool = workers.NewPool(workers.LocalResources())
+	if t.manager == nil {
+		t.manager = workers.NewManager(t.cfg.Resources.Inventory(), workers.ManagerConfig{})
+	}
+	if err := t.manager.Check(t.groupRequest(0)); err != nil {
+		return nil, &ConfigError{Key: "trainer.scaling", Err: err}
 	}
 	if t.observer == nil {
 		t.observer = nopObserver{}

@@ -4,6 +4,7 @@
 //	gotune run examples/quickstart.toml
 //	gotune trials quickstart
 //	gotune best quickstart --json
+//	gotune devices
 //
 // Exit codes: 0 success; 1 the sweep ran but every trial failed, or a query
 // failed; 2 bad usage or bad input.
@@ -69,6 +70,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			runCommand(),
 			trialsCommand(dbFlag),
 			bestCommand(dbFlag),
+			devicesCommand(),
 		},
 	}
 	for _, c := range app.Commands {

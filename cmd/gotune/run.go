@@ -19,6 +19,7 @@ import (
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
+	"github.com/gotune/gotune/workers"
 )
 
 func runCommand() *cli.Command {
@@ -28,6 +29,7 @@ func runCommand() *cli.Command {
 		ArgsUsage: "FILE",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "db", Usage: "the results database `FILE` (default: the sweep file's storage, else gotune.db)"},
+			&cli.StringFlag{Name: "resources", Usage: "declare the nodes to run on instead of this machine, as in `cpus=8,gpus=2,memory=32GiB` (keys nodes, cpus, gpus, memory); replaces the sweep file's [resources]"},
 		},
 		Action: func(c *cli.Context) error {
 			path, err := oneArg(c, "the sweep file")
@@ -40,6 +42,11 @@ func runCommand() *cli.Command {
 			}
 			if db := c.String("db"); db != "" {
 				cfg.Storage = db
+			}
+			if c.IsSet("resources") {
+				if cfg.Resources, err = workers.ParseDeclared(c.String("resources")); err != nil {
+					return badInput(fmt.Errorf("--resources: %w", err))
+				}
 			}
 			out := c.App.Writer
 			t, err := tuner.New(cfg, tuner.WithObserver(&linePrinter{w: out, start: time.Now()}))

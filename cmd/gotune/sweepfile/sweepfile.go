@@ -18,6 +18,7 @@ import (
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
+	"github.com/gotune/gotune/workers"
 )
 
 // Error is a problem with a sweep file, located by file, line (0 when the
@@ -55,6 +56,7 @@ type file struct {
 	Search    fileSearch            `toml:"search"`
 	Scheduler tuner.SchedulerConfig `toml:"scheduler"`
 	Trainer   trainer.Config        `toml:"trainer"`
+	Resources *workers.Declared     `toml:"resources"`
 }
 
 type fileSearch struct {
@@ -113,6 +115,15 @@ func Decode(name string, data []byte) (tuner.Config, error) {
 		}
 	}
 	cfg.Search.Space = space
+	if r := f.Resources; r != nil {
+		// A [resources] section declares at least one node, even when it
+		// leaves nodes out.
+		if _, set := lines["resources.nodes"]; set && r.Nodes < 1 {
+			return tuner.Config{}, at("resources.nodes", fmt.Errorf("must be at least 1, got %d", r.Nodes))
+		}
+		cfg.Resources = *r
+		cfg.Resources.Nodes = max(r.Nodes, 1)
+	}
 	if err := cfg.Validate(); err != nil {
 		var ce *tuner.ConfigError
 		if errors.As(err, &ce) {
