@@ -41,7 +41,7 @@ type asha struct {
 
 type ashaState struct {
 	// Brackets holds each bracket's rungs, lowest first.
-	Brackets [][]*ashaRung     `json:"brackets"`
+	Brackets [][]*ashaRung      `json:"brackets"`
 	Trials   map[int]*ashaTrial `json:"trials"`
 	// Added counts the trials added, to deal them to brackets in turn.
 	Added int `json:"added"`

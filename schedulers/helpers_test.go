@@ -30,13 +30,15 @@ func res(trial int, time, score float64, want Action) ev {
 	return ev{trial: trial, time: time, score: score, want: want}
 }
 
-func (e ev) at(rung float64) ev           { e.rung = rung; return e }
-func (e ev) cut(c float64) ev             { e.cutoff, e.hasCut = c, true; return e }
-func (e ev) why(s string) ev              { e.reason = s; return e }
-func (e ev) checkpointed() ev             { e.ckpt = true; return e }
-func add(trial int) ev                    { return ev{kind: "add", trial: trial} }
-func end(trial int) ev                    { return ev{kind: "end", trial: trial} }
-func next(canResume, more bool) ev        { return ev{kind: "next", canResume: canResume, noMore: !more, none: true} }
+func (e ev) at(rung float64) ev { e.rung = rung; return e }
+func (e ev) cut(c float64) ev   { e.cutoff, e.hasCut = c, true; return e }
+func (e ev) why(s string) ev    { e.reason = s; return e }
+func (e ev) checkpointed() ev   { e.ckpt = true; return e }
+func add(trial int) ev          { return ev{kind: "add", trial: trial} }
+func end(trial int) ev          { return ev{kind: "end", trial: trial} }
+func next(canResume, more bool) ev {
+	return ev{kind: "next", canResume: canResume, noMore: !more, none: true}
+}
 func order(trial int, want Action, canResume, more bool) ev {
 	return ev{kind: "next", trial: trial, want: want, canResume: canResume, noMore: !more}
 }
