@@ -24,9 +24,11 @@ type Model interface {
 	// Init returns the state of a fresh trial with config, before its
 	// first iteration.
 	Init(trial int, config map[string]any) []float64
-	// Step trains iteration iter (from 1) from state, which it may modify,
-	// and returns the new state and the score (lower is better).
-	Step(config map[string]any, state []float64, iter int) ([]float64, float64)
+	// Step trains iteration iter (from 1) of trial from state, which it
+	// may modify, and returns the new state and the score (lower is
+	// better). The trial's number stands for whatever stays with a trial
+	// when it copies another's checkpoint (its data shard, its machine).
+	Step(trial int, config map[string]any, state []float64, iter int) ([]float64, float64)
 }
 
 // Options describes a simulated experiment.
@@ -248,7 +250,7 @@ func (m *sim) step(t *trial) error {
 	t.Iter++
 	m.run.Compute++
 	var score float64
-	t.State, score = m.o.Model.Step(t.Config, t.State, t.Iter)
+	t.State, score = m.o.Model.Step(t.Number, t.Config, t.State, t.Iter)
 	every := max(m.o.CheckpointEvery, 1)
 	ckpt := m.o.CheckpointEvery >= 0 && t.Iter%every == 0
 	if ckpt {
