@@ -230,10 +230,11 @@ func New(cfg Config, env Env) (Scheduler, error) {
 		}
 		return newMedian(c, view), nil
 	case "pbt":
-		if !env.Checkpoints {
-			return nil, fieldErr("kind", "pbt restarts trials from other trials' checkpoints, which these trials cannot do")
+		p, err := newPBT(c, view, env)
+		if err == nil && !env.Checkpoints {
+			err = fieldErr("kind", "pbt restarts trials from other trials' checkpoints, which these trials cannot do")
 		}
-		return newPBT(c, view, env)
+		return p, err
 	}
 	panic("unreachable: kind checked above")
 }
