@@ -60,7 +60,7 @@ func TestNewErrors(t *testing.T) {
 		{"promote without checkpoints", Config{Kind: "asha", Mode: "promote"}, Env{}, "mode", `use "stop"`},
 		{"unknown mode", Config{Kind: "asha", Mode: "fast"}, ckpt, "mode", `"promote" or "stop"`},
 		{"hyperband without checkpoints", Config{Kind: "hyperband"}, Env{}, "kind", "hyperband pauses trials"},
-		{"pbt without checkpoints", Config{Kind: "pbt", PerturbationInterval: 1}, Env{}, "kind", "pbt restarts trials"},
+		{"pbt without checkpoints", Config{Kind: "pbt", PerturbationInterval: 1}, Env{Space: pbtSpace(t)}, "kind", "pbt restarts trials"},
 		{"reduction factor 1", Config{Kind: "asha", ReductionFactor: 1}, Env{}, "reduction_factor", "must exceed 1"},
 		{"negative grace", Config{Kind: "asha", GracePeriod: -1}, Env{}, "grace_period", "must be positive"},
 		{"grace at max_t", Config{Kind: "hyperband", GracePeriod: 10, MaxT: 10}, ckpt, "grace_period", "below max_t"},

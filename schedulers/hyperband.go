@@ -185,6 +185,11 @@ func (h *hyperBand) halve(b *hbBracket, self int) Decision {
 		}
 		return 0
 	})
+	if len(live) == 0 {
+		// Every trial that got here has ended since: the bracket is over.
+		b.Rung, b.Records = len(b.Milestones)-1, nil
+		return Decision{}
+	}
 	keep := max(1, int(float64(len(b.Records))/h.c.ReductionFactor+relTol))
 	keep = min(keep, len(live))
 	rung := b.Milestones[b.Rung]

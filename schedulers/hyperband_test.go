@@ -74,3 +74,15 @@ func TestHyperBandDecisions(t *testing.T) {
 		res(11, 4, 0.3, Stop).at(4),
 	})
 }
+
+func TestHyperBandBracketWhoseTrialsAllEnd(t *testing.T) {
+	s := mustNew(t, Config{Kind: "hyperband", MaxT: 4, GracePeriod: 1, ReductionFactor: 2}, Env{Checkpoints: true})
+	play(t, s, []ev{
+		add(1), add(2), add(3), add(4),
+		res(1, 1, 0.4, Pause).at(1),
+		// The experiment ends: trial 1 ends paused, the others fail before
+		// the rung. Nothing is left to halve.
+		end(1), end(2), end(3), end(4),
+		next(true, false),
+	})
+}

@@ -301,17 +301,22 @@ func checkCopies(t *testing.T, run *sim.Run) {
 	}
 }
 
-// reloading snapshots its scheduler before every call and continues with a
-// freshly built one restored from the snapshot, as a resumed experiment
-// would.
+// reloading snapshots its scheduler before every call (or every
+// every-th, when every > 1) and continues with a freshly built one restored
+// from the snapshot, as a resumed experiment would.
 type reloading struct {
-	t   *testing.T
-	cfg schedulers.Config
-	env schedulers.Env
-	s   schedulers.Scheduler
+	t     *testing.T
+	cfg   schedulers.Config
+	env   schedulers.Env
+	s     schedulers.Scheduler
+	every int
+	calls int
 }
 
 func (r *reloading) reload() {
+	if r.calls++; r.every > 1 && r.calls%r.every != 0 {
+		return
+	}
 	data, err := r.s.(schedulers.Snapshotter).Snapshot()
 	if err != nil {
 		r.t.Fatalf("snapshot: %v", err)
@@ -378,5 +383,53 @@ func TestSimCatchesContractBreaches(t *testing.T) {
 	_, err := sim.Simulate(resumesRunning{}, sim.Options{NumSamples: 1, MaxIter: 3, Config: curveConfigs(1, 1), Model: sim.Curve{}})
 	if !errors.Is(err, sim.ErrContract) {
 		t.Errorf("resuming a running trial: got %v, want ErrContract", err)
+	}
+}
+
+// TestSimChaos runs every scheduler through random experiments — worker
+// counts, sample counts, checkpoint intervals, trials that fail — under
+// the sim's contract checks, with a snapshot and restore before every
+// call.
+func TestSimChaos(t *testing.T) {
+	space, _ := searchspace.New(searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
+		searchspace.Param{Name: "width", Domain: searchspace.Choice{Values: []any{int64(32), int64(64), int64(128), int64(256)}}},
+		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}})
+	kinds := []schedulers.Config{
+		{}, {Kind: "asha", MaxT: 9, Mode: "stop", Brackets: 2}, {Kind: "asha", MaxT: 9, Brackets: 2, ReductionFactor: 2},
+		{Kind: "hyperband", MaxT: 9, ReductionFactor: 2}, {Kind: "median", MinSamplesRequired: 1},
+		{Kind: "pbt", PerturbationInterval: 2, QuantileFraction: 0.5},
+	}
+	rng := rand.New(rand.NewPCG(42, 42))
+	for round := range 6 {
+		for _, cfg := range kinds {
+			env := schedulers.Env{Metric: "loss", Checkpoints: true, Space: space, Seed: int64(round)}
+			samples, fails := 1+rng.IntN(25), rng.Float64()*0.1
+			failRng := rand.New(rand.NewPCG(uint64(round), 7))
+			failAt := map[[2]int]bool{}
+			o := sim.Options{
+				Workers: 1 + rng.IntN(6), NumSamples: samples, MaxIter: 1 + rng.IntN(12), CheckpointEvery: rng.IntN(4) - 1,
+				Config: curveConfigs(samples, uint64(round)), Model: sim.Curve{},
+				Fail: func(trial, iter int) bool {
+					k := [2]int{trial, iter}
+					if _, seen := failAt[k]; !seen {
+						failAt[k] = failRng.Float64() < fails
+					}
+					return failAt[k]
+				},
+			}
+			r := &reloading{t: t, cfg: cfg, env: env, s: newScheduler(t, cfg, env), every: 5}
+			run, err := sim.Simulate(r, o)
+			if err != nil {
+				t.Fatalf("round %d, %+v, options %+v: %v", round, cfg, o, err)
+			}
+			if len(run.Trials) != samples {
+				t.Errorf("round %d, %s: %d trials ran, want %d", round, cfg.Kind, len(run.Trials), samples)
+			}
+			for _, tr := range run.Trials {
+				if tr.Status == "" {
+					t.Errorf("round %d, %s: trial %d never ended", round, cfg.Kind, tr.Number)
+				}
+			}
+		}
 	}
 }

@@ -46,6 +46,9 @@ type Options struct {
 	// Config returns trial's configuration (trials are numbered from 1).
 	Config func(trial int) map[string]any
 	Model  Model
+	// Fail reports whether trial fails during iteration iter: it then ends
+	// without reporting it. Nil means no trial fails.
+	Fail func(trial, iter int) bool
 }
 
 // Status is how a simulated trial ended.
@@ -58,6 +61,8 @@ const (
 	Stopped Status = "stopped"
 	// EndedPaused: it was paused when nothing else was left to run.
 	EndedPaused Status = "ended paused"
+	// Failed: Options.Fail made it fail.
+	Failed Status = "failed"
 )
 
 // Report is one result as the trial produced it.
@@ -247,8 +252,12 @@ func (m *sim) start() {
 
 // step trains one iteration of t and applies the scheduler's decision.
 func (m *sim) step(t *trial) error {
-	t.Iter++
 	m.run.Compute++
+	if m.o.Fail != nil && m.o.Fail(t.Number, t.Iter+1) {
+		m.end(t, Failed)
+		return nil
+	}
+	t.Iter++
 	var score float64
 	t.State, score = m.o.Model.Step(t.Number, t.Config, t.State, t.Iter)
 	every := max(m.o.CheckpointEvery, 1)
