@@ -36,7 +36,8 @@ type Plateau struct {
 
 	best  map[int]float64
 	stale map[int]int
-	Log   []string
+	// Log holds one line per Stop decision, for printing at the end.
+	Log []string
 }
 
 var _ schedulers.Scheduler = (*Plateau)(nil)
