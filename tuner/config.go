@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
@@ -51,17 +52,9 @@ type SearchConfig struct {
 	Space *searchspace.Space `toml:"-" json:"-"`
 }
 
-// SchedulerConfig chooses the trial scheduler and its settings.
-type SchedulerConfig struct {
-	// Kind is "fifo" (the default).
-	Kind string `toml:"kind" json:"kind,omitempty"`
-	// TimeAttr is the reported counter that measures a trial's progress;
-	// default "training_iteration", the number of reports so far.
-	TimeAttr        string  `toml:"time_attr" json:"time_attr,omitempty"`
-	MaxT            float64 `toml:"max_t" json:"max_t,omitempty"`
-	GracePeriod     float64 `toml:"grace_period" json:"grace_period,omitempty"`
-	ReductionFactor float64 `toml:"reduction_factor" json:"reduction_factor,omitempty"`
-}
+// SchedulerConfig is the [scheduler] section: the trial scheduler and its
+// settings, defined and validated by package schedulers.
+type SchedulerConfig = schedulers.Config
 
 // DefaultStorage is the database file used when Config.Storage is empty.
 const DefaultStorage = "gotune.db"
@@ -96,17 +89,20 @@ func (c Config) withDefaults() Config {
 	if c.Search.NumSamples == 0 {
 		c.Search.NumSamples = 1
 	}
-	if c.Scheduler.Kind == "" {
-		c.Scheduler.Kind = "fifo"
-	}
-	if c.Scheduler.TimeAttr == "" {
-		c.Scheduler.TimeAttr = TrainingIteration
-	}
+	c.Scheduler = c.Scheduler.WithDefaults()
 	return c
 }
 
 // TrainingIteration is the time attribute every trial has: its number of reports.
-const TrainingIteration = "training_iteration"
+const TrainingIteration = schedulers.DefaultTimeAttr
+
+// schedulerEnv is what the configured scheduler is built against. The
+// loop cannot yet pause, resume or restart trials from checkpoints, so
+// Checkpoints is false: ASHA runs in its stop mode, and HyperBand, PBT and
+// ASHA's promote mode are refused.
+func (c Config) schedulerEnv() schedulers.Env {
+	return schedulers.Env{Metric: c.Objective.Metric, Mode: c.Objective.Mode, Space: c.Search.Space, Seed: c.Seed}
+}
 
 // Validate checks c (with defaults applied) and returns the first problem
 // as a *ConfigError naming its key.
@@ -127,8 +123,9 @@ func (c Config) Validate() error {
 		return fieldErr("search.num_samples", "must be at least 1, got %d", c.Search.NumSamples)
 	case c.Search.MaxConcurrent < 0:
 		return fieldErr("search.max_concurrent", "must not be negative, got %d", c.Search.MaxConcurrent)
-	case c.Scheduler.Kind != "fifo":
-		return fieldErr("scheduler.kind", "unknown scheduler %q (have fifo)", c.Scheduler.Kind)
+	}
+	if err := c.Scheduler.Validate(c.schedulerEnv()); err != nil {
+		return schedulerError(err)
 	}
 	if err := c.Resources.Validate(); err != nil {
 		var se *workers.SettingError
@@ -145,4 +142,13 @@ func (c Config) Validate() error {
 		return &ConfigError{Key: "trainer", Err: err}
 	}
 	return nil
+}
+
+// schedulerError names a scheduler setting's key in sweep-file terms.
+func schedulerError(err error) error {
+	var fe *schedulers.FieldError
+	if errors.As(err, &fe) {
+		return &ConfigError{Key: "scheduler." + fe.Key, Err: fe.Err}
+	}
+	return &ConfigError{Key: "scheduler", Err: err}
 }

@@ -92,6 +92,7 @@ func (l *loop) startTrial(ctx context.Context) error {
 	}
 	l.started++
 	l.running++
+	t.scheduler.OnTrialAdd(number, config)
 	tr := &trialRun{number: number, record: rec, config: config}
 	go l.runTrial(ctx, tr)
 	return nil

@@ -84,7 +84,11 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 		t.searcher = NewRandomSearch(t.cfg.Search.Space, t.cfg.Seed)
 	}
 	if t.scheduler == nil {
-		t.scheduler = schedulers.FIFO{}
+		s, err := schedulers.New(t.cfg.Scheduler, t.cfg.schedulerEnv())
+		if err != nil {
+			return nil, schedulerError(err)
+		}
+		t.scheduler = s
 	}
 	if t.manager == nil {
 		t.manager = workers.NewManager(t.cfg.Resources.Inventory(), workers.ManagerConfig{})

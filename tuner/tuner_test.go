@@ -110,6 +110,7 @@ func TestFitSameSeedSameConfigs(t *testing.T) {
 
 // stopAfter is a scheduler that stops every trial at its n-th result.
 type stopAfter struct {
+	schedulers.FIFO
 	n     float64
 	ended []int
 }

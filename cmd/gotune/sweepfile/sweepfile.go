@@ -160,7 +160,7 @@ func friendlyType(msg string) string {
 	if m == nil {
 		return strings.TrimPrefix(msg, "toml: ")
 	}
-	want := m[2]
+	want := strings.TrimPrefix(m[2], "*")
 	switch {
 	case strings.HasPrefix(want, "int") || strings.HasPrefix(want, "uint"):
 		want = "an integer"

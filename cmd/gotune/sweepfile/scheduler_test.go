@@ -1,0 +1,78 @@
+package sweepfile
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const withScheduler = `name = "s"
+
+[objective]
+metric = "loss"
+
+[search.space]
+lr = { loguniform = [1e-4, 1e-1] }
+
+[scheduler]
+kind = "asha"
+time_attr = "epoch"
+max_t = 27
+reduction_factor = 3
+
+[trainer]
+model = "mlp"
+dataset = "data.csv"
+`
+
+func TestDecodeScheduler(t *testing.T) {
+	cfg, err := Decode("sweep.toml", []byte(withScheduler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Scheduler
+	if s.Kind != "asha" || s.TimeAttr != "epoch" || s.MaxT != 27 || s.ReductionFactor != 3 {
+		t.Errorf("decoded scheduler %+v", s)
+	}
+}
+
+// TestDecodeSchedulerErrors checks that the [scheduler] section is
+// validated like the rest: file, line and key.
+func TestDecodeSchedulerErrors(t *testing.T) {
+	asha := "kind = \"asha\"\ntime_attr = \"epoch\"\nmax_t = 27\nreduction_factor = 3\n"
+	pbt := "kind = \"pbt\"\nperturbation_interval = 2\n"
+	tests := []struct {
+		name    string
+		replace [2]string
+		line    int
+		key     string
+		msg     string
+	}{
+		{"misspelt key", [2]string{"max_t = 27", "max_tt = 27"}, 12, "scheduler.max_tt", "unknown key"},
+		{"bad value", [2]string{"reduction_factor = 3", "reduction_factor = 1"}, 13, "scheduler.reduction_factor", "must exceed 1"},
+		{"wrong type", [2]string{"reduction_factor = 3", `reduction_factor = "3"`}, 13, "scheduler.reduction_factor", "want a number, got a string"},
+		{"unknown kind", [2]string{`kind = "asha"`, `kind = "bohb"`}, 10, "scheduler.kind", `unknown scheduler "bohb"`},
+		{"key of another kind", [2]string{"max_t = 27", "min_samples_required = 2"}, 12, "scheduler.min_samples_required", `not used by kind "asha"`},
+		{"promote needs checkpoints", [2]string{"max_t = 27", "mode = \"promote\""}, 12, "scheduler.mode", `use "stop"`},
+		{"wrong type of an optional number", [2]string{asha, pbt + "resample_probability = \"x\"\n"}, 12, "scheduler.resample_probability", "want a number, got a string"},
+		{"pbt mutation", [2]string{asha, pbt + "hyperparam_mutations = { lr = { uniform = [1, 0] } }\n"}, 12, "scheduler.hyperparam_mutations.lr", "inverted"},
+		{"pbt mutation of no parameter", [2]string{asha, pbt + "[scheduler.hyperparam_mutations]\nmom = { uniform = [0, 1] }\n"}, 13, "scheduler.hyperparam_mutations.mom", `no parameter "mom"`},
+		{"pbt needs checkpoints", [2]string{asha, pbt}, 10, "scheduler.kind", "pbt restarts trials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := strings.Replace(withScheduler, tt.replace[0], tt.replace[1], 1)
+			if doc == withScheduler {
+				t.Fatal("replacement did not apply")
+			}
+			_, err := Decode("sweep.toml", []byte(doc))
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("got %v (%T), want *Error", err, err)
+			}
+			if e.Line != tt.line || e.Key != tt.key || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("got %v (line %d key %q), want line %d key %q and %q", err, e.Line, e.Key, tt.line, tt.key, tt.msg)
+			}
+		})
+	}
+}

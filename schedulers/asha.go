@@ -1,0 +1,316 @@
+package schedulers
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// asha is asynchronous successive halving, after Li et al., "A System for
+// Massively Parallel Hyperparameter Tuning" (MLSys 2020).
+//
+// Bracket s has rungs at grace·η^(s+k) below max_t; trials are dealt to the
+// brackets in turn, in the order they are added. A trial is recorded at
+// the highest rung its time has reached and not at the rungs below that it
+// jumped past, whose records compare results at a smaller time. Then:
+//
+//   - mode "stop" (Ray's AsyncHyperBandScheduler): the trial goes on if its
+//     score is no worse than the 1/η-quantile of what the rung recorded
+//     before it (linear interpolation, as numpy's percentile), or if it is
+//     the first there; otherwise it stops.
+//   - mode "promote" (the paper's Algorithm 2): the trial pauses at the
+//     rung. When a slot frees, the paper's get_job runs: from the highest
+//     rung down, the best trial among the top ⌊n/η⌋ of a rung's n records
+//     that has not been promoted yet is promoted (resumed from its
+//     checkpoint); when none is, a new trial starts. A trial that is
+//     get_job's choice the moment it reaches its rung continues at once
+//     instead of pausing. Ties go to the earlier record.
+//
+// The paper assumes an endless stream of trials; with a finite num_samples
+// the last trials would wait at their rungs for ever. So once no new trial
+// will come and none is running, the quota becomes ⌈n/η⌉, which promotes
+// the best paused trials of each rung until they reach max_t.
+//
+// A trial that reaches max_t is stopped.
+type asha struct {
+	c       Config
+	v       view
+	promote bool
+	st      ashaState
+}
+
+type ashaState struct {
+	// Brackets holds each bracket's rungs, lowest first.
+	Brackets [][]*ashaRung      `json:"brackets"`
+	Trials   map[int]*ashaTrial `json:"trials"`
+	// Added counts the trials added, to deal them to brackets in turn.
+	Added int `json:"added"`
+}
+
+type ashaRung struct {
+	Milestone float64 `json:"milestone"`
+	// Records are the trials' scores at this rung in arrival order.
+	Records []*ashaRecord `json:"records"`
+}
+
+type ashaRecord struct {
+	Trial    int  `json:"trial"`
+	Score    fnum `json:"score"`
+	Promoted bool `json:"promoted,omitempty"`
+}
+
+type ashaTrial struct {
+	Bracket int `json:"bracket"`
+	// Rung is the index of the highest rung the trial has been recorded
+	// at within its bracket; -1 before the first.
+	Rung  int        `json:"rung"`
+	State trialState `json:"state"`
+}
+
+var (
+	_ Scheduler   = (*asha)(nil)
+	_ Snapshotter = (*asha)(nil)
+)
+
+func newASHA(c Config, v view) (*asha, error) {
+	a := &asha{c: c, v: v, promote: c.Mode == "promote", st: ashaState{Trials: map[int]*ashaTrial{}}}
+	for s := range c.Brackets {
+		var rungs []*ashaRung
+		for _, m := range milestones(c.GracePeriod, c.ReductionFactor, c.MaxT, s) {
+			rungs = append(rungs, &ashaRung{Milestone: m})
+		}
+		a.st.Brackets = append(a.st.Brackets, rungs)
+	}
+	return a, nil
+}
+
+// OnTrialAdd implements Scheduler: the trial joins the next bracket in turn.
+func (a *asha) OnTrialAdd(trial int, _ map[string]any) { a.add(trial) }
+
+func (a *asha) add(trial int) *ashaTrial {
+	t := &ashaTrial{Bracket: a.st.Added % len(a.st.Brackets), Rung: -1}
+	a.st.Added++
+	a.st.Trials[trial] = t
+	return t
+}
+
+// OnResult implements Scheduler.
+func (a *asha) OnResult(r Result) Decision {
+	t := a.st.Trials[r.Trial]
+	if t == nil {
+		// A result before OnTrialAdd: the trial joins as if just added.
+		t = a.add(r.Trial)
+	}
+	t.State = running
+	if reached(r.Time, a.c.MaxT) {
+		return Decision{Action: Stop, Rung: a.c.MaxT,
+			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", a.v.timeAttr, num(a.c.MaxT))}
+	}
+	rungs := a.st.Brackets[t.Bracket]
+	k := -1
+	for i, rg := range rungs {
+		if reached(r.Time, rg.Milestone) {
+			k = i
+		}
+	}
+	if k <= t.Rung {
+		// Below the first rung, or at a rung already recorded (a promoted
+		// trial, or one that resumed from an earlier checkpoint).
+		return Decision{Action: Continue}
+	}
+	rg := rungs[k]
+	score := worstIfNaN(r.Score)
+	rec := &ashaRecord{Trial: r.Trial, Score: fnum(score)}
+	t.Rung = k
+	if !a.promote {
+		d := a.stopDecision(rg, score)
+		rg.Records = append(rg.Records, rec)
+		return d
+	}
+	rg.Records = append(rg.Records, rec)
+	if b, rk, rec2, ok := a.getJob(r.Trial, false); ok && b == t.Bracket && rk == k && rec2 == rec {
+		rec.Promoted = true
+		return a.promotion(Continue, t.Bracket, k, rec, false, "promoted at ")
+	}
+	t.State = paused
+	return a.pauseDecision(t.Bracket, k, rec)
+}
+
+// stopDecision measures a score against the records a rung has so far.
+func (a *asha) stopDecision(rg *ashaRung, score float64) Decision {
+	where := a.rungName(rg.Milestone)
+	d := Decision{Rung: rg.Milestone}
+	if len(rg.Records) == 0 {
+		d.Reason = fmt.Sprintf("passed %s: %s %s is the first result recorded there", where, a.v.metric, num(a.v.value(score)))
+		return d
+	}
+	scores := make([]float64, len(rg.Records))
+	for i, rec := range rg.Records {
+		scores[i] = float64(rec.Score)
+	}
+	slices.Sort(scores)
+	cutoff := quantile(scores, 1/a.c.ReductionFactor)
+	c := a.v.value(cutoff)
+	d.setCutoff(c)
+	if score <= cutoff {
+		d.Reason = fmt.Sprintf("passed %s: %s %s is within the best 1/%s of the %d results recorded there (cutoff %s)",
+			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), len(scores), num(c))
+		return d
+	}
+	d.Action = Stop
+	d.Reason = fmt.Sprintf("stopped at %s: %s %s is %s than the cutoff %s, the best 1/%s of the %d results recorded there",
+		where, a.v.metric, num(a.v.value(score)), a.v.worse(), num(c), num(a.c.ReductionFactor), len(scores))
+	return d
+}
+
+// ranked returns a rung's records best first; ties go to the earlier one.
+func ranked(rg *ashaRung) []*ashaRecord {
+	out := slices.Clone(rg.Records)
+	slices.SortStableFunc(out, func(x, y *ashaRecord) int {
+		switch {
+		case x.Score < y.Score:
+			return -1
+		case x.Score > y.Score:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// quota is how many of a rung's n records may be promoted: ⌊n/η⌋, or
+// ⌈n/η⌉ when the experiment is draining.
+func (a *asha) quota(n int, drain bool) int {
+	q := int(float64(n)/a.c.ReductionFactor + relTol)
+	if drain && float64(q)*a.c.ReductionFactor < float64(n)-relTol {
+		q++
+	}
+	return q
+}
+
+// getJob is the paper's get_job: the promotable record of the highest rung
+// (across brackets; ties to the lower bracket), best first. A record is
+// promotable when it is in its rung's top quota, not yet promoted, and its
+// trial is paused or is self (the trial deciding now).
+func (a *asha) getJob(self int, drain bool) (bracket, rung int, rec *ashaRecord, ok bool) {
+	best := -1.0
+	for b, rungs := range a.st.Brackets {
+		for k := len(rungs) - 1; k >= 0; k-- {
+			if ok && rungs[k].Milestone <= best {
+				break
+			}
+			top := ranked(rungs[k])
+			top = top[:a.quota(len(top), drain)]
+			for _, r := range top {
+				if r.Promoted {
+					continue
+				}
+				if t := a.st.Trials[r.Trial]; r.Trial == self || t.State == paused {
+					bracket, rung, rec, ok, best = b, k, r, true, rungs[k].Milestone
+					break
+				}
+			}
+		}
+	}
+	return bracket, rung, rec, ok
+}
+
+// pauseDecision explains why a trial waits at rung k.
+func (a *asha) pauseDecision(b, k int, rec *ashaRecord) Decision {
+	rg := a.st.Brackets[b][k]
+	n := len(rg.Records)
+	q := a.quota(n, false)
+	d := Decision{Action: Pause, Rung: rg.Milestone}
+	where := a.rungName(rg.Milestone)
+	val := num(a.v.value(float64(rec.Score)))
+	if q == 0 {
+		d.Reason = fmt.Sprintf("paused at %s with %s %s: promotions start when the rung has %d results (it has %d)",
+			where, a.v.metric, val, int(a.c.ReductionFactor+1-relTol), n)
+		return d
+	}
+	top := ranked(rg)[:q]
+	c := a.v.value(float64(top[q-1].Score))
+	d.setCutoff(c)
+	if slices.Contains(top, rec) {
+		d.Reason = fmt.Sprintf("paused at %s with %s %s, among the best %d of the %d results recorded there (cutoff %s): a promotion from a higher rung goes first",
+			where, a.v.metric, val, q, n, num(c))
+		return d
+	}
+	d.Reason = fmt.Sprintf("paused at %s with %s %s: a promotion needs a place among the best %d of the %d results recorded there (cutoff %s)",
+		where, a.v.metric, val, q, n, num(c))
+	return d
+}
+
+// promotion explains a promotion from rung k.
+func (a *asha) promotion(act Action, b, k int, rec *ashaRecord, drain bool, verb string) Decision {
+	rungs := a.st.Brackets[b]
+	rg := rungs[k]
+	n := len(rg.Records)
+	q := a.quota(n, drain)
+	top := ranked(rg)[:q]
+	next := fmt.Sprintf("max_t %s", num(a.c.MaxT))
+	if k+1 < len(rungs) {
+		next = fmt.Sprintf("the rung at %s", num(rungs[k+1].Milestone))
+	}
+	d := Decision{Action: act, Rung: rg.Milestone}
+	c := a.v.value(float64(top[q-1].Score))
+	d.setCutoff(c)
+	d.Reason = fmt.Sprintf("%s%s to %s: %s %s is among the best %d of the %d results recorded there (cutoff %s)",
+		verb, a.rungName(rg.Milestone), next, a.v.metric, num(a.v.value(float64(rec.Score))), q, n, num(c))
+	if drain {
+		d.Reason += "; no new trials will come, so the best ⌈n/η⌉ go on"
+	}
+	return d
+}
+
+func (a *asha) rungName(m float64) string {
+	return fmt.Sprintf("rung %s (%s ≥ %s)", num(m), a.v.timeAttr, num(m))
+}
+
+// OnTrialEnd implements Scheduler. The trial's records stay: later trials
+// are still measured against them.
+func (a *asha) OnTrialEnd(trial int) {
+	if t := a.st.Trials[trial]; t != nil {
+		t.State = ended
+	}
+}
+
+// Next implements Scheduler: in promote mode, the paper's get_job.
+func (a *asha) Next(c Capacity) (Order, bool) {
+	if !a.promote || !c.CanResume {
+		return Order{}, false
+	}
+	drain := !c.MoreTrials
+	for _, t := range a.st.Trials {
+		if t.State == running {
+			drain = false
+			break
+		}
+	}
+	b, k, rec, ok := a.getJob(-1, drain)
+	if !ok {
+		return Order{}, false
+	}
+	rec.Promoted = true
+	a.st.Trials[rec.Trial].State = running
+	return Order{Trial: rec.Trial, Decision: a.promotion(Continue, b, k, rec, drain, "promoted from ")}, true
+}
+
+// Snapshot implements Snapshotter.
+func (a *asha) Snapshot() ([]byte, error) { return json.Marshal(a.st) }
+
+// Restore implements Snapshotter.
+func (a *asha) Restore(data []byte) error {
+	var st ashaState
+	if err := restore("asha", data, &st); err != nil {
+		return err
+	}
+	if len(st.Brackets) != len(a.st.Brackets) {
+		return fmt.Errorf("restore asha scheduler: the snapshot has %d brackets, the config %d", len(st.Brackets), len(a.st.Brackets))
+	}
+	if st.Trials == nil {
+		st.Trials = map[int]*ashaTrial{}
+	}
+	a.st = st
+	return nil
+}

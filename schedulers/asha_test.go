@@ -1,0 +1,224 @@
+package schedulers
+
+import (
+	"math"
+	"testing"
+)
+
+func ashaStop(t *testing.T, env Env, brackets int) Scheduler {
+	return mustNew(t, Config{Kind: "asha", Mode: "stop", MaxT: 27, GracePeriod: 1, ReductionFactor: 3, Brackets: brackets}, env)
+}
+
+// stopSequence is a hand-built run of ASHA's stop mode (η = 3, rungs at 1,
+// 3, 9, max_t 27).
+func stopSequence() []ev {
+	return []ev{
+		add(1), add(2), add(3), add(4), add(5),
+		res(1, 1, 0.5, Continue).at(1).why("first result recorded there"),
+		res(2, 1, 0.7, Stop).at(1).cut(0.5),
+		// Records [0.5 0.7]: the 1/3-quantile interpolates to 0.5667.
+		res(3, 1, 0.4, Continue).at(1).cut(0.5 + 0.2/3).why("of the 2 results"),
+		res(4, 1, 0.6, Stop).at(1).cut(0.4 + 0.1*2/3),
+		// Records [0.4 0.5 0.6 0.7]: the cutoff is 0.5 exactly; a tie passes.
+		res(5, 1, 0.5, Continue).at(1).cut(0.5),
+		res(1, 2, 0.45, Continue),
+		res(1, 3, 0.3, Continue).at(3).why("first"),
+		res(3, 3, 0.35, Stop).at(3).cut(0.3).why("rung 3 (training_iteration ≥ 3)"),
+		// Trial 5 jumps past the rungs at 3 and 9: it is recorded at 9 only.
+		res(5, 10, 0.2, Continue).at(9).why("first"),
+		res(1, 9, 0.25, Stop).at(9).cut(0.2),
+		// Trial 6 never reaches a rung.
+		add(6),
+		res(6, 0.5, 9, Continue),
+		end(6),
+		// The rung at 3 holds trials 1 and 3 only: trial 5 jumped it.
+		add(7),
+		res(7, 3, 0.31, Continue).at(3).cut(0.3 + 0.05/3).why("of the 2 results"),
+		res(7, 3, 0.9, Continue), // the same rung again: nothing new
+		res(5, 27, 0.1, Stop).at(27).why("reached max_t"),
+		// A diverged trial counts as the worst.
+		add(8),
+		res(8, 1, math.NaN(), Stop).at(1).cut(0.5),
+	}
+}
+
+func TestASHAStopMode(t *testing.T) {
+	play(t, ashaStop(t, Env{Metric: "loss"}, 1), stopSequence())
+}
+
+func TestASHAStopModeMax(t *testing.T) {
+	play(t, ashaStop(t, Env{Metric: "acc", Mode: "max"}, 1), maxSequence())
+}
+
+// maxSequence is stopSequence for a "max" metric: the user's acc values
+// are 1 − loss and the tuner feeds the scheduler −acc; the decisions are
+// the same and the cutoffs come back as acc.
+func maxSequence() []ev {
+	var out []ev
+	for _, e := range stopSequence() {
+		if e.kind == "" {
+			if !math.IsNaN(e.score) {
+				e.score = -(1 - e.score)
+			}
+			if e.hasCut {
+				e.cutoff = 1 - e.cutoff
+			}
+		}
+		out = append(out, e)
+	}
+	out[6] = out[6].why("acc 0.3 is lower than the cutoff 0.5")
+	return out
+}
+
+func TestASHAStopBrackets(t *testing.T) {
+	// Bracket 0 has rungs at 1, 3, 9; bracket 1 skips the first: 3, 9.
+	// Trials are dealt in turn: 1, 3 to bracket 0; 2, 4 to bracket 1.
+	play(t, ashaStop(t, Env{}, 2), []ev{
+		add(1), add(2), add(3), add(4),
+		res(2, 1, 0.9, Continue),
+		res(1, 1, 0.5, Continue).at(1),
+		res(3, 1, 0.6, Stop).at(1).cut(0.5),
+		res(1, 3, 0.1, Continue).at(3),
+		// Bracket 1's rung at 3 is its own: trial 1's 0.1 is not there.
+		res(2, 3, 0.8, Continue).at(3).why("first"),
+		res(4, 3, 0.9, Stop).at(3).cut(0.8),
+	})
+}
+
+func ashaPromote(t *testing.T) Scheduler {
+	return mustNew(t, Config{Kind: "asha", MaxT: 9, GracePeriod: 1, ReductionFactor: 3}, Env{Checkpoints: true})
+}
+
+func TestASHAPromoteMode(t *testing.T) {
+	// Rungs at 1 and 3, max_t 9; promote is the default with checkpoints.
+	play(t, ashaPromote(t), []ev{
+		add(1), add(2), add(3),
+		res(1, 1, 0.5, Pause).at(1).why("promotions start when the rung has 3 results (it has 1)"),
+		next(true, true),
+		res(2, 1, 0.3, Pause).at(1),
+		res(3, 1, 0.4, Pause).at(1).cut(0.3).why("needs a place among the best 1 of the 3"),
+		order(2, Continue, true, true).at(1).cut(0.3).why("promoted from rung 1 (training_iteration ≥ 1) to the rung at 3"),
+		next(true, true),
+		// Trial 4 is get_job's choice the moment it arrives: it goes on.
+		add(4),
+		res(4, 1, 0.1, Continue).at(1).cut(0.1).why("promoted at rung 1"),
+		add(5),
+		res(5, 1, 0.35, Pause).at(1).cut(0.1),
+		add(6),
+		res(6, 1, 0.2, Continue).at(1).cut(0.2).why("best 2 of the 6"),
+		res(2, 2, 0.28, Continue),
+		res(2, 3, 0.25, Pause).at(3),
+		res(4, 3, 0.05, Pause).at(3),
+		// Trial 4 (paused) is the rung's best: it goes first.
+		res(6, 3, 0.15, Pause).at(3).cut(0.05),
+		order(4, Continue, true, true).at(3).cut(0.05).why("to max_t 9"),
+		next(true, true),
+		// A tie goes to the earlier record: trial 6's 0.2 is ahead of 7's.
+		add(7),
+		res(7, 1, 0.2, Pause).at(1).cut(0.2).why("among the best 2 of the 7"),
+		res(4, 9, 0.01, Stop).at(9).why("reached max_t"),
+		end(4),
+	})
+}
+
+func TestASHAPromoteHigherRungFirst(t *testing.T) {
+	events := []ev{
+		add(1), add(2), add(3),
+		res(1, 1, 0.1, Pause).at(1),
+		res(2, 1, 0.2, Pause).at(1),
+		res(3, 1, 0.3, Pause).at(1).cut(0.1),
+		order(1, Continue, true, true).at(1).cut(0.1),
+		add(4), res(4, 1, 0.4, Pause).at(1).cut(0.1),
+		add(5), res(5, 1, 0.5, Pause).at(1).cut(0.1),
+		add(6), res(6, 1, 0.15, Continue).at(1).cut(0.15),
+		res(1, 3, 0.3, Pause).at(3),
+		res(6, 3, 0.2, Pause).at(3),
+		add(7), res(7, 1, 0.6, Pause).at(1).cut(0.15),
+		add(8), res(8, 1, 0.7, Pause).at(1).cut(0.15),
+		add(9), res(9, 1, 0.12, Continue).at(1).cut(0.15),
+		// Rung 3 holds [0.3 0.2 0.25]: trial 6 (paused) is its best.
+		res(9, 3, 0.25, Pause).at(3).cut(0.2),
+		add(10), res(10, 1, 0.5, Pause).at(1).cut(0.15),
+		add(11), res(11, 1, 0.5, Pause).at(1).cut(0.15),
+		// Trial 12 enters rung 1's top 4, but trial 6 waits at rung 3.
+		add(12), res(12, 1, 0.13, Pause).at(1).cut(0.15).why("a promotion from a higher rung goes first"),
+		order(6, Continue, true, true).at(3).cut(0.2),
+		order(12, Continue, true, true).at(1).cut(0.15),
+		next(true, true),
+	}
+	play(t, ashaPromote(t), events)
+}
+
+func TestASHAPromoteDrains(t *testing.T) {
+	// Two trials only: ⌊2/3⌋ = 0 would strand them at the first rung.
+	play(t, ashaPromote(t), []ev{
+		add(1), add(2),
+		res(1, 1, 0.2, Pause).at(1),
+		res(2, 1, 0.1, Pause).at(1),
+		next(true, true), // more trials may come: wait for them
+		order(2, Continue, true, false).at(1).cut(0.1).why("no new trials will come"),
+		next(true, false), // trial 2 runs: no draining meanwhile
+		res(2, 3, 0.05, Pause).at(3),
+		order(2, Continue, true, false).at(3).cut(0.05).why("to max_t 9"),
+		res(2, 9, 0.01, Stop).at(9),
+		end(2),
+		next(true, false), // trial 1 is not in the best ⌈2/3⌉ of rung 1
+		end(1),
+	})
+}
+
+func TestASHAResultBeforeAdd(t *testing.T) {
+	// A result from a trial never added joins it as if just added.
+	play(t, ashaStop(t, Env{}, 1), []ev{
+		res(4, 1, 0.5, Continue).at(1),
+		res(9, 1, 0.6, Stop).at(1).cut(0.5),
+	})
+}
+
+func TestASHAMilestones(t *testing.T) {
+	tests := []struct {
+		grace, eta, maxT float64
+		s                int
+		want             []float64
+	}{
+		{1, 3, 27, 0, []float64{1, 3, 9}},
+		{1, 3, 28, 0, []float64{1, 3, 9, 27}},
+		{1, 3, 27, 1, []float64{3, 9}},
+		{0.1, 3, 0.9, 0, []float64{0.1, 0.30000000000000004}}, // 0.9000000000000001 counts as max_t
+		{2, 4, 100, 0, []float64{2, 8, 32}},
+		{1, 2.5, 10, 0, []float64{1, 2.5, 6.25}},
+	}
+	for _, tt := range tests {
+		got := milestones(tt.grace, tt.eta, tt.maxT, tt.s)
+		if len(got) != len(tt.want) {
+			t.Errorf("milestones(%g, %g, %g, %d): got %v, want %v", tt.grace, tt.eta, tt.maxT, tt.s, got, tt.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("milestones(%g, %g, %g, %d): got %v, want %v", tt.grace, tt.eta, tt.maxT, tt.s, got, tt.want)
+			}
+		}
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	tests := []struct {
+		xs   []float64
+		q    float64
+		want float64
+	}{
+		{[]float64{5}, 1.0 / 3, 5},
+		{[]float64{1, 2}, 0.5, 1.5},
+		{[]float64{1, 2, 3, 4}, 1.0 / 3, 2},
+		{[]float64{0, 10, 20}, 0.25, 5},
+		{[]float64{1, math.Inf(1)}, 0, 1},
+		{[]float64{1, math.Inf(1)}, 0.5, math.Inf(1)},
+		{[]float64{math.Inf(1), math.Inf(1)}, 0.5, math.Inf(1)},
+	}
+	for _, tt := range tests {
+		if got := quantile(tt.xs, tt.q); got != tt.want {
+			t.Errorf("quantile(%v, %g): got %g, want %g", tt.xs, tt.q, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,289 @@
+package schedulers
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// hyperBand is synchronous HyperBand, after Li et al., "Hyperband: A Novel
+// Bandit-Based Approach to Hyperparameter Optimization" (JMLR 2018).
+//
+// With R = max_t/grace_period and s_max = ⌊log_η R⌋, bracket s (s_max down
+// to 0, then round again) takes n = ⌈(s_max+1)/(s+1)·η^s⌉ trials in the
+// order they are added, and has rungs at max_t·η^(i−s), i = 0…s. Each trial
+// pauses at the bracket's current rung. Once every live trial of a full
+// bracket has reached the rung (or ended), successive halving keeps the
+// best ⌊m/η⌋ of the m results recorded there (at least one) and stops the
+// rest; the kept trials resume and run to the next rung. A bracket that is
+// not full when no more trials will come is halved with the trials it has.
+// Ties go to the trial that reached the rung first. A trial that reaches
+// max_t is stopped.
+type hyperBand struct {
+	c    Config
+	v    view
+	sMax int
+	st   hbState
+}
+
+type hbState struct {
+	Brackets []*hbBracket     `json:"brackets"`
+	Trials   map[int]*hbTrial `json:"trials"`
+	// Orders wait for the loop to collect them with Next.
+	Orders []Order `json:"orders,omitempty"`
+}
+
+type hbBracket struct {
+	S    int `json:"s"`
+	Size int `json:"size"`
+	// Sealed is set when no more trials will join although the bracket is
+	// not full.
+	Sealed     bool      `json:"sealed,omitempty"`
+	Milestones []float64 `json:"milestones"`
+	Members    []int     `json:"members"`
+	// Rung is the index of the rung the bracket's trials are running to.
+	Rung int `json:"rung"`
+	// Records are the results at the current rung in arrival order.
+	Records []hbRecord `json:"records"`
+}
+
+type hbRecord struct {
+	Trial int  `json:"trial"`
+	Score fnum `json:"score"`
+}
+
+type hbTrial struct {
+	Bracket int `json:"bracket"`
+	// Rung is the index of the highest rung recorded; -1 before the first.
+	Rung  int        `json:"rung"`
+	State trialState `json:"state"`
+}
+
+var (
+	_ Scheduler   = (*hyperBand)(nil)
+	_ Snapshotter = (*hyperBand)(nil)
+)
+
+func newHyperBand(c Config, v view) *hyperBand {
+	sMax := 0
+	for m := c.GracePeriod * c.ReductionFactor; reached(c.MaxT, m); m *= c.ReductionFactor {
+		sMax++
+	}
+	return &hyperBand{c: c, v: v, sMax: sMax, st: hbState{Trials: map[int]*hbTrial{}}}
+}
+
+// newBracket opens the bracket that follows the last one.
+func (h *hyperBand) newBracket() *hbBracket {
+	s := h.sMax
+	if n := len(h.st.Brackets); n > 0 {
+		if s = h.st.Brackets[n-1].S - 1; s < 0 {
+			s = h.sMax
+		}
+	}
+	eta := h.c.ReductionFactor
+	size := int(math.Ceil(float64(h.sMax+1)/float64(s+1)*math.Pow(eta, float64(s)) - relTol))
+	ms := make([]float64, s+1)
+	for i := range ms {
+		ms[i] = h.c.MaxT / math.Pow(eta, float64(s-i))
+	}
+	b := &hbBracket{S: s, Size: size, Milestones: ms}
+	h.st.Brackets = append(h.st.Brackets, b)
+	return b
+}
+
+func (b *hbBracket) open() bool { return !b.Sealed && len(b.Members) < b.Size }
+
+// OnTrialAdd implements Scheduler: the trial joins the bracket being
+// filled.
+func (h *hyperBand) OnTrialAdd(trial int, _ map[string]any) { h.add(trial) }
+
+func (h *hyperBand) add(trial int) *hbTrial {
+	var b *hbBracket
+	if n := len(h.st.Brackets); n > 0 && h.st.Brackets[n-1].open() {
+		b = h.st.Brackets[n-1]
+	} else {
+		b = h.newBracket()
+	}
+	b.Members = append(b.Members, trial)
+	t := &hbTrial{Bracket: len(h.st.Brackets) - 1, Rung: -1}
+	h.st.Trials[trial] = t
+	return t
+}
+
+// OnResult implements Scheduler.
+func (h *hyperBand) OnResult(r Result) Decision {
+	t := h.st.Trials[r.Trial]
+	if t == nil {
+		t = h.add(r.Trial)
+	}
+	t.State = running
+	if reached(r.Time, h.c.MaxT) {
+		t.State = ended
+		return Decision{Action: Stop, Rung: h.c.MaxT,
+			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", h.v.timeAttr, num(h.c.MaxT))}
+	}
+	b := h.st.Brackets[t.Bracket]
+	if t.Rung >= b.Rung || !reached(r.Time, b.Milestones[b.Rung]) {
+		return Decision{Action: Continue}
+	}
+	t.Rung = b.Rung
+	b.Records = append(b.Records, hbRecord{Trial: r.Trial, Score: fnum(worstIfNaN(r.Score))})
+	if !h.rungDone(b) {
+		t.State = paused
+		return Decision{Action: Pause, Rung: b.Milestones[b.Rung],
+			Reason: fmt.Sprintf("paused at %s of bracket %d with %s %s: waiting for %d more of its trials to get there",
+				h.rungName(b, b.Rung), t.Bracket+1, h.v.metric, num(h.v.value(r.Score)), h.waiting(b))}
+	}
+	d := h.halve(b, r.Trial)
+	if d.Action == Continue {
+		// The trial may already be past the next rung.
+		if again := h.OnResult(r); again.Action != Continue || again.Reason != "" {
+			return again
+		}
+	}
+	return d
+}
+
+// waiting counts the bracket's trials still to report at its rung,
+// including those yet to join.
+func (h *hyperBand) waiting(b *hbBracket) int {
+	n := 0
+	for _, m := range b.Members {
+		if t := h.st.Trials[m]; t.State != ended && t.Rung < b.Rung {
+			n++
+		}
+	}
+	if b.open() {
+		n += b.Size - len(b.Members)
+	}
+	return n
+}
+
+// rungDone reports whether every live trial of a full bracket has reached
+// its current rung.
+func (h *hyperBand) rungDone(b *hbBracket) bool {
+	return b.Rung < len(b.Milestones)-1 && h.waiting(b) == 0 && len(b.Records) > 0
+}
+
+// halve applies successive halving to the bracket's current rung: orders
+// for the paused trials are queued, the decision for self (the trial
+// deciding now, or -1) is returned.
+func (h *hyperBand) halve(b *hbBracket, self int) Decision {
+	var live []hbRecord
+	for _, rec := range b.Records {
+		if h.st.Trials[rec.Trial].State != ended {
+			live = append(live, rec)
+		}
+	}
+	slices.SortStableFunc(live, func(x, y hbRecord) int {
+		switch {
+		case x.Score < y.Score:
+			return -1
+		case x.Score > y.Score:
+			return 1
+		}
+		return 0
+	})
+	if len(live) == 0 {
+		// Every trial that got here has ended since: the bracket is over.
+		b.Rung, b.Records = len(b.Milestones)-1, nil
+		return Decision{}
+	}
+	keep := max(1, int(float64(len(b.Records))/h.c.ReductionFactor+relTol))
+	keep = min(keep, len(live))
+	rung := b.Milestones[b.Rung]
+	cutoff := h.v.value(float64(live[keep-1].Score))
+	where := h.rungName(b, b.Rung)
+	next := h.rungName(b, b.Rung+1)
+	if b.Rung+1 == len(b.Milestones)-1 {
+		next = fmt.Sprintf("max_t %s", num(h.c.MaxT))
+	}
+	bn := slices.Index(h.st.Brackets, b) + 1
+	var own Decision
+	for i, rec := range live {
+		d := Decision{Rung: rung}
+		d.setCutoff(cutoff)
+		val := num(h.v.value(float64(rec.Score)))
+		t := h.st.Trials[rec.Trial]
+		if i < keep {
+			d.Action = Continue
+			d.Reason = fmt.Sprintf("promoted at %s of bracket %d to %s: %s %s is among the best %d of %d (cutoff %s)",
+				where, bn, next, h.v.metric, val, keep, len(b.Records), num(cutoff))
+			t.State = running
+		} else {
+			d.Action = Stop
+			d.Reason = fmt.Sprintf("stopped at %s of bracket %d: %s %s is %s than the cutoff %s, the best %d of %d",
+				where, bn, h.v.metric, val, h.v.worse(), num(cutoff), keep, len(b.Records))
+			t.State = ended
+		}
+		if rec.Trial == self {
+			own = d
+		} else {
+			h.st.Orders = append(h.st.Orders, Order{Trial: rec.Trial, Decision: d})
+		}
+	}
+	b.Rung++
+	b.Records = nil
+	return own
+}
+
+func (h *hyperBand) rungName(b *hbBracket, i int) string {
+	m := b.Milestones[i]
+	return fmt.Sprintf("rung %s (%s ≥ %s)", num(m), h.v.timeAttr, num(m))
+}
+
+// OnTrialEnd implements Scheduler. A trial that ends before its rung may
+// complete the rung for the others.
+func (h *hyperBand) OnTrialEnd(trial int) {
+	t := h.st.Trials[trial]
+	if t == nil || t.State == ended {
+		return
+	}
+	t.State = ended
+	if b := h.st.Brackets[t.Bracket]; h.rungDone(b) {
+		h.halve(b, -1)
+	}
+}
+
+// Next implements Scheduler: the orders halving produced, stops first.
+// Once no more trials will come, a bracket that is not full is sealed and
+// halved with the trials it has.
+func (h *hyperBand) Next(c Capacity) (Order, bool) {
+	if !c.MoreTrials {
+		for _, b := range h.st.Brackets {
+			if b.open() {
+				b.Sealed = true
+				if h.rungDone(b) {
+					h.halve(b, -1)
+				}
+			}
+		}
+	}
+	i := slices.IndexFunc(h.st.Orders, func(o Order) bool { return o.Action == Stop })
+	if i < 0 && c.CanResume && len(h.st.Orders) > 0 {
+		i = 0
+	}
+	if i < 0 {
+		return Order{}, false
+	}
+	o := h.st.Orders[i]
+	h.st.Orders = slices.Delete(h.st.Orders, i, i+1)
+	return o, true
+}
+
+// Snapshot implements Snapshotter.
+func (h *hyperBand) Snapshot() ([]byte, error) { return json.Marshal(h.st) }
+
+// Restore implements Snapshotter.
+func (h *hyperBand) Restore(data []byte) error {
+	var st hbState
+	if err := restore("hyperband", data, &st); err != nil {
+		return err
+	}
+	if st.Trials == nil {
+		st.Trials = map[int]*hbTrial{}
+	}
+	h.st = st
+	return nil
+}

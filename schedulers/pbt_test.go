@@ -1,0 +1,129 @@
+package schedulers
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/gotune/gotune/searchspace"
+)
+
+func pbtSpace(t *testing.T) *searchspace.Space {
+	t.Helper()
+	space, err := searchspace.New(
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-3, High: 1}},
+		searchspace.Param{Name: "act", Domain: searchspace.Choice{Values: []any{"relu", "tanh", "gelu"}}},
+		searchspace.Param{Name: "layers", Domain: searchspace.RandInt{Low: 1, High: 5}},
+		searchspace.Param{Name: "epochs", Domain: searchspace.Constant{Value: int64(10)}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return space
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestPBTDecisions(t *testing.T) {
+	s := mustNew(t, Config{Kind: "pbt", PerturbationInterval: 2, ResampleProbability: ptr(0.0)},
+		Env{Metric: "loss", Checkpoints: true, Space: pbtSpace(t), Seed: 3})
+	configs := map[int]map[string]any{
+		1: {"lr": 0.01, "act": "tanh", "layers": int64(2), "epochs": int64(10)},
+		2: {"lr": 0.1, "act": "relu", "layers": int64(4), "epochs": int64(10)},
+		3: {"lr": 0.5, "act": "gelu", "layers": int64(1), "epochs": int64(10)},
+		4: {"lr": 0.001, "act": "relu", "layers": int64(3), "epochs": int64(10)},
+	}
+	for n := 1; n <= 4; n++ {
+		s.OnTrialAdd(n, configs[n])
+	}
+	play(t, s, []ev{
+		res(1, 2, 0.1, Continue), // alone: no quantiles yet
+		// Trial 2 is the bottom half of two, but trial 1 has no checkpoint.
+		res(2, 2, 0.2, Continue).checkpointed().at(2).cut(0.2).why("none of the top trials has a checkpoint yet"),
+		res(1, 3, 0.05, Continue).checkpointed(), // 3 < 2 + interval
+	})
+	d := s.OnResult(Result{Trial: 3, Time: 2, Score: 0.3, Checkpoint: true})
+	if d.Action != Restart || d.Exploit == nil || d.Exploit.From != 1 || d.Exploit.FromTime != 3 || d.Rung != 2 || d.Cutoff != 0.3 {
+		t.Fatalf("trial 3 in the bottom quantile: got %+v (exploit %+v), want a restart from trial 1 at 3", d, d.Exploit)
+	}
+	checkExplored(t, configs[1], d.Exploit.Config)
+	play(t, s, []ev{
+		// Trial 3 now continues from time 3: next perturbation at 5.
+		res(3, 4, 0.04, Continue),
+		res(3, 5, 0.04, Continue), // the best: not in the bottom quantile
+	})
+	// Trial 3's own latest checkpoint is the copy of trial 1's, at 3.
+	d = s.OnResult(Result{Trial: 4, Time: 2, Score: 0.5})
+	if d.Action != Restart || d.Exploit.From != 3 || d.Exploit.FromTime != 3 {
+		t.Fatalf("trial 4: got %+v (exploit %+v), want a restart from trial 3's checkpoint at 3", d, d.Exploit)
+	}
+	// An ended trial is never a donor; trial 4 now ties trial 1 at 0.05 and
+	// the tie goes to the lower number, so trial 2 is the bottom.
+	s.OnTrialEnd(3)
+	d = s.OnResult(Result{Trial: 2, Time: 4, Score: 0.3, Checkpoint: true})
+	if d.Action != Restart || d.Exploit.From != 1 {
+		t.Fatalf("trial 2: got %+v (exploit %+v), want a restart from trial 1", d, d.Exploit)
+	}
+}
+
+// checkExplored checks that every mutated parameter moved to a neighbour
+// of its old value and the constant stayed.
+func checkExplored(t *testing.T, old, got map[string]any) {
+	t.Helper()
+	lr, want := got["lr"].(float64), old["lr"].(float64)
+	if math.Abs(lr-want*1.2) > 1e-15 && math.Abs(lr-want*0.8) > 1e-15 {
+		t.Errorf("lr %v: want %v ×1.2 or ×0.8", lr, want)
+	}
+	acts := []any{"relu", "tanh", "gelu"}
+	if i, j := slices.Index(acts, old["act"]), slices.Index(acts, got["act"]); j < 0 || (j != i-1 && j != i+1 && j != i) {
+		t.Errorf("act %v: want a neighbour of %v", got["act"], old["act"])
+	}
+	if l, o := got["layers"].(int64), old["layers"].(int64); l < 1 || l > 4 || math.Abs(float64(l-o)) > 1 {
+		t.Errorf("layers %d: want a neighbour of %d within [1, 4]", l, o)
+	}
+	if got["epochs"] != int64(10) {
+		t.Errorf("epochs %v: a constant must not change", got["epochs"])
+	}
+}
+
+func TestPBTPerturbStaysInDomain(t *testing.T) {
+	s := mustNew(t, Config{Kind: "pbt", PerturbationInterval: 1, PerturbationFactors: []float64{3, 0.1}},
+		Env{Checkpoints: true, Space: pbtSpace(t)}).(*pbt)
+	tests := []struct {
+		domain searchspace.Domain
+		value  any
+		ok     func(any) bool
+	}{
+		{searchspace.Uniform{Low: 0, High: 1}, 0.5, func(v any) bool { x := v.(float64); return x == 1 || x == 0.05 }},
+		{searchspace.LogUniform{Low: 0.01, High: 1}, 0.05, func(v any) bool { x := v.(float64); return math.Abs(x-0.15) < 1e-15 || x == 0.01 }},
+		{searchspace.RandInt{Low: 1, High: 5}, int64(3), func(v any) bool { x := v.(int64); return x == 4 || x == 1 }},
+		{searchspace.Choice{Values: []any{int64(8), int64(16)}}, int64(8), func(v any) bool { return v == int64(8) || v == int64(16) }},
+	}
+	for _, tt := range tests {
+		for range 50 {
+			v, _, ok := s.perturb(tt.domain, tt.value)
+			if !ok || !tt.ok(v) {
+				t.Fatalf("perturb(%v, %v): got %v, %v", tt.domain, tt.value, v, ok)
+			}
+		}
+	}
+	// A value the choice does not hold, or a non-number, is resampled.
+	if _, _, ok := s.perturb(searchspace.Choice{Values: []any{"a"}}, "b"); ok {
+		t.Error("perturb of a value outside the choice succeeded")
+	}
+	if _, _, ok := s.perturb(searchspace.Uniform{Low: 0, High: 1}, "x"); ok {
+		t.Error("perturb of a string in a uniform domain succeeded")
+	}
+}
+
+func TestPBTResamples(t *testing.T) {
+	s := mustNew(t, Config{Kind: "pbt", PerturbationInterval: 1, ResampleProbability: ptr(1.0),
+		HyperparamMutations: map[string]any{"lr": map[string]any{"uniform": []any{5.0, 6.0}}}},
+		Env{Checkpoints: true, Space: pbtSpace(t)}).(*pbt)
+	for range 20 {
+		cfg, changes := s.explore(map[string]any{"lr": 0.01, "act": "relu"})
+		if lr := cfg["lr"].(float64); lr < 5 || lr >= 6 || cfg["act"] != "relu" || len(changes) != 1 {
+			t.Fatalf("explore with resample_probability 1: got %v (%v), want lr drawn from [5, 6) and act kept", cfg, changes)
+		}
+	}
+}

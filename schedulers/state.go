@@ -1,0 +1,125 @@
+package schedulers
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+)
+
+// trialState is where a trial stands as a scheduler sees it.
+type trialState int
+
+const (
+	running trialState = iota
+	paused
+	ended
+)
+
+// fnum is a float64 that survives JSON although it may be NaN or ±Inf
+// (a diverged trial's score): those encode as strings.
+type fnum float64
+
+func (f fnum) MarshalJSON() ([]byte, error) {
+	x := float64(f)
+	switch {
+	case math.IsNaN(x):
+		return []byte(`"NaN"`), nil
+	case math.IsInf(x, 1):
+		return []byte(`"+Inf"`), nil
+	case math.IsInf(x, -1):
+		return []byte(`"-Inf"`), nil
+	}
+	return strconv.AppendFloat(nil, x, 'g', -1, 64), nil
+}
+
+func (f *fnum) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return err
+		}
+		*f = fnum(x)
+		return nil
+	}
+	var x float64
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	*f = fnum(x)
+	return nil
+}
+
+// worstIfNaN makes a NaN score (a diverged trial) the worst possible, so
+// that it sorts last and never beats a cutoff.
+func worstIfNaN(x float64) float64 {
+	if math.IsNaN(x) {
+		return math.Inf(1)
+	}
+	return x
+}
+
+// quantile is the q-quantile of sorted (ascending) values with linear
+// interpolation between neighbours, as numpy's percentile computes it.
+func quantile(sorted []float64, q float64) float64 {
+	p := q * float64(len(sorted)-1)
+	lo := int(math.Floor(p))
+	frac := p - float64(lo)
+	if lo+1 >= len(sorted) || frac == 0 || sorted[lo] == sorted[lo+1] {
+		return sorted[lo]
+	}
+	return sorted[lo] + frac*(sorted[lo+1]-sorted[lo])
+}
+
+// median is the median of values, which it sorts.
+func median(values []float64) float64 {
+	sort.Float64s(values)
+	return quantile(values, 0.5)
+}
+
+// seededRand is a random generator whose state snapshots to JSON.
+type seededRand struct {
+	pcg *rand.PCG
+	*rand.Rand
+}
+
+func newSeededRand(seed int64, stream uint64) *seededRand {
+	pcg := rand.NewPCG(uint64(seed), stream)
+	return &seededRand{pcg: pcg, Rand: rand.New(pcg)}
+}
+
+func (r *seededRand) MarshalJSON() ([]byte, error) {
+	b, err := r.pcg.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(b)
+}
+
+func (r *seededRand) UnmarshalJSON(data []byte) error {
+	var b []byte
+	if err := json.Unmarshal(data, &b); err != nil {
+		return err
+	}
+	return r.pcg.UnmarshalBinary(b)
+}
+
+// restore decodes a snapshot into state, wrapping errors so the caller
+// knows which scheduler refused it.
+func restore(kind string, data []byte, state any) error {
+	if err := json.Unmarshal(data, state); err != nil {
+		return fmt.Errorf("restore %s scheduler: %w", kind, err)
+	}
+	return nil
+}
+
+// setCutoff records x as the decision's cutoff when it is a number; the
+// cutoff of a rung whose best results all diverged is none.
+func (d *Decision) setCutoff(x float64) {
+	if !math.IsNaN(x) && !math.IsInf(x, 0) {
+		d.Cutoff, d.HasCutoff = x, true
+	}
+}
