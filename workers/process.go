@@ -196,7 +196,7 @@ func lookPath(spec LaunchSpec) (string, error) {
 			return cand, nil
 		}
 	}
-	return "", fmt.Errorf("launch %s: %w: no such program in PATH", name, exec.ErrNotFound)
+	return "", fmt.Errorf("launch %s: %w", name, exec.ErrNotFound)
 }
 
 func executable(path string) error {
@@ -281,11 +281,11 @@ func (p *Process) signalLocked(sig syscall.Signal) {
 // Logf writes a line of gotune's own into the process's log, prefixed
 // "gotune: ", for warnings about the process's output.
 func (p *Process) Logf(format string, args ...any) {
-	p.log.writeLine([]byte("gotune: " + fmt.Sprintf(format, args...)))
+	p.log.write([]byte("gotune: "+fmt.Sprintf(format, args...)), false)
 }
 
-// Tail returns the last lines of the process's log (stderr and stdout that
-// was not a report), oldest first.
+// Tail returns the last lines the process wrote to its log (stderr and
+// stdout that was not a report, without Logf's lines), oldest first.
 func (p *Process) Tail() []string { return p.log.tail() }
 
 // LogPath is the process's log file, "" when it keeps none.
@@ -425,11 +425,16 @@ func openProcessLog(path string) (*processLog, error) {
 	return l, nil
 }
 
-func (l *processLog) writeLine(line []byte) {
+// writeLine logs a line of the process's output.
+func (l *processLog) writeLine(line []byte) { l.write(line, true) }
+
+func (l *processLog) write(line []byte, own bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last[l.n%tailLines] = string(line)
-	l.n++
+	if own {
+		l.last[l.n%tailLines] = string(line)
+		l.n++
+	}
 	if l.f != nil {
 		l.f.Write(append(line, '\n'))
 	}
