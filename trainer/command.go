@@ -99,7 +99,9 @@ func formatValue(v any) string {
 //     known yet, it waits for the ranks that have handed over nothing until
 //     rank 0 prints its next report line, they exit, or firstShardWait
 //     passes. A rank that contributes to one checkpoint must contribute to
-//     every one. When only rank 0 hands over checkpoints (the common case),
+//     every one, and must keep in step with rank 0 (as DDP ranks do through
+//     their collectives): its shard of a round comes before rank 0's report
+//     of the next round. When only rank 0 hands over checkpoints (the common case),
 //     reports are delivered as soon as rank 0 prints them, apart from that
 //     one short wait in groups of several workers.
 //   - A shard that arrives after its report was delivered is dropped with a
