@@ -134,11 +134,11 @@ func (k *commandKind) runAttempt(a *attempt) {
 	col := newCollator(a, n, base)
 	go col.run()
 	places := placeRanks(a.slots)
-	for rank := range n {
+	startAll(n, func(rank int) {
 		dir, err := a.checkpointDir(rank)
 		if err != nil {
 			a.fail(err)
-			break
+			return
 		}
 		spec := workers.LaunchSpec{
 			Args:         k.argv,
@@ -159,12 +159,9 @@ func (k *commandKind) runAttempt(a *attempt) {
 				return nil
 			},
 		}
-		p, err = pg.start(rank, spec, hooks)
+		p, _ = pg.start(rank, spec, hooks)
 		close(ready)
-		if err != nil {
-			break
-		}
-	}
+	})
 	pg.wait()
 	col.close()
 	a.finish(attemptEnd{kind: endCompleted})

@@ -191,7 +191,7 @@ func TestCommandFailures(t *testing.T) {
 		want     []string
 	}{
 		{"not found", []string{"gotune-no-such-program", "--lr=1"}, 0,
-			[]string{"worker 0", "gotune-no-such-program", "executable file not found"}},
+			[]string{"launch gotune-no-such-program", "executable file not found"}},
 		{"exits at once", []string{"sh", "-c", "echo 'cannot parse --lr' >&2; exit 2"}, 1,
 			[]string{"exited with status 2", "cannot parse --lr"}},
 		{"exits midway", []string{os.Args[0], testCommandArg, "--steps=5", "--exit-at=3"}, 1,

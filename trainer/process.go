@@ -100,11 +100,11 @@ func (k processKind) runAttempt(a *attempt) {
 	g := newGather(n, a.deliver, a.beat)
 	var inflight sync.WaitGroup // reports waiting in the gather
 	places := placeRanks(a.slots)
-	for rank := range n {
+	startAll(n, func(rank int) {
 		dir, err := a.checkpointDir(rank)
 		if err != nil {
 			a.fail(err)
-			break
+			return
 		}
 		spec := workers.LaunchSpec{
 			Args:    []string{exe},
@@ -120,12 +120,10 @@ func (k processKind) runAttempt(a *attempt) {
 			},
 			finished: func() { g.finish(rank) },
 		}
-		p, err := pg.start(rank, spec, hooks)
-		if err != nil {
-			break
+		if p, err := pg.start(rank, spec, hooks); err == nil {
+			go serveControl(a, g, rank, p, st, &inflight)
 		}
-		go serveControl(a, g, rank, p, st, &inflight)
-	}
+	})
 	pg.wait()
 	inflight.Wait()
 	a.finish(attemptEnd{kind: endCompleted})

@@ -59,27 +59,50 @@ func newProcGroup(a *attempt) *procGroup {
 	return pg
 }
 
-// start launches rank's process. A start failure (no such program) is
-// permanent: the attempt ends with it.
+// start launches rank's process. Several may start at once. A start
+// failure (no such program) is permanent: the attempt ends with it.
 func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (*workers.Process, error) {
 	pg.mu.Lock()
-	defer pg.mu.Unlock()
 	if pg.down {
+		pg.mu.Unlock()
 		return nil, errors.New("the group is stopping")
 	}
+	pg.wg.Add(1)
+	pg.mu.Unlock()
 	p, err := workers.StartProcess(spec, hooks.onReport)
 	if err != nil {
+		pg.wg.Done()
 		err = Permanent(fmt.Errorf("worker %d: %w", rank, err))
-		pg.mu.Unlock()
 		pg.a.fail(err) // tears down the workers already started
-		pg.mu.Lock()
 		return nil, err
 	}
 	p.Logf("attempt %d: worker %d of %d, pid %d: %s", pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
+	pg.mu.Lock()
 	pg.procs = append(pg.procs, p)
-	pg.wg.Add(1)
+	if pg.down { // the attempt ended while this one started
+		if pg.graceful {
+			p.Stop(pg.grace)
+		} else {
+			p.Kill()
+		}
+	}
+	pg.mu.Unlock()
 	go pg.watch(rank, p, hooks)
 	return p, nil
+}
+
+// startAll starts every rank's process at once: launch(rank) prepares and
+// starts one. It returns once every start has returned.
+func startAll(n int, launch func(rank int)) {
+	var wg sync.WaitGroup
+	for rank := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			launch(rank)
+		}()
+	}
+	wg.Wait()
 }
 
 func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
