@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/allreduce"
 )
 
 // TestMain lets the test binary be its own process workers (WorkerMain) and
@@ -52,6 +54,13 @@ func init() {
 	Register("badconfig", func(ctx context.Context, w *Worker) error {
 		w.Int("lr", 0)
 		return nil
+	})
+	Register("sum", func(ctx context.Context, w *Worker) error {
+		buf := []float64{float64(w.Rank() + 1)}
+		if err := w.Comm().AllReduceFloat64(ctx, buf, allreduce.Sum); err != nil {
+			return err
+		}
+		return w.Report(ctx, map[string]float64{"sum": buf[0]})
 	})
 	Register("whoami", func(ctx context.Context, w *Worker) error {
 		return w.Report(ctx, map[string]float64{
