@@ -147,7 +147,7 @@ func TestCommandHungWorkerIsRestarted(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "hung-once")
 	spec := commandSpec(t, 2, "--steps=6", "--ckpt-every=2", "--hang-at=3", "--hang-marker="+marker)
 	// Longer than a worker takes to start on a loaded machine.
-	spec.Failure = FailureConfig{MaxFailures: 1, HeartbeatTimeout: 2}
+	spec.Failure = FailureConfig{MaxFailures: 1, HeartbeatTimeout: 3}
 	spec.Checkpoints = &testStore{dir: t.TempDir()}
 	sink := &collect{}
 	sum, err := Run(context.Background(), spec, sink)

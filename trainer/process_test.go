@@ -191,7 +191,7 @@ func TestHungWorkerIsRestarted(t *testing.T) {
 	config := map[string]any{"steps": int64(6), "ckpt_every": int64(2), "hang_at": int64(4), "hang_marker": marker}
 	spec := processSpec(t, "counter", 2, config)
 	// Longer than a worker takes to start on a loaded machine.
-	spec.Failure = FailureConfig{MaxFailures: 1, HeartbeatTimeout: 2}
+	spec.Failure = FailureConfig{MaxFailures: 1, HeartbeatTimeout: 3}
 	spec.KillTimeout = 100 * time.Millisecond
 	spec.Checkpoints = &testStore{dir: t.TempDir()}
 	sink := &collect{}
