@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gotune/gotune/workers"
 )
 
 // Config describes what a trial trains and on how many workers. Exactly one
-// of Model (a built-in model) or a Go training function given to the tuner
-// says what runs.
+// of Model (a built-in model), Command (any program) or a Go training
+// function given to the tuner says what runs.
 type Config struct {
 	// Model names a built-in model: see Models.
 	Model string `toml:"model" json:"model,omitempty"`
@@ -36,13 +37,47 @@ type Config struct {
 	// "minmax" (to [0, 1]) or "none".
 	Scale string `toml:"scale" json:"scale,omitempty"`
 
-	Scaling ScalingConfig `toml:"scaling" json:"scaling"`
+	// Command is a program every worker runs, with its arguments; "{name}"
+	// in an argument is replaced by hyperparameter name's value (see
+	// ExpandCommand). It follows the command-worker contract: ranks and the
+	// trial's configuration in the environment, reports as "@gotune {json}"
+	// lines on stdout.
+	Command []string `toml:"command" json:"command,omitempty"`
+	// Workdir is the folder Command runs in; "" is gotune's own.
+	Workdir string `toml:"workdir" json:"workdir,omitempty"`
+	// KillTimeout is the seconds a process worker is given to exit after
+	// SIGTERM before it is killed with SIGKILL; 0 means DefaultKillTimeout.
+	KillTimeout float64 `toml:"kill_timeout" json:"kill_timeout,omitempty"`
+
+	Scaling    ScalingConfig    `toml:"scaling" json:"scaling"`
+	Failure    FailureConfig    `toml:"failure" json:"failure"`
+	Checkpoint CheckpointConfig `toml:"checkpoint" json:"checkpoint"`
 }
 
-// ScalingConfig sizes a trial's training group.
+// DefaultKillTimeout is the grace period between SIGTERM and SIGKILL when
+// Config.KillTimeout is 0.
+const DefaultKillTimeout = 10 * time.Second
+
+// Kill is the grace period between SIGTERM and SIGKILL with the default applied.
+func (c Config) Kill() time.Duration {
+	if c.KillTimeout == 0 {
+		return DefaultKillTimeout
+	}
+	return seconds(c.KillTimeout)
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// ScalingConfig sizes a trial's training group: a fixed NumWorkers, or an
+// elastic group of MinWorkers to MaxWorkers that starts as soon as
+// MinWorkers fit and grows toward MaxWorkers when resources free up.
 type ScalingConfig struct {
-	// NumWorkers is the number of workers in the group; 0 means 1.
+	// NumWorkers is the number of workers of a fixed group; 0 means 1
+	// unless MinWorkers and MaxWorkers are set.
 	NumWorkers int `toml:"num_workers" json:"num_workers,omitempty"`
+	// MinWorkers and MaxWorkers bound an elastic group; set both, or neither.
+	MinWorkers int `toml:"min_workers" json:"min_workers,omitempty"`
+	MaxWorkers int `toml:"max_workers" json:"max_workers,omitempty"`
 	// CPUsPerWorker is the CPUs reserved for each worker; 0 means 1.
 	// Fractions let several light workers share a core.
 	CPUsPerWorker float64 `toml:"cpus_per_worker" json:"cpus_per_worker,omitempty"`
@@ -59,8 +94,25 @@ type ScalingConfig struct {
 	Placement workers.Placement `toml:"placement" json:"placement,omitempty"`
 }
 
-// Workers is the group size with the default applied.
-func (s ScalingConfig) Workers() int { return max(s.NumWorkers, 1) }
+// Elastic reports whether the group's size may vary.
+func (s ScalingConfig) Elastic() bool { return s.MinWorkers > 0 || s.MaxWorkers > 0 }
+
+// Bounds is the smallest and the largest size of the group: both NumWorkers
+// (default 1) for a fixed group.
+func (s ScalingConfig) Bounds() (lo, hi int) {
+	if s.Elastic() {
+		return s.MinWorkers, s.MaxWorkers
+	}
+	n := max(s.NumWorkers, 1)
+	return n, n
+}
+
+// Workers is the group's largest size: NumWorkers with the default applied,
+// or MaxWorkers for an elastic group.
+func (s ScalingConfig) Workers() int {
+	_, hi := s.Bounds()
+	return hi
+}
 
 // CPUs is the per-worker CPU reservation with the default applied.
 func (s ScalingConfig) CPUs() float64 {
@@ -68,6 +120,40 @@ func (s ScalingConfig) CPUs() float64 {
 		return 1
 	}
 	return s.CPUsPerWorker
+}
+
+// FailureConfig says how a group survives failures: a worker that exits
+// with an error, is killed, or stops reporting fails its group, which is
+// torn down and restarted from the latest committed checkpoint.
+type FailureConfig struct {
+	// MaxFailures is how many failures a trial survives by restarting; 0
+	// (the default) fails the trial at its first failure, -1 restarts
+	// without limit.
+	MaxFailures int `toml:"max_failures" json:"max_failures,omitempty"`
+	// HeartbeatTimeout is the seconds a group may go without a report from
+	// any worker (a command worker may also print "@gotune {}" to show it
+	// is alive) before it counts as hung and fails; 0 (the default)
+	// disables the check. Go goroutine workers are cancelled, but must
+	// return on their own: only processes can be killed.
+	HeartbeatTimeout float64 `toml:"heartbeat_timeout" json:"heartbeat_timeout,omitempty"`
+}
+
+// Heartbeat is HeartbeatTimeout as a duration; 0 when disabled.
+func (f FailureConfig) Heartbeat() time.Duration { return seconds(f.HeartbeatTimeout) }
+
+// CheckpointConfig says which of a trial's committed checkpoints are kept.
+// The latest is always kept, as the one a restart resumes from.
+type CheckpointConfig struct {
+	// NumToKeep is how many checkpoints to keep besides the latest; 0
+	// (the default) keeps every one.
+	NumToKeep int `toml:"num_to_keep" json:"num_to_keep,omitempty"`
+	// ScoreAttribute is the reported metric that ranks checkpoints for
+	// NumToKeep; "" keeps the newest.
+	ScoreAttribute string `toml:"score_attribute" json:"score_attribute,omitempty"`
+	// Order is "max" (higher ScoreAttribute is better) or "min". When empty,
+	// the tuner uses the objective's mode if ScoreAttribute is the
+	// objective's metric, and "max" otherwise.
+	Order string `toml:"order" json:"order,omitempty"`
 }
 
 // Validate reports the first setting that cannot work, naming its key.
@@ -79,6 +165,19 @@ func (c *Config) Validate() error {
 		if c.Dataset == "" {
 			return &FieldError{"dataset", fmt.Errorf("model %q needs a dataset", c.Model)}
 		}
+		if c.Command != nil {
+			return &FieldError{"command", fmt.Errorf("a trial runs either the built-in model %q or a command, not both", c.Model)}
+		}
+	}
+	if c.Command != nil {
+		if len(c.Command) == 0 || c.Command[0] == "" {
+			return &FieldError{"command", fmt.Errorf("name the program to run, e.g. [\"python3\", \"train.py\"]")}
+		}
+	} else if c.Workdir != "" {
+		return &FieldError{"workdir", fmt.Errorf("a workdir needs a command")}
+	}
+	if c.KillTimeout < 0 {
+		return &FieldError{"kill_timeout", fmt.Errorf("must not be negative, got %g", c.KillTimeout)}
 	}
 	if c.ValFraction < 0 || c.ValFraction >= 1 {
 		return &FieldError{"val_fraction", fmt.Errorf("must be in [0, 1), got %g", c.ValFraction)}
@@ -89,19 +188,53 @@ func (c *Config) Validate() error {
 	if c.Scale != "" && !slices.Contains(scalings, c.Scale) {
 		return &FieldError{"scale", fmt.Errorf("unknown scaling %q (have %s)", c.Scale, strings.Join(scalings, ", "))}
 	}
-	if c.Scaling.NumWorkers < 0 {
-		return &FieldError{"scaling.num_workers", fmt.Errorf("must be at least 1, got %d", c.Scaling.NumWorkers)}
+	if err := c.Scaling.validate(); err != nil {
+		return err
 	}
-	if c.Scaling.CPUsPerWorker < 0 {
-		return &FieldError{"scaling.cpus_per_worker", fmt.Errorf("must not be negative, got %g", c.Scaling.CPUsPerWorker)}
+	if c.Failure.MaxFailures < -1 {
+		return &FieldError{"failure.max_failures", fmt.Errorf("must be -1 (no limit) or more, got %d", c.Failure.MaxFailures)}
 	}
-	if err := workers.ValidateGPUs(c.Scaling.GPUsPerWorker); err != nil {
+	if c.Failure.HeartbeatTimeout < 0 {
+		return &FieldError{"failure.heartbeat_timeout", fmt.Errorf("must not be negative, got %g", c.Failure.HeartbeatTimeout)}
+	}
+	if c.Checkpoint.NumToKeep < 0 {
+		return &FieldError{"checkpoint.num_to_keep", fmt.Errorf("must not be negative, got %d", c.Checkpoint.NumToKeep)}
+	}
+	switch c.Checkpoint.Order {
+	case "", "min", "max":
+	default:
+		return &FieldError{"checkpoint.order", fmt.Errorf("must be \"min\" or \"max\", got %q", c.Checkpoint.Order)}
+	}
+	if c.Checkpoint.Order != "" && c.Checkpoint.ScoreAttribute == "" {
+		return &FieldError{"checkpoint.order", fmt.Errorf("an order needs a score_attribute to order by")}
+	}
+	return nil
+}
+
+func (s ScalingConfig) validate() error {
+	if s.NumWorkers < 0 {
+		return &FieldError{"scaling.num_workers", fmt.Errorf("must be at least 1, got %d", s.NumWorkers)}
+	}
+	if s.Elastic() {
+		switch {
+		case s.NumWorkers != 0:
+			return &FieldError{"scaling.num_workers", fmt.Errorf("set num_workers for a fixed group or min_workers and max_workers for an elastic one, not both")}
+		case s.MinWorkers < 1:
+			return &FieldError{"scaling.min_workers", fmt.Errorf("must be at least 1, got %d", s.MinWorkers)}
+		case s.MaxWorkers < s.MinWorkers:
+			return &FieldError{"scaling.max_workers", fmt.Errorf("must be at least min_workers (%d), got %d", s.MinWorkers, s.MaxWorkers)}
+		}
+	}
+	if s.CPUsPerWorker < 0 {
+		return &FieldError{"scaling.cpus_per_worker", fmt.Errorf("must not be negative, got %g", s.CPUsPerWorker)}
+	}
+	if err := workers.ValidateGPUs(s.GPUsPerWorker); err != nil {
 		return &FieldError{"scaling.gpus_per_worker", err}
 	}
-	if err := workers.ValidateMemory(c.Scaling.MemoryPerWorker); err != nil {
+	if err := workers.ValidateMemory(s.MemoryPerWorker); err != nil {
 		return &FieldError{"scaling.memory_per_worker", err}
 	}
-	if err := c.Scaling.Placement.Validate(); err != nil {
+	if err := s.Placement.Validate(); err != nil {
 		return &FieldError{"scaling.placement", err}
 	}
 	return nil

@@ -4,24 +4,25 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 )
 
-// gather joins the k-th Report call of every rank into the trial's k-th
-// result, hands it to the sink once all ranks have arrived, and releases
-// every rank with the sink's verdict. Reports therefore reach the sink one
-// at a time and in order.
+// gather joins the k-th Report call of every rank of a Go worker group into
+// the group's k-th report, delivers it once all ranks have arrived, and
+// releases every rank with the verdict. Reports therefore reach the sink
+// one at a time and in order.
 type gather struct {
-	n    int
-	sink Sink
-	// stop cancels the group; called when the sink answers Stop.
-	stop func()
+	n       int
+	deliver func(metrics map[string]float64, shards []string) (Action, error)
+	// arrive is told of every rank's report, as a sign of life.
+	arrive func()
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	counts  []int // reports made per rank
+	mu     sync.Mutex
+	cond   *sync.Cond
+	counts []int // reports made per rank
+	// short is the fewest reports a finished rank made, -1 while none has
+	// finished: reports beyond it can never gather every rank.
+	short   int
 	pending map[int]*pendingReport
-	stopped bool
 }
 
 type pendingReport struct {
@@ -33,13 +34,15 @@ type pendingReport struct {
 	err     error
 }
 
-func newGather(n int, sink Sink, stop func()) *gather {
-	g := &gather{n: n, sink: sink, stop: stop, counts: make([]int, n), pending: map[int]*pendingReport{}}
+func newGather(n int, deliver func(map[string]float64, []string) (Action, error), arrive func()) *gather {
+	g := &gather{n: n, deliver: deliver, arrive: arrive, counts: make([]int, n),
+		short: -1, pending: map[int]*pendingReport{}}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
 
-// report is Worker.report for a rank of the group.
+// report is Worker.report for a rank of the group. It returns nil to go on,
+// ctx's error once the group is stopping, or the delivery's error.
 func (g *gather) report(ctx context.Context, rank int, metrics map[string]float64, checkpoint string) error {
 	wake := context.AfterFunc(ctx, func() {
 		g.mu.Lock()
@@ -47,11 +50,15 @@ func (g *gather) report(ctx context.Context, rank int, metrics map[string]float6
 		g.mu.Unlock()
 	})
 	defer wake()
+	g.arrive()
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.counts[rank]++
 	k := g.counts[rank]
+	if g.short >= 0 && k > g.short {
+		return g.mismatch()
+	}
 	p := g.pending[k]
 	if p == nil {
 		p = &pendingReport{shards: make([]string, g.n), left: g.n}
@@ -64,15 +71,10 @@ func (g *gather) report(ctx context.Context, rank int, metrics map[string]float6
 	p.arrived++
 	if p.arrived == g.n {
 		g.mu.Unlock()
-		act, err := g.sink.Report(ctx, Result{Iteration: k, Time: time.Now(), Metrics: p.metrics, Checkpoint: compact(p.shards)})
+		// The attempt acts on the verdict: a stop or a pause cancels ctx.
+		_, err := g.deliver(p.metrics, compact(p.shards))
 		g.mu.Lock()
-		p.done = true
-		if err != nil {
-			p.err = fmt.Errorf("report %d: %w", k, err)
-		} else if act == Stop {
-			g.stopped = true
-			g.stop()
-		}
+		p.done, p.err = true, err
 		g.cond.Broadcast()
 	}
 	for !p.done {
@@ -90,11 +92,26 @@ func (g *gather) report(ctx context.Context, rank int, metrics map[string]float6
 	return ctx.Err()
 }
 
-// wasStopped reports whether the sink ended the trial.
-func (g *gather) wasStopped() bool {
+// finish records that rank's training function returned without error.
+// Reports the other ranks make beyond its count can never complete: they
+// fail, since every rank must report the same number of times.
+func (g *gather) finish(rank int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.stopped
+	c := g.counts[rank]
+	if g.short < 0 || c < g.short {
+		g.short = c
+	}
+	for k, p := range g.pending {
+		if k > g.short && !p.done {
+			p.done, p.err = true, g.mismatch()
+		}
+	}
+	g.cond.Broadcast()
+}
+
+func (g *gather) mismatch() error {
+	return Permanent(fmt.Errorf("a worker returned after %d reports while another reported more: every worker must call Report the same number of times", g.short))
 }
 
 func compact(shards []string) []string {

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
-	"sync"
+	"path/filepath"
 	"time"
-
-	"github.com/gotune/gotune/allreduce"
 )
 
 // Action is the tuner's answer to a report.
@@ -18,158 +15,387 @@ type Action int
 const (
 	// Continue lets the group train on.
 	Continue Action = iota
-	// Stop ends the trial: the group is cancelled and Run returns Stopped.
+	// Stop ends the trial: the group is stopped and Run returns Stopped.
 	Stop
+	// Pause stops the group so that it can be resumed later from its
+	// latest committed checkpoint: Run returns Paused, and the Summary names
+	// the checkpoint. A report that carries a checkpoint is the place to
+	// pause without losing work; paused elsewhere, the work since the
+	// latest checkpoint is done again on resume.
+	Pause
 )
+
+func (a Action) String() string {
+	switch a {
+	case Continue:
+		return "continue"
+	case Stop:
+		return "stop"
+	case Pause:
+		return "pause"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
 
 // Result is one report of a trial as the tuner receives it.
 type Result struct {
-	// Iteration counts the trial's reports from 1.
+	// Iteration numbers the trial's reports from 1. After a restart from a
+	// checkpoint, numbering goes on from the iteration that committed it;
+	// reports the trial had already delivered are not delivered again.
 	Iteration int
 	Time      time.Time
 	Metrics   map[string]float64
+	// CheckpointPath is the committed checkpoint of this report when the
+	// Spec has a CheckpointStore; "" when the report carries none.
+	CheckpointPath string
 	// Checkpoint lists the folders the ranks handed over with this report,
-	// in rank order; empty when the report carries no checkpoint. The
-	// sink takes them over: it must move or copy them before answering.
+	// in rank order, when the Spec has no CheckpointStore; the sink takes
+	// them over and must move or copy them before answering.
 	Checkpoint []string
 }
 
 // Sink receives a running trial's results. Report is called from one
 // goroutine at a time, in report order; the group waits for its answer
-// before the reporting worker continues.
+// before the reporting workers continue.
 type Sink interface {
 	Report(ctx context.Context, r Result) (Action, error)
 }
 
-// Spec is everything needed to run one trial's group.
+// EventSink is a Sink that also wants to hear of the group's restarts and
+// resizes. A Sink without it is not told.
+type EventSink interface {
+	Sink
+	Event(ctx context.Context, e Event) error
+}
+
+// EventKind says what happened to a group.
+type EventKind string
+
+const (
+	// EventRestart: the group failed and starts again.
+	EventRestart EventKind = "restart"
+	// EventResize: an elastic group grew and starts again, larger.
+	EventResize EventKind = "resize"
+)
+
+// Event is a restart or a resize of a trial's group, told to an EventSink
+// just before the new group starts.
+type Event struct {
+	Kind EventKind
+	Time time.Time
+	// Cause says why: the failure that ended the previous group, or the
+	// resize.
+	Cause string
+	// Attempt numbers the group about to start within this Run, from 1.
+	Attempt int
+	// Workers is the size of the group about to start.
+	Workers int
+	// Checkpoint is the committed checkpoint it resumes from, "" when none,
+	// and Iteration the report that committed it.
+	Checkpoint string
+	Iteration  int
+}
+
+// Spec is everything needed to run one trial's group. Exactly one of Train,
+// Process and Command says what the workers run.
 type Spec struct {
 	Experiment string
 	Trial      int
 	// Seed is the trial's seed, handed to every worker.
 	Seed   int64
 	Config map[string]any
-	// Train runs on every worker.
-	Train   TrainFunc
+
+	// Train runs on every worker, each in a goroutine of this process.
+	Train TrainFunc
+	// Process names a function given to Register; every worker runs it in
+	// a child process of this binary, so that a crash, a panic or an
+	// os.Exit in a worker cannot take the caller down. The binary's main
+	// must call WorkerMain first.
+	Process string
+	// Command is a program every worker runs, per the command-worker
+	// contract; "{name}" placeholders are expanded from Config (see
+	// ExpandCommand). Workdir is the folder it runs in; "" is the caller's.
+	Command []string
+	Workdir string
+
 	Scaling ScalingConfig
-	// ResumeDir is the committed checkpoint to start from; "" for a fresh start.
-	ResumeDir string
-	// ScratchDir is where workers' checkpoint folders are created; a
-	// temporary folder when empty. Run removes what is left in it.
+	Failure FailureConfig
+	// KillTimeout is the grace period between SIGTERM and SIGKILL when
+	// process workers are stopped; 0 means DefaultKillTimeout.
+	KillTimeout time.Duration
+
+	// ResumeDir is the committed checkpoint to start from, "" for a fresh
+	// start, and ResumeIteration the iteration of the report that
+	// committed it: reports go on from ResumeIteration+1.
+	ResumeDir       string
+	ResumeIteration int
+	// Delivered is the trial's last iteration the sink has already
+	// received, when it is past ResumeIteration (a run that stopped after
+	// its latest checkpoint): those reports are computed again but not
+	// delivered again. 0 means ResumeIteration.
+	Delivered int
+
+	// Checkpoints commits the checkpoints that reports hand over; nil hands
+	// the ranks' folders to the sink in Result.Checkpoint instead, and a
+	// restarted group can then only resume from ResumeDir.
+	Checkpoints CheckpointStore
+	// Placer reserves the group's workers, and is asked again after every
+	// failure; nil runs Scaling.Workers() workers on this node, reserved by
+	// the caller.
+	Placer Placer
+	// ScratchDir is where workers write checkpoints before handing them
+	// over; a temporary folder when empty. Put it on the checkpoint store's
+	// file system so that committing is a rename. Run removes it.
 	ScratchDir string
+	// LogDir receives one log file per process worker, worker_<rank>.log,
+	// appended to across restarts; "" keeps no log files (a failure's error
+	// still quotes the worker's last lines).
+	LogDir string
+}
+
+// CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,
+// wrapped by the tuner, is the implementation.
+type CheckpointStore interface {
+	// Commit merges shards, the folders the ranks handed over with the
+	// report of the given iteration (in rank order), into one checkpoint,
+	// commits it atomically and returns its folder. It takes the shards
+	// over. Iterations arrive in increasing order.
+	Commit(iteration int, metrics map[string]float64, shards []string) (string, error)
 }
 
 // Outcome is how a group's run ended without error.
 type Outcome int
 
 const (
-	// Completed means every worker's training function returned nil.
+	// Completed means every worker's training ended without error.
 	Completed Outcome = iota
 	// Stopped means the tuner stopped the trial.
 	Stopped
+	// Paused means the tuner paused the trial: run it again with the
+	// Summary's checkpoint to resume it.
+	Paused
 )
 
 func (o Outcome) String() string {
-	if o == Stopped {
+	switch o {
+	case Stopped:
 		return "stopped"
+	case Paused:
+		return "paused"
 	}
 	return "completed"
 }
 
-// Run runs spec's group of goroutine workers to the end: until every worker
-// returns, the sink answers Stop, a worker fails, or ctx ends. A worker that
-// returns an error or panics fails the whole group: the others are cancelled
-// and their collectives fail, and Run returns the first worker's error.
-func Run(ctx context.Context, spec Spec, sink Sink) (Outcome, error) {
-	if spec.Train == nil {
-		return 0, errors.New("trainer: spec has no training function")
+// Summary is how a run of a trial's group ended.
+type Summary struct {
+	Outcome Outcome
+	// Checkpoint is the trial's latest committed checkpoint ("" when none)
+	// and CheckpointIteration the report that committed it: what to put in
+	// Spec.ResumeDir and Spec.ResumeIteration to resume a paused trial.
+	Checkpoint          string
+	CheckpointIteration int
+	// Iterations is the trial's last delivered iteration (Spec.Delivered
+	// for a resume).
+	Iterations int
+	// Restarts counts the restarts after failures during this run.
+	Restarts int
+}
+
+// permanentError marks a failure that a restart cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as a failure that restarting the group cannot fix (a
+// bad configuration, a missing file): a worker that returns it fails the
+// trial at once, whatever FailureConfig.MaxFailures allows.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
 	}
-	n := spec.Scaling.Workers()
+	return &permanentError{err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked by Permanent.
+func IsPermanent(err error) bool {
+	var pe *permanentError
+	return errors.As(err, &pe)
+}
+
+// Run runs spec's group to the end: until every worker finishes, the sink
+// answers Stop or Pause, a failure exhausts FailureConfig.MaxFailures, or
+// ctx ends. A worker that fails (returns an error, panics, exits with a
+// non-zero status, is killed, or lets the heartbeat timeout pass) fails the
+// whole group: the other workers are stopped, every process of the group is
+// gone before the group restarts, and the new group resumes from the latest
+// committed checkpoint. Run returns the failure's error when the trial
+// cannot go on, and ctx's error when ctx ends first.
+func Run(ctx context.Context, spec Spec, sink Sink) (Summary, error) {
+	kind, err := spec.kind()
+	if err != nil {
+		return Summary{}, err
+	}
+	r := &runner{spec: spec, sink: sink, kind: kind}
+	r.events, _ = sink.(EventSink)
+	r.latest = checkpointRef{dir: spec.ResumeDir, iteration: spec.ResumeIteration}
+	r.delivered = max(spec.Delivered, spec.ResumeIteration)
 	scratch := spec.ScratchDir
 	if scratch == "" {
 		dir, err := os.MkdirTemp("", "gotune-scratch-")
 		if err != nil {
-			return 0, fmt.Errorf("trainer: scratch folder: %w", err)
+			return Summary{}, fmt.Errorf("trainer: scratch folder: %w", err)
 		}
 		scratch = dir
+	} else if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return Summary{}, fmt.Errorf("trainer: scratch folder: %w", err)
 	}
 	defer os.RemoveAll(scratch)
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	comms := allreduce.NewLocal(n)
-	g := newGather(n, sink, cancel)
-
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for rank := range n {
-		w := &Worker{
-			experiment: spec.Experiment,
-			trial:      spec.Trial,
-			rank:       rank,
-			localRank:  rank,
-			seed:       spec.Seed,
-			config:     spec.Config,
-			comm:       comms[rank],
-			scratchDir: scratch,
-			resumeDir:  spec.ResumeDir,
-			report:     g.report,
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := runWorker(gctx, spec.Train, w)
-			if err != nil {
-				errs[rank] = err
-				// Unblock the other ranks: cancel their context and break
-				// the collectives they may be waiting in.
-				cancel()
-				comms[rank].Close()
-			}
-		}()
-	}
-	wg.Wait()
-	for _, c := range comms {
-		c.Close()
-	}
-
-	if g.wasStopped() {
-		return Stopped, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	return Completed, firstFailure(errs)
+	r.scratch = scratch
+	return r.run(ctx)
 }
 
-// firstFailure picks the error that explains a group's failure: a real
-// failure rather than the cancellations and broken collectives it caused in
-// the other ranks.
-func firstFailure(errs []error) error {
-	var fallback error
-	for rank, err := range errs {
-		if err == nil {
-			continue
-		}
-		err = fmt.Errorf("worker %d: %w", rank, err)
-		if errors.Is(err, context.Canceled) || errors.Is(err, allreduce.ErrClosed) {
-			if fallback == nil {
-				fallback = err
-			}
-			continue
-		}
-		return err
-	}
-	return fallback
+// groupKind runs one attempt of a group with one kind of worker: it starts
+// the attempt's workers, returns once every one of them is gone, and ends
+// the attempt (attempt.finish) when they fail or all finish.
+type groupKind interface {
+	runAttempt(a *attempt)
 }
 
-func runWorker(ctx context.Context, train TrainFunc, w *Worker) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			if ce, ok := p.(*ConfigError); ok {
-				err = ce
-				return
-			}
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+func (s Spec) kind() (groupKind, error) {
+	n := 0
+	var k groupKind
+	if s.Train != nil {
+		n++
+		k = goroutineKind{s.Train}
+	}
+	if s.Process != "" {
+		n++
+		if lookupRegistered(s.Process) == nil {
+			return nil, fmt.Errorf("trainer: no function registered as %q: call trainer.Register(%q, f) in an init function", s.Process, s.Process)
 		}
-	}()
-	return train(ctx, w)
+		k = processKind{s.Process}
+	}
+	if s.Command != nil {
+		n++
+		argv, err := ExpandCommand(s.Command, s.Config)
+		if err != nil {
+			return nil, fmt.Errorf("trainer: command: %w", err)
+		}
+		k = &commandKind{argv: argv, dir: s.Workdir}
+	}
+	switch n {
+	case 0:
+		return nil, errors.New("trainer: spec says nothing to run: set Train, Process or Command")
+	case 1:
+		return k, nil
+	}
+	return nil, errors.New("trainer: spec sets more than one of Train, Process and Command")
+}
+
+// checkpointRef is a committed checkpoint and the iteration that committed it.
+type checkpointRef struct {
+	dir       string
+	iteration int
+}
+
+// runner is one Run: it owns the group's attempts, the trial's report
+// numbering across them and its latest committed checkpoint. Its fields
+// after placement are touched by one attempt's delivering goroutine at a
+// time, and by run between attempts.
+type runner struct {
+	spec    Spec
+	sink    Sink
+	events  EventSink
+	kind    groupKind
+	scratch string
+	ctx     context.Context
+
+	placement Placement
+	latest    checkpointRef
+	delivered int
+	restarts  int
+}
+
+func (r *runner) run(ctx context.Context) (Summary, error) {
+	r.ctx = ctx
+	lo, hi := r.spec.Scaling.Bounds()
+	placer := r.spec.Placer
+	if placer == nil {
+		placer = localPlacer{}
+	}
+	pl, err := placer.Place(ctx, lo, hi)
+	if err != nil {
+		return r.summary(Completed), fmt.Errorf("trainer: place the group: %w", err)
+	}
+	r.placement = pl
+	defer func() { r.placement.Release() }()
+
+	failures := 0
+	for number := 1; ; number++ {
+		a := r.newAttempt(number)
+		r.kind.runAttempt(a)
+		a.cleanup()
+		end := a.ended()
+		switch end.kind {
+		case endCompleted:
+			return r.summary(Completed), nil
+		case endStopped:
+			return r.summary(Stopped), nil
+		case endPaused:
+			return r.summary(Paused), nil
+		case endResize:
+			if err := r.event(EventResize, fmt.Sprintf("grew from %d to %d workers", len(a.slots), len(r.placement.Slots())), number+1); err != nil {
+				return r.summary(Completed), err
+			}
+			continue
+		}
+		// Failed or cancelled.
+		if ctx.Err() != nil {
+			return r.summary(Completed), ctx.Err()
+		}
+		if IsPermanent(end.err) {
+			return r.summary(Completed), end.err
+		}
+		failures++
+		if limit := r.spec.Failure.MaxFailures; limit >= 0 && failures > limit {
+			if limit > 0 {
+				return r.summary(Completed), fmt.Errorf("%w (after %d restarts, failure.max_failures = %d)", end.err, r.restarts, limit)
+			}
+			return r.summary(Completed), end.err
+		}
+		r.restarts++
+		r.placement.Release()
+		pl, err := placer.Place(ctx, lo, hi)
+		if err != nil {
+			r.placement = noPlacement{}
+			return r.summary(Completed), fmt.Errorf("trainer: place the group again after %v: %w", end.err, err)
+		}
+		r.placement = pl
+		if err := r.event(EventRestart, end.err.Error(), number+1); err != nil {
+			return r.summary(Completed), err
+		}
+	}
+}
+
+func (r *runner) event(kind EventKind, cause string, attempt int) error {
+	if r.events == nil {
+		return nil
+	}
+	e := Event{Kind: kind, Time: time.Now(), Cause: cause, Attempt: attempt,
+		Workers: len(r.placement.Slots()), Checkpoint: r.latest.dir, Iteration: r.latest.iteration}
+	if err := r.events.Event(r.ctx, e); err != nil {
+		return fmt.Errorf("trainer: record %s: %w", kind, err)
+	}
+	return nil
+}
+
+func (r *runner) summary(o Outcome) Summary {
+	return Summary{Outcome: o, Checkpoint: r.latest.dir, CheckpointIteration: r.latest.iteration,
+		Iterations: r.delivered, Restarts: r.restarts}
+}
+
+// attemptScratch is the scratch folder of attempt number.
+func (r *runner) attemptScratch(number int) string {
+	return filepath.Join(r.scratch, fmt.Sprintf("attempt-%d", number))
 }

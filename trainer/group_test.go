@@ -49,9 +49,9 @@ func steps(n int) TrainFunc {
 
 func TestRunCompletes(t *testing.T) {
 	sink := &recordingSink{}
-	out, err := Run(context.Background(), Spec{Train: steps(5), Scaling: ScalingConfig{NumWorkers: 4}}, sink)
-	if err != nil || out != Completed {
-		t.Fatalf("Run: %v, %v", out, err)
+	sum, err := Run(context.Background(), Spec{Train: steps(5), Scaling: ScalingConfig{NumWorkers: 4}}, sink)
+	if err != nil || sum.Outcome != Completed {
+		t.Fatalf("Run: %v, %v", sum.Outcome, err)
 	}
 	if len(sink.results) != 5 {
 		t.Fatalf("got %d results, want 5 (rank 0's only)", len(sink.results))
@@ -65,9 +65,9 @@ func TestRunCompletes(t *testing.T) {
 
 func TestRunStopsOnDecision(t *testing.T) {
 	sink := &recordingSink{stopAt: 3}
-	out, err := Run(context.Background(), Spec{Train: steps(100), Scaling: ScalingConfig{NumWorkers: 3}}, sink)
-	if err != nil || out != Stopped {
-		t.Fatalf("Run: %v, %v; want Stopped", out, err)
+	sum, err := Run(context.Background(), Spec{Train: steps(100), Scaling: ScalingConfig{NumWorkers: 3}}, sink)
+	if err != nil || sum.Outcome != Stopped {
+		t.Fatalf("Run: %v, %v; want Stopped", sum.Outcome, err)
 	}
 	if len(sink.results) != 3 {
 		t.Errorf("got %d results after a stop at 3", len(sink.results))

@@ -142,7 +142,7 @@ func (e *ConfigError) Error() string {
 
 // CheckpointDir creates and returns a new, empty folder of this worker's own
 // to write a checkpoint in before handing it over with WithCheckpoint.
-// Folders never handed over are deleted when the group ends.
+// Folders never handed over are deleted when the group ends or restarts.
 func (w *Worker) CheckpointDir() (string, error) {
 	w.checkpoints++
 	dir := filepath.Join(w.scratchDir, fmt.Sprintf("rank%d-%d", w.rank, w.checkpoints))
@@ -153,8 +153,9 @@ func (w *Worker) CheckpointDir() (string, error) {
 }
 
 // ResumeDir is the committed checkpoint this run starts from (after a
-// restart, a promotion or a resumed experiment), or "" on a fresh start. It
-// holds the merged files of every rank that contributed to it.
+// restart, a resize, a pause or a resumed experiment), or "" on a fresh
+// start. It holds the merged files of every rank that contributed to it;
+// after a resize, the group may have more or fewer ranks than wrote it.
 func (w *Worker) ResumeDir() string { return w.resumeDir }
 
 // ReportOption adds something to a report besides its metrics.
@@ -175,8 +176,10 @@ func WithCheckpoint(dir string) ReportOption {
 // trial's k-th report. Rank 0's metrics are the trial's; the other ranks'
 // metrics are ignored, but every rank's checkpoint folder is merged into the
 // report's checkpoint. Report returns on every rank once the report is
-// durably recorded and the scheduler has decided; when the decision ends the
-// trial, ctx is cancelled and Report returns ctx's error.
+// durably recorded and the scheduler has decided; when the decision stops
+// or pauses the trial, ctx is cancelled and Report returns ctx's error.
+// This holds for process workers too: their reports travel to the launching
+// process and the verdict back.
 func (w *Worker) Report(ctx context.Context, metrics map[string]float64, opts ...ReportOption) error {
 	if err := ctx.Err(); err != nil {
 		return err

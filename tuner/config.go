@@ -141,6 +141,11 @@ func (c Config) Validate() error {
 		}
 		return &ConfigError{Key: "trainer", Err: err}
 	}
+	for _, name := range trainer.Placeholders(c.Trainer.Command) {
+		if c.Search.Space == nil || c.Search.Space.Domain(name) == nil {
+			return fieldErr("trainer.command", "{%s} names no parameter of search.space (write {{%s}} for a literal {%s})", name, name, name)
+		}
+	}
 	return nil
 }
 

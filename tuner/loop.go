@@ -8,7 +8,6 @@ import (
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
-	"github.com/gotune/gotune/workers"
 )
 
 // loop is one run of an experiment. Its run method is the only goroutine
@@ -25,10 +24,12 @@ type loop struct {
 // event is a message from a trial goroutine to the loop.
 type event struct {
 	trial *trialRun
-	// A report: result, answered on reply. Otherwise the trial has ended
-	// with outcome and err.
-	result  *trainer.Result
-	reply   chan trainer.Action
+	// A report: result, answered on reply.
+	result *trainer.Result
+	reply  chan trainer.Action
+	// A restart or a resize of the trial's group, for the observer.
+	group *trainer.Event
+	// Otherwise the trial has ended with outcome and err.
 	outcome trainer.Outcome
 	err     error
 }
@@ -67,6 +68,12 @@ func (l *loop) run(ctx context.Context) error {
 			ev.reply <- l.onReport(ev.trial, *ev.result)
 			continue
 		}
+		if ev.group != nil {
+			if o, ok := t.observer.(EventObserver); ok {
+				o.OnEvent(ev.trial.number, *ev.group)
+			}
+			continue
+		}
 		l.running--
 		if err := l.onTrialEnd(ctx, ev); err != nil && runErr == nil {
 			runErr = err
@@ -98,42 +105,17 @@ func (l *loop) startTrial(ctx context.Context) error {
 	return nil
 }
 
-// runTrial places the trial's group, runs it and tells the loop how it
-// ended. It runs in the trial's own goroutine.
+// runTrial runs the trial's group, which places itself, and tells the loop
+// how it ended. It runs in the trial's own goroutine.
 func (l *loop) runTrial(ctx context.Context, tr *trialRun) {
-	t := l.t
-	sc := t.cfg.Trainer.Scaling
-	alloc, err := t.manager.Acquire(ctx, t.groupRequest(tr.number))
+	spec, done, err := l.t.groupSpec(tr.number, tr.config)
 	if err != nil {
 		l.events <- event{trial: tr, err: err}
 		return
 	}
-	defer alloc.Release()
-	spec := trainer.Spec{
-		Experiment: t.cfg.Name,
-		Trial:      tr.number,
-		Seed:       trialSeed(t.cfg.Seed, tr.number),
-		Config:     tr.config,
-		Train:      t.train,
-		Scaling:    sc,
-	}
-	outcome, err := trainer.Run(ctx, spec, &sink{l: l, trial: tr})
-	l.events <- event{trial: tr, outcome: outcome, err: err}
-}
-
-// groupRequest is what a trial's group asks the resource manager for;
-// trial 0 names no trial.
-func (t *Tuner) groupRequest(trial int) workers.Request {
-	sc := t.cfg.Trainer.Scaling
-	r := workers.Request{
-		Workers:   sc.Workers(),
-		Per:       workers.Resources{CPUs: sc.CPUs(), GPUs: sc.GPUsPerWorker, Memory: sc.MemoryPerWorker},
-		Placement: sc.Placement,
-	}
-	if trial > 0 {
-		r.Name = fmt.Sprintf("trial %d", trial)
-	}
-	return r
+	summary, err := trainer.Run(ctx, spec, &sink{l: l, trial: tr})
+	done()
+	l.events <- event{trial: tr, outcome: summary.Outcome, err: err}
 }
 
 // sink persists a trial's reports and asks the loop for a decision. Each
@@ -157,6 +139,12 @@ func (s *sink) Report(ctx context.Context, r trainer.Result) (trainer.Action, er
 	reply := make(chan trainer.Action, 1)
 	s.l.events <- event{trial: s.trial, result: &r, reply: reply}
 	return <-reply, nil
+}
+
+// Event passes a restart or a resize of the trial's group to the loop.
+func (s *sink) Event(_ context.Context, e trainer.Event) error {
+	s.l.events <- event{trial: s.trial, group: &e}
+	return nil
 }
 
 // onReport asks the scheduler about a committed result.

@@ -24,6 +24,10 @@ type Tuner struct {
 	ownDB     bool
 	manager   *workers.Manager
 	observer  Observer
+	// process names the registered function trials run in worker
+	// processes; checkpoints is the checkpoint root, "" for the default.
+	process     string
+	checkpoints string
 }
 
 // Option customises a Tuner.
@@ -31,6 +35,16 @@ type Option func(*Tuner)
 
 // WithTrainFunc makes every trial run f instead of a built-in model.
 func WithTrainFunc(f trainer.TrainFunc) Option { return func(t *Tuner) { t.train = f } }
+
+// WithWorkerProcess makes every trial run the function registered with
+// trainer.Register as name, each worker in a child process of this binary,
+// so that a crashing worker cannot take the tuner down. The binary's main
+// must call trainer.WorkerMain first.
+func WithWorkerProcess(name string) Option { return func(t *Tuner) { t.process = name } }
+
+// WithCheckpointRoot puts trials' checkpoints in dir/<experiment>/trial_<n>
+// instead of in a "checkpoints" folder beside the database.
+func WithCheckpointRoot(dir string) Option { return func(t *Tuner) { t.checkpoints = dir } }
 
 // WithSearcher replaces the searcher the config names.
 func WithSearcher(s Searcher) Option { return func(t *Tuner) { t.searcher = s } }
@@ -70,10 +84,18 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 	if t.cfg.Search.Space == nil {
 		t.cfg.Search.Space = &searchspace.Space{}
 	}
-	if t.train == nil {
-		if t.cfg.Trainer.Model == "" {
-			return nil, &ConfigError{Key: "trainer.model", Err: errors.New("name a built-in model, or give the tuner a training function")}
+	runners := 0
+	for _, set := range []bool{t.train != nil, t.process != "", t.cfg.Trainer.Command != nil} {
+		if set {
+			runners++
 		}
+	}
+	switch {
+	case runners > 1:
+		return nil, &ConfigError{Key: "trainer.command", Err: errors.New("give the tuner one of a command, a training function and a worker process")}
+	case runners == 0 && t.cfg.Trainer.Model == "":
+		return nil, &ConfigError{Key: "trainer.model", Err: errors.New("name a built-in model or a command, or give the tuner a training function")}
+	case runners == 0:
 		f, err := trainer.Builtin(t.cfg.Trainer)
 		if err != nil {
 			return nil, &ConfigError{Key: "trainer.dataset", Err: err}

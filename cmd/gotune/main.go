@@ -17,6 +17,8 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gotune/gotune/trainer"
 )
 
 // Exit codes of the CLI contract.
@@ -38,6 +40,7 @@ func (e *exitError) Unwrap() error { return e.err }
 func badInput(err error) error { return &exitError{exitBadInput, err} }
 
 func main() {
+	trainer.WorkerMain() // when started as a process worker, runs it and exits
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 

@@ -88,6 +88,17 @@ func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 	fmt.Fprintln(p.w, line)
 }
 
+func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
+	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s with %d workers from iteration %d: %s\n",
+		time.Since(p.start).Seconds(), trial, e.Kind, e.Workers, e.Iteration, firstLine(e.Cause))
+}
+
+// firstLine is s up to its first line break.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
 // formatMetrics renders metrics as key=value pairs in key order.
 func formatMetrics(m map[string]float64) string {
 	keys := slices.Sorted(maps.Keys(m))

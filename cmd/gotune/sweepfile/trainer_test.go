@@ -1,0 +1,75 @@
+package sweepfile
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const commandSweep = `name = "torch"
+
+[objective]
+metric = "val_acc"
+mode = "max"
+
+[search.space]
+lr = { loguniform = [1e-3, 1e-1] }
+
+[trainer]
+command = ["python3", "train.py", "--lr={lr}"]
+workdir = "examples"
+kill_timeout = 5
+
+[trainer.scaling]
+min_workers = 1
+max_workers = 4
+
+[trainer.failure]
+max_failures = -1
+heartbeat_timeout = 60
+
+[trainer.checkpoint]
+num_to_keep = 2
+score_attribute = "val_acc"
+order = "max"
+`
+
+func TestDecodeTrainerSections(t *testing.T) {
+	cfg, err := Decode("sweep.toml", []byte(commandSweep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := cfg.Trainer
+	if !slices.Equal(tc.Command, []string{"python3", "train.py", "--lr={lr}"}) || tc.Workdir != "examples" || tc.KillTimeout != 5 ||
+		tc.Scaling.MinWorkers != 1 || tc.Scaling.MaxWorkers != 4 || tc.Failure.MaxFailures != -1 || tc.Failure.HeartbeatTimeout != 60 ||
+		tc.Checkpoint.NumToKeep != 2 || tc.Checkpoint.ScoreAttribute != "val_acc" || tc.Checkpoint.Order != "max" {
+		t.Errorf("decoded %+v", tc)
+	}
+}
+
+func TestDecodeTrainerErrors(t *testing.T) {
+	tests := []struct {
+		replace [2]string
+		line    int
+		key     string
+	}{
+		{[2]string{`"--lr={lr}"`, `"--lr={rate}"`}, 11, "trainer.command"},
+		{[2]string{"min_workers = 1", "min_workers = 0"}, 16, "trainer.scaling.min_workers"},
+		{[2]string{"max_workers = 4", "max_workers = 0"}, 17, "trainer.scaling.max_workers"},
+		{[2]string{"max_failures = -1", "max_failures = -3"}, 20, "trainer.failure.max_failures"},
+		{[2]string{"heartbeat_timeout = 60", "heartbeat_timeout = -1"}, 21, "trainer.failure.heartbeat_timeout"},
+		{[2]string{`order = "max"`, `order = "best"`}, 26, "trainer.checkpoint.order"},
+		{[2]string{"num_to_keep = 2", "num_to_keep = -1"}, 24, "trainer.checkpoint.num_to_keep"},
+		{[2]string{"max_failures = -1", "max_failure = 1"}, 20, "trainer.failure.max_failure"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			_, err := Decode("sweep.toml", []byte(strings.Replace(commandSweep, tt.replace[0], tt.replace[1], 1)))
+			var e *Error
+			if !errors.As(err, &e) || e.Line != tt.line || e.Key != tt.key {
+				t.Errorf("got %v, want an error at line %d on %s", err, tt.line, tt.key)
+			}
+		})
+	}
+}

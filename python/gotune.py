@@ -1,0 +1,177 @@
+"""Report to gotune from a training script. Standard library only.
+
+gotune runs a command worker with its place in the training group and the
+trial's hyperparameters in the environment, and reads its reports from
+stdout, one line each::
+
+    @gotune {"epoch": 3, "val_loss": 0.41, "checkpoint": "/path/to/dir"}
+
+This module reads the one and writes the other::
+
+    import gotune
+
+    cfg = gotune.config()                      # the trial's hyperparameters
+    start = 1
+    if gotune.resume_dir():                    # a restart, resize or resume
+        start = load(os.path.join(gotune.resume_dir(), "model.pt")) + 1
+    for epoch in range(start, cfg["epochs"] + 1):
+        loss = train_one_epoch()
+        ckpt = None
+        if gotune.world_rank() == 0:
+            ckpt = gotune.checkpoint_dir()     # a fresh folder
+            save(os.path.join(ckpt, "model.pt"), epoch)
+            gotune.report(epoch=epoch, loss=loss, checkpoint=ckpt)
+
+Rank 0's reports are the trial's. Other ranks may call report too: their
+metrics are ignored, but a checkpoint folder they hand over is merged with
+rank 0's checkpoint of the same round (each rank's j-th checkpoint belongs
+with rank 0's j-th), so sharded checkpoints work; a rank that hands over a
+checkpoint once must do so every time, in step with rank 0 (its shard of a
+round before rank 0's report of the next round, as DDP's collectives ensure).
+
+Outside gotune (plain python, or torchrun) the helpers fall back to
+torchrun's variables and report lines are still printed, so a script runs
+unchanged.
+"""
+
+import json
+import math
+import os
+import sys
+import tempfile
+
+__all__ = [
+    "active", "config", "report", "heartbeat", "checkpoint_dir", "resume_dir",
+    "world_size", "world_rank", "local_rank", "local_world_size", "node_rank",
+    "is_chief", "experiment", "trial_id", "seed",
+]
+
+PREFIX = "@gotune"
+
+
+def active():
+    """True when this process is a gotune worker."""
+    return "GOTUNE_TRIAL_ID" in os.environ
+
+
+def config():
+    """The trial's hyperparameters as a dict ({} outside gotune)."""
+    return json.loads(os.environ.get("GOTUNE_CONFIG") or "{}")
+
+
+def _int(names, default):
+    for name in names:
+        value = os.environ.get(name)
+        if value not in (None, ""):
+            return int(value)
+    return default
+
+
+def world_size():
+    """The number of workers in the group (1 outside a group)."""
+    return _int(("GOTUNE_WORLD_SIZE", "WORLD_SIZE"), 1)
+
+
+def world_rank():
+    """This worker's rank in the group, from 0."""
+    return _int(("GOTUNE_WORLD_RANK", "RANK"), 0)
+
+
+def local_rank():
+    """This worker's rank among the group's workers on its node."""
+    return _int(("GOTUNE_LOCAL_RANK", "LOCAL_RANK"), 0)
+
+
+def local_world_size():
+    """The number of the group's workers on this node."""
+    return _int(("GOTUNE_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE"), 1)
+
+
+def node_rank():
+    """The rank of this worker's node in the group."""
+    return _int(("GOTUNE_NODE_RANK", "GROUP_RANK"), 0)
+
+
+def is_chief():
+    """True on rank 0, whose metrics are the trial's."""
+    return world_rank() == 0
+
+
+def experiment():
+    """The experiment's name, or None outside gotune."""
+    return os.environ.get("GOTUNE_EXPERIMENT")
+
+
+def trial_id():
+    """The trial's number within its experiment, or None outside gotune."""
+    value = os.environ.get("GOTUNE_TRIAL_ID")
+    return int(value) if value else None
+
+
+def seed():
+    """The trial's seed, the same on every rank (0 outside gotune)."""
+    return _int(("GOTUNE_SEED",), 0)
+
+
+def checkpoint_dir():
+    """A new, empty folder of this worker's own to write a checkpoint in.
+
+    Hand it over with report(..., checkpoint=path) once it is complete, and
+    do not touch it again: gotune moves it into the trial's committed
+    checkpoint. Outside gotune the folder is made in the system's temporary
+    folder and nobody removes it.
+    """
+    base = os.environ.get("GOTUNE_CHECKPOINT_DIR") or None
+    if base:
+        os.makedirs(base, exist_ok=True)
+    return tempfile.mkdtemp(prefix="ckpt-", dir=base)
+
+
+def resume_dir():
+    """The committed checkpoint to start from, or None on a fresh start.
+
+    gotune sets it on a restart after a failure, a resize of an elastic
+    group, and the resumption of a paused trial. It holds the files of every
+    rank that handed some over.
+    """
+    return os.environ.get("GOTUNE_RESUME_DIR") or None
+
+
+def report(checkpoint=None, **metrics):
+    """Report metrics (finite numbers), with an optional checkpoint folder.
+
+    Metric names that are not Python identifiers can be passed as
+    report(**{"val/loss": 0.4}). Raises ValueError for a value that is not a
+    finite number and for a checkpoint that is not a folder.
+    """
+    line = {}
+    for name, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if hasattr(value, "item"):  # a one-element tensor or numpy scalar
+                value = value.item()
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError("gotune.report: %s=%r is not a number" % (name, value))
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("gotune.report: %s=%r is not a finite number" % (name, value))
+        line[name] = value
+    if checkpoint is not None:
+        checkpoint = os.path.abspath(os.fspath(checkpoint))
+        if not os.path.isdir(checkpoint):
+            raise ValueError("gotune.report: checkpoint %r is not a folder" % checkpoint)
+        line["checkpoint"] = checkpoint
+    _emit(line)
+
+
+def heartbeat():
+    """Tell gotune this worker is alive, without reporting anything.
+
+    Useful in long phases without reports when the sweep sets
+    failure.heartbeat_timeout.
+    """
+    _emit({})
+
+
+def _emit(obj):
+    # One write per line, flushed at once: the line is the report.
+    sys.stdout.write(PREFIX + " " + json.dumps(obj, allow_nan=False) + "\n")
+    sys.stdout.flush()

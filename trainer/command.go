@@ -1,0 +1,379 @@
+package trainer
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gotune/gotune/workers"
+)
+
+// placeholder matches "{name}" and its escaped form "{{name}}".
+var placeholder = regexp.MustCompile(`\{\{[A-Za-z_][A-Za-z0-9_.\-]*\}\}|\{[A-Za-z_][A-Za-z0-9_.\-]*\}`)
+
+// Placeholders returns the hyperparameter names that command's "{name}"
+// placeholders refer to, each once, in order of first appearance.
+func Placeholders(command []string) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, arg := range command {
+		for _, m := range placeholder.FindAllString(arg, -1) {
+			if strings.HasPrefix(m, "{{") {
+				continue
+			}
+			name := m[1 : len(m)-1]
+			if !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		}
+	}
+	return names
+}
+
+// ExpandCommand replaces every "{name}" in command's arguments with
+// hyperparameter name's value, argument by argument: no shell sees the
+// result, so values need no quoting and cannot split an argument. Floats
+// are written in their shortest exact form (0.001, 1e-05), integers in
+// decimal, booleans as true or false. "{{name}}" stands for a literal
+// "{name}"; other braces (a JSON argument) are left alone. A placeholder
+// that names no hyperparameter is an error.
+func ExpandCommand(command []string, config map[string]any) ([]string, error) {
+	out := make([]string, len(command))
+	for i, arg := range command {
+		var missing string
+		out[i] = placeholder.ReplaceAllStringFunc(arg, func(m string) string {
+			if strings.HasPrefix(m, "{{") {
+				return m[1 : len(m)-1]
+			}
+			name := m[1 : len(m)-1]
+			v, ok := config[name]
+			if !ok {
+				missing = name
+				return m
+			}
+			return formatValue(v)
+		})
+		if missing != "" {
+			return nil, fmt.Errorf("argument %q: {%s} names no hyperparameter", arg, missing)
+		}
+	}
+	return out, nil
+}
+
+func formatValue(v any) string {
+	switch v := v.(type) {
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case int:
+		return strconv.Itoa(v)
+	case string:
+		return v
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	return fmt.Sprint(v)
+}
+
+// commandKind runs any program as every worker, per the command-worker
+// contract: the environment says each worker's place, "@gotune {json}"
+// lines on stdout report, every other line goes to the worker's log.
+//
+// How the lines of several ranks make the trial's reports:
+//   - Rank 0's k-th report line is the group's k-th report, with rank 0's
+//     metrics; other ranks' metrics are ignored. "@gotune {}" from any rank
+//     is a heartbeat only.
+//   - A checkpoint on another rank's line is a shard: that rank's j-th shard
+//     belongs with rank 0's j-th checkpoint (counted from the group's start),
+//     and they are merged into one committed checkpoint.
+//   - A report whose checkpoint may have shards waits for them: for every
+//     rank that has handed over a shard before, until its shard arrives or it
+//     exits. At the group's first checkpoint, whose contributors are not
+//     known yet, it waits for the ranks that have handed over nothing until
+//     rank 0 prints its next report line, they exit, or firstShardWait
+//     passes. A rank that contributes to one checkpoint must contribute to
+//     every one, and must keep in step with rank 0 (as DDP ranks do through
+//     their collectives): its shard of a round comes before rank 0's report
+//     of the next round. When only rank 0 hands over checkpoints (the common case),
+//     reports are delivered as soon as rank 0 prints them, apart from that
+//     one short wait in groups of several workers.
+//   - A shard that arrives after its report was delivered is dropped with a
+//     warning in the rank's log, and a checkpoint missing a shard of a rank
+//     that contributes is not committed (the report is delivered without it).
+type commandKind struct {
+	argv []string
+	dir  string
+}
+
+// firstShardWait bounds how long the group's first checkpoint waits for
+// shards from ranks that have not handed over any yet, when rank 0 does not
+// print its next report line sooner.
+const firstShardWait = 500 * time.Millisecond
+
+func (k *commandKind) runAttempt(a *attempt) {
+	n := a.size()
+	pg := newProcGroup(a)
+	base, err := filepath.Abs(k.dir)
+	if err != nil {
+		a.fail(Permanent(fmt.Errorf("workdir: %w", err)))
+		return
+	}
+	ge, err := a.newGroupEnv()
+	if err != nil {
+		a.fail(err)
+		return
+	}
+	defer ge.closeRdv()
+	col := newCollator(a, n, base)
+	go col.run()
+	places := placeRanks(a.slots)
+	startAll(n, func(rank int) {
+		dir, err := a.checkpointDir(rank)
+		if err != nil {
+			a.fail(err)
+			return
+		}
+		spec := workers.LaunchSpec{
+			Args:         k.argv,
+			Dir:          k.dir,
+			Env:          a.env(ge, places[rank], dir),
+			LogPath:      a.logPath(rank),
+			ReportPrefix: ReportPrefix,
+		}
+		var p *workers.Process
+		ready := make(chan struct{})
+		hooks := procHooks{
+			onReport: func(line string) {
+				<-ready
+				col.add(rank, p, line)
+			},
+			exited: func(*workers.Process) error {
+				col.exited(rank)
+				return nil
+			},
+		}
+		p, _ = pg.start(rank, spec, hooks)
+		close(ready)
+	})
+	pg.wait()
+	col.close()
+	a.finish(attemptEnd{kind: endCompleted})
+}
+
+// collator turns the report lines of an attempt's command workers into the
+// group's reports, by the rules on commandKind, and delivers them in order
+// from its own goroutine.
+type collator struct {
+	a    *attempt
+	n    int
+	base string // relative checkpoint paths are relative to it
+
+	mu            sync.Mutex
+	cond          *sync.Cond
+	queue         []*lineReport    // rank 0's reports, not yet delivered
+	shards        []map[int]string // per rank: its shards by ordinal, waiting
+	handed        []int            // checkpoints handed over per rank
+	contributor   []bool
+	exitedRank    []bool
+	deliveredOrd  int // rank 0's last checkpoint ordinal delivered or dropped
+	firstWaitOver bool
+	timer         *time.Timer
+	closed        bool
+	done          chan struct{}
+	rank0         *workers.Process
+}
+
+// lineReport is one of rank 0's reports waiting to be delivered.
+type lineReport struct {
+	metrics map[string]float64
+	ordinal int // rank 0's checkpoint ordinal; 0 without a checkpoint
+	dir     string
+}
+
+func newCollator(a *attempt, n int, base string) *collator {
+	c := &collator{a: a, n: n, base: base, shards: make([]map[int]string, n), handed: make([]int, n),
+		contributor: make([]bool, n), exitedRank: make([]bool, n), done: make(chan struct{})}
+	for r := range c.shards {
+		c.shards[r] = map[int]string{}
+	}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+// add takes one report line of rank, from the process's stdout reader.
+func (c *collator) add(rank int, p *workers.Process, line string) {
+	metrics, dir, err := ParseReportLine(line)
+	if err != nil {
+		p.Logf("warning: ignored a malformed report line (%v): %s%s", err, ReportPrefix, clip(line))
+		return
+	}
+	c.a.beat()
+	if dir != "" {
+		if dir, err = c.resolve(dir); err != nil {
+			p.Logf("warning: ignored the checkpoint of a report: %v", err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.cond.Broadcast()
+	if rank == 0 {
+		c.rank0 = p
+		if len(metrics) == 0 && dir == "" {
+			return // a heartbeat
+		}
+		if c.handed[0] > 0 {
+			// Rank 0 has moved on past its first checkpoint: the other
+			// ranks have had a whole step to hand over theirs.
+			c.firstWaitOver = true
+		}
+		rep := &lineReport{metrics: metrics}
+		if dir != "" {
+			c.handed[0]++
+			rep.ordinal, rep.dir = c.handed[0], dir
+			if rep.ordinal == 1 && c.n > 1 {
+				c.timer = time.AfterFunc(firstShardWait, func() {
+					c.mu.Lock()
+					c.firstWaitOver = true
+					c.cond.Broadcast()
+					c.mu.Unlock()
+				})
+			}
+		}
+		c.queue = append(c.queue, rep)
+		return
+	}
+	if dir == "" {
+		return // other ranks' metrics are not the trial's
+	}
+	c.handed[rank]++
+	j := c.handed[rank]
+	c.contributor[rank] = true
+	if j <= c.deliveredOrd {
+		p.Logf("warning: dropped checkpoint %s: rank 0's report it belongs with (its checkpoint %d) was already delivered; hand each checkpoint over before rank 0's next report", dir, j)
+		os.RemoveAll(dir)
+		return
+	}
+	c.shards[rank][j] = dir
+}
+
+// resolve makes a reported checkpoint path absolute and checks it is a folder.
+func (c *collator) resolve(dir string) (string, error) {
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(c.base, dir)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a folder", dir)
+	}
+	return dir, nil
+}
+
+// exited records that rank's process is gone.
+func (c *collator) exited(rank int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exitedRank[rank] = true
+	c.cond.Broadcast()
+}
+
+// ready reports whether rep may be delivered. Called with mu held.
+func (c *collator) ready(rep *lineReport) bool {
+	if rep.ordinal == 0 || c.closed {
+		return true
+	}
+	for r := 1; r < c.n; r++ {
+		_, has := c.shards[r][rep.ordinal]
+		switch {
+		case has || c.exitedRank[r]:
+		case c.contributor[r]:
+			return false
+		case rep.ordinal == 1 && !c.firstWaitOver:
+			return false
+		}
+	}
+	return true
+}
+
+// run delivers reports in order as they become ready, until close.
+func (c *collator) run() {
+	defer close(c.done)
+	for {
+		c.mu.Lock()
+		for !c.closed && (len(c.queue) == 0 || !c.ready(c.queue[0])) {
+			c.cond.Wait()
+		}
+		if len(c.queue) == 0 {
+			c.mu.Unlock()
+			return
+		}
+		rep := c.queue[0]
+		c.queue = c.queue[1:]
+		var shards []string
+		complete := true
+		if rep.ordinal > 0 {
+			shards = append(shards, rep.dir)
+			for r := 1; r < c.n; r++ {
+				if s, ok := c.shards[r][rep.ordinal]; ok {
+					shards = append(shards, s)
+					delete(c.shards[r], rep.ordinal)
+				} else if c.contributor[r] {
+					complete = false
+				}
+			}
+			c.deliveredOrd = rep.ordinal
+		}
+		rank0 := c.rank0
+		c.mu.Unlock()
+
+		switch c.a.ended().kind {
+		case endStopped, endPaused, endResize, endCancelled:
+			// Reports after the decision that ended the attempt, or after
+			// the caller gave up, are not the trial's.
+			removeAll(shards)
+			continue
+		}
+		if !complete {
+			rank0.Logf("warning: the checkpoint of a report misses the shard of a rank that exited: it is not committed")
+			removeAll(shards)
+			shards = nil
+		}
+		if _, err := c.a.deliver(rep.metrics, shards); err != nil {
+			c.a.fail(err)
+		}
+	}
+}
+
+// close delivers what is left once every worker is gone, and waits for it.
+func (c *collator) close() {
+	c.mu.Lock()
+	c.closed = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	<-c.done
+	for _, m := range c.shards {
+		for _, dir := range m {
+			os.RemoveAll(dir) // shards whose report never came
+		}
+	}
+}
+
+// clip shortens a line for a log message.
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}

@@ -1,0 +1,254 @@
+package trainer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// commandSpec runs the test binary's counter command with n workers.
+func commandSpec(t *testing.T, n int, args ...string) Spec {
+	return Spec{
+		Experiment: uniqueName(t), Trial: 1, Seed: 5,
+		Command:     append([]string{os.Args[0], testCommandArg}, args...),
+		Scaling:     ScalingConfig{NumWorkers: n},
+		KillTimeout: 2 * time.Second,
+		ScratchDir:  filepath.Join(t.TempDir(), "scratch"),
+		LogDir:      filepath.Join(t.TempDir(), "logs"),
+	}
+}
+
+func TestCommandEnvironmentAndPlaceholders(t *testing.T) {
+	out := t.TempDir()
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 4, Seed: 11,
+		Config: map[string]any{"lr": 0.001, "hidden": int64(64), "act": "relu", "out": out},
+		Command: []string{"sh", "-c", `env > "$1/env_$GOTUNE_WORLD_RANK"; echo "$2" > "$1/args"; echo '@gotune {"ok": 1}'`,
+			"sh", "{out}", "--lr={lr} --hidden={hidden} {act} {{lr}} {\"json\": 1}"},
+		Scaling:    ScalingConfig{NumWorkers: 2},
+		ScratchDir: filepath.Join(t.TempDir(), "scratch"),
+	}
+	t.Setenv("CUDA_VISIBLE_DEVICES", "0,1") // the contract's value replaces the caller's
+	t.Setenv("GOTUNE_RESUME_DIR", "/stale")
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.results) != 1 || sink.results[0].Metrics["ok"] != 1 {
+		t.Errorf("results %+v", sink.results)
+	}
+	args, _ := os.ReadFile(filepath.Join(out, "args"))
+	if got, want := strings.TrimSpace(string(args)), `--lr=0.001 --hidden=64 relu {lr} {"json": 1}`; got != want {
+		t.Errorf("expanded argument %q, want %q", got, want)
+	}
+	var port string
+	for rank := range 2 {
+		data, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("env_%d", rank)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{}
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				env[k] = v
+			}
+		}
+		want := map[string]string{
+			"GOTUNE_EXPERIMENT": spec.Experiment, "GOTUNE_TRIAL_ID": "4",
+			"GOTUNE_WORLD_SIZE": "2", "GOTUNE_WORLD_RANK": fmt.Sprint(rank), "GOTUNE_LOCAL_RANK": fmt.Sprint(rank),
+			"GOTUNE_LOCAL_WORLD_SIZE": "2", "GOTUNE_NODE_RANK": "0", "GOTUNE_SEED": "11",
+			"RANK": fmt.Sprint(rank), "WORLD_SIZE": "2", "LOCAL_RANK": fmt.Sprint(rank), "LOCAL_WORLD_SIZE": "2",
+			"MASTER_ADDR": "127.0.0.1", "CUDA_VISIBLE_DEVICES": "",
+		}
+		for k, v := range want {
+			if got, ok := env[k]; !ok || got != v {
+				t.Errorf("rank %d: %s=%q (set: %v), want %q", rank, k, got, ok, v)
+			}
+		}
+		if _, ok := env["GOTUNE_RESUME_DIR"]; ok {
+			t.Errorf("rank %d: GOTUNE_RESUME_DIR is set on a fresh start", rank)
+		}
+		var config map[string]any
+		if err := json.Unmarshal([]byte(env["GOTUNE_CONFIG"]), &config); err != nil || config["lr"] != 0.001 || config["act"] != "relu" {
+			t.Errorf("rank %d: GOTUNE_CONFIG %s (%v)", rank, env["GOTUNE_CONFIG"], err)
+		}
+		if dir := env["GOTUNE_CHECKPOINT_DIR"]; !strings.HasPrefix(dir, spec.ScratchDir) {
+			t.Errorf("rank %d: GOTUNE_CHECKPOINT_DIR %q is not in the scratch folder", rank, dir)
+		}
+		if rank == 0 {
+			port = env["MASTER_PORT"]
+		} else if env["MASTER_PORT"] != port || port == "" || port == "0" {
+			t.Errorf("MASTER_PORT %q and %q", port, env["MASTER_PORT"])
+		}
+	}
+}
+
+func TestCommandKilledWorkerResumes(t *testing.T) {
+	for _, shards := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shards=%v", shards), func(t *testing.T) {
+			pids := t.TempDir()
+			args := []string{"--steps=8", "--ckpt-every=2", "--sleep-ms=20", fmt.Sprintf("--shards=%v", shards)}
+			spec := commandSpec(t, 2, append(args, "--pid-dir="+pids, "--lockstep")...)
+			spec.Failure.MaxFailures = 1
+			store := &testStore{dir: t.TempDir()}
+			spec.Checkpoints = store
+			killed := false
+			sink := &collect{on: func(r Result) Action {
+				if r.Iteration == 3 && !killed {
+					killed = true
+					killWorker(t, filepath.Join(pids, "rank1"))
+				}
+				return Continue
+			}}
+			sum, err := Run(context.Background(), spec, sink)
+			if err != nil || sum.Restarts != 1 {
+				t.Fatalf("Run: %+v, %v", sum, err)
+			}
+			if !strings.Contains(sink.events[0].Cause, "worker 1") || !strings.Contains(sink.events[0].Cause, "killed by signal 9") {
+				t.Errorf("restart cause %q", sink.events[0].Cause)
+			}
+			undisturbed := &collect{}
+			if _, err := Run(context.Background(), commandSpec(t, 2, args...), undisturbed); err != nil {
+				t.Fatal(err)
+			}
+			if sink.series() != undisturbed.series() {
+				t.Errorf("after a kill:  %s\nundisturbed:   %s", sink.series(), undisturbed.series())
+			}
+			// Every committed checkpoint holds the files of every rank
+			// that handed any over.
+			want := []string{"state"}
+			if shards {
+				want = []string{"state_0", "state_1"}
+			}
+			for _, it := range store.its {
+				entries, _ := os.ReadDir(filepath.Join(store.dir, fmt.Sprintf("checkpoint_%06d", it)))
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				if !slices.Equal(names, want) {
+					t.Errorf("checkpoint %d holds %v, want %v", it, names, want)
+				}
+			}
+			if left := leftovers(t, spec.Experiment); len(left) > 0 {
+				t.Errorf("processes left behind: %v", left)
+			}
+		})
+	}
+}
+
+func TestCommandHungWorkerIsRestarted(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "hung-once")
+	spec := commandSpec(t, 2, "--steps=6", "--ckpt-every=2", "--hang-at=3", "--hang-marker="+marker)
+	// Longer than a worker takes to start on a loaded machine.
+	spec.Failure = FailureConfig{MaxFailures: 1, HeartbeatTimeout: 3}
+	spec.Checkpoints = &testStore{dir: t.TempDir()}
+	sink := &collect{}
+	sum, err := Run(context.Background(), spec, sink)
+	if err != nil || sum.Restarts != 1 || !strings.Contains(sink.events[0].Cause, "hung") {
+		t.Fatalf("Run: %+v, %v, events %+v", sum, err, sink.events)
+	}
+	if got := sink.series(); strings.Count(got, ":") != 6 {
+		t.Errorf("results %s, want 6", got)
+	}
+	if left := leftovers(t, spec.Experiment); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
+	}
+}
+
+func TestCommandMalformedLinesAreWarnings(t *testing.T) {
+	spec := commandSpec(t, 1, "--steps=3", "--malformed")
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.results) != 3 {
+		t.Errorf("got %d results, want 3", len(sink.results))
+	}
+	log, err := os.ReadFile(filepath.Join(spec.LogDir, "worker_0.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), "gotune: warning: ignored a malformed report line"); n != 6 {
+		t.Errorf("%d warnings in the log, want 6:\n%s", n, log)
+	}
+	if !strings.Contains(string(log), "a log line") || strings.Contains(string(log), `"step"`) {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+func TestCommandFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		command  []string
+		restarts int
+		want     []string
+	}{
+		{"not found", []string{"gotune-no-such-program", "--lr=1"}, 0,
+			[]string{"launch gotune-no-such-program", "executable file not found"}},
+		{"exits at once", []string{"sh", "-c", "echo 'cannot parse --lr' >&2; exit 2"}, 1,
+			[]string{"exited with status 2", "cannot parse --lr"}},
+		{"exits midway", []string{os.Args[0], testCommandArg, "--steps=5", "--exit-at=3"}, 1,
+			[]string{"exited with status 4"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := commandSpec(t, 2)
+			spec.Command = tt.command
+			spec.Failure.MaxFailures = 1
+			sink := &collect{}
+			sum, err := Run(context.Background(), spec, sink)
+			for _, w := range tt.want {
+				if !errorContains(err, w) {
+					t.Errorf("error %v lacks %q", err, w)
+				}
+			}
+			if sum.Restarts != tt.restarts {
+				t.Errorf("restarts %d, want %d", sum.Restarts, tt.restarts)
+			}
+			if left := leftovers(t, spec.Experiment); len(left) > 0 {
+				t.Errorf("processes left behind: %v", left)
+			}
+		})
+	}
+}
+
+func TestCommandStopLeavesNoProcess(t *testing.T) {
+	spec := commandSpec(t, 3, "--steps=1000", "--sleep-ms=5", "--background")
+	sink := &collect{on: func(r Result) Action {
+		if r.Iteration == 2 {
+			return Stop
+		}
+		return Continue
+	}}
+	sum, err := Run(context.Background(), spec, sink)
+	if err != nil || sum.Outcome != Stopped || len(sink.results) != 2 {
+		t.Fatalf("Run: %+v, %v, %d results", sum, err, len(sink.results))
+	}
+	if left := leftovers(t, spec.Experiment); len(left) > 0 {
+		t.Errorf("processes left behind (the workers' children included): %v", left)
+	}
+}
+
+func TestCommandCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	spec := commandSpec(t, 2, "--steps=1000", "--sleep-ms=5")
+	sink := &collect{on: func(r Result) Action {
+		if r.Iteration == 2 {
+			cancel()
+		}
+		return Continue
+	}}
+	if _, err := Run(ctx, spec, sink); err != context.Canceled {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if left := leftovers(t, spec.Experiment); len(left) > 0 {
+		t.Errorf("processes left behind: %v", left)
+	}
+}

@@ -1,0 +1,79 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	"github.com/gotune/gotune/allreduce"
+)
+
+// goroutineKind runs every worker as a goroutine of this process, with
+// in-process collectives: the fastest kind, for development and tests. A
+// worker that never returns cannot be stopped.
+type goroutineKind struct{ train TrainFunc }
+
+func (k goroutineKind) runAttempt(a *attempt) {
+	n := a.size()
+	comms := allreduce.NewLocal(n)
+	g := newGather(n, a.deliver, a.beat)
+	// However the attempt ends, break the collectives so that no rank stays
+	// blocked in one; the context tells the ranks to return.
+	a.onEnd(func(bool) {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	places := placeRanks(a.slots)
+	var wg sync.WaitGroup
+	for rank := range n {
+		w := &Worker{
+			experiment: a.r.spec.Experiment,
+			trial:      a.r.spec.Trial,
+			rank:       rank,
+			localRank:  places[rank].localRank,
+			seed:       a.r.spec.Seed,
+			config:     a.r.spec.Config,
+			comm:       comms[rank],
+			scratchDir: a.scratch,
+			resumeDir:  a.resume.dir,
+			report:     g.report,
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runWorker(a.ctx, k.train, w); err != nil {
+				a.fail(fmt.Errorf("worker %d: %w", rank, err))
+				return
+			}
+			g.finish(rank)
+		}()
+	}
+	wg.Wait()
+	for _, c := range comms {
+		c.Close()
+	}
+	a.finish(attemptEnd{kind: endCompleted})
+}
+
+// runWorker runs train, turning a panic into an error. A ConfigError (a
+// typed getter's panic) is permanent: a restart would fail the same way.
+func runWorker(ctx context.Context, train TrainFunc, w *Worker) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if ce, ok := p.(*ConfigError); ok {
+				err = Permanent(ce)
+				return
+			}
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	err = train(ctx, w)
+	var ce *ConfigError
+	if errors.As(err, &ce) && !IsPermanent(err) {
+		err = Permanent(err)
+	}
+	return err
+}

@@ -1,0 +1,81 @@
+package trainer
+
+import "context"
+
+// Placer reserves compute for a trial's group, a whole group at a time. The
+// tuner adapts its resource manager to it, sized for one trial's workers.
+type Placer interface {
+	// Place blocks until at least lo workers fit, then reserves as many as
+	// fit, up to hi. It fails at once when lo workers can never fit, and
+	// with ctx's error when ctx ends first.
+	Place(ctx context.Context, lo, hi int) (Placement, error)
+}
+
+// Placement is a reservation of a group's workers, held until Release.
+type Placement interface {
+	// Slots describes the reserved workers, one each, in rank order.
+	Slots() []Slot
+	// Grow reserves up to n more workers, as many as fit now, without
+	// waiting, and returns how many it added to Slots.
+	Grow(n int) int
+	// Release returns every reserved worker. Calling it again does nothing.
+	Release()
+}
+
+// Slot is where one worker runs.
+type Slot struct {
+	// Node names the node; "" is this one. Workers on the same node share
+	// a node rank and are numbered by local rank.
+	Node string
+	// GPUs are the devices the worker may use, as CUDA_VISIBLE_DEVICES
+	// lists them; empty when it has none.
+	GPUs []string
+}
+
+// localPlacer places a fixed group of hi workers on this node without
+// reserving anything: the caller has reserved them.
+type localPlacer struct{}
+
+func (localPlacer) Place(_ context.Context, _, hi int) (Placement, error) {
+	return &fixedPlacement{slots: make([]Slot, hi)}, nil
+}
+
+type fixedPlacement struct{ slots []Slot }
+
+func (p *fixedPlacement) Slots() []Slot { return p.slots }
+func (p *fixedPlacement) Grow(int) int  { return 0 }
+func (p *fixedPlacement) Release()      {}
+
+// noPlacement stands in after a failed placement, so Release is safe.
+type noPlacement struct{}
+
+func (noPlacement) Slots() []Slot { return nil }
+func (noPlacement) Grow(int) int  { return 0 }
+func (noPlacement) Release()      {}
+
+// rankInfo is one worker's place in its group.
+type rankInfo struct {
+	rank, size           int
+	localRank, localSize int
+	nodeRank             int
+	gpus                 []string
+}
+
+// placeRanks derives each worker's local rank and node rank from the
+// slots: nodes are numbered in order of first appearance.
+func placeRanks(slots []Slot) []rankInfo {
+	nodeIndex := map[string]int{}
+	perNode := map[string]int{}
+	out := make([]rankInfo, len(slots))
+	for i, s := range slots {
+		if _, ok := nodeIndex[s.Node]; !ok {
+			nodeIndex[s.Node] = len(nodeIndex)
+		}
+		out[i] = rankInfo{rank: i, size: len(slots), localRank: perNode[s.Node], nodeRank: nodeIndex[s.Node], gpus: s.GPUs}
+		perNode[s.Node]++
+	}
+	for i, s := range slots {
+		out[i].localSize = perNode[s.Node]
+	}
+	return out
+}

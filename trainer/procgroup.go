@@ -1,0 +1,271 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gotune/gotune/workers"
+)
+
+// procGroup is an attempt's worker processes, started by the process and
+// command kinds. It stops them when the attempt ends (SIGTERM then SIGKILL
+// after the grace period for a stop, SIGKILL at once for a failure), ends
+// the attempt when one of them fails, and returns from wait only once every
+// process of every worker's process group is gone.
+type procGroup struct {
+	a     *attempt
+	grace time.Duration
+
+	mu       sync.Mutex
+	procs    []*workers.Process
+	down     bool      // torn down: start no more
+	killedAt time.Time // when the teardown began
+	graceful bool
+	wg       sync.WaitGroup
+	failures []rankFailure
+}
+
+// rankFailure is a worker process that failed, and when.
+type rankFailure struct {
+	at  time.Time
+	err error
+}
+
+// procHooks are what a worker kind adds to a process's life.
+type procHooks struct {
+	// onReport receives the process's report lines (command workers).
+	onReport func(line string)
+	// exited runs once the process is gone, before its exit is judged. It
+	// returns a failure to blame instead of the exit status, or nil to
+	// judge by the exit status.
+	exited func(p *workers.Process) (explain error)
+	// finished runs when the process exited with status 0 and exited
+	// returned nil.
+	finished func()
+}
+
+func newProcGroup(a *attempt) *procGroup {
+	pg := &procGroup{a: a, grace: a.r.spec.KillTimeout}
+	if pg.grace == 0 {
+		pg.grace = DefaultKillTimeout
+	}
+	a.onEnd(pg.teardown)
+	return pg
+}
+
+// start launches rank's process. Several may start at once. A start
+// failure (no such program) is permanent: the attempt ends with it.
+func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (*workers.Process, error) {
+	pg.mu.Lock()
+	if pg.down {
+		pg.mu.Unlock()
+		return nil, errors.New("the group is stopping")
+	}
+	pg.wg.Add(1)
+	pg.mu.Unlock()
+	p, err := workers.StartProcess(spec, hooks.onReport)
+	if err != nil {
+		pg.wg.Done()
+		err = Permanent(fmt.Errorf("worker %d: %w", rank, err))
+		pg.a.fail(err) // tears down the workers already started
+		return nil, err
+	}
+	p.Logf("attempt %d: worker %d of %d, pid %d: %s", pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
+	pg.mu.Lock()
+	pg.procs = append(pg.procs, p)
+	if pg.down { // the attempt ended while this one started
+		if pg.graceful {
+			p.Stop(pg.grace)
+		} else {
+			p.Kill()
+		}
+	}
+	pg.mu.Unlock()
+	go pg.watch(rank, p, hooks)
+	return p, nil
+}
+
+// startAll starts every rank's process at once: launch(rank) prepares and
+// starts one. It returns once every start has returned.
+func startAll(n int, launch func(rank int)) {
+	var wg sync.WaitGroup
+	for rank := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			launch(rank)
+		}()
+	}
+	wg.Wait()
+}
+
+func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
+	defer pg.wg.Done()
+	<-p.Done()
+	var explain error
+	if hooks.exited != nil {
+		explain = hooks.exited(p)
+	}
+	err := p.Err()
+	if err == nil && explain == nil {
+		if hooks.finished != nil {
+			hooks.finished()
+		}
+		return
+	}
+	var cause error
+	if explain != nil {
+		cause = fmt.Errorf("worker %d: %w", rank, explain)
+	} else {
+		cause = exitFailure(rank, p, err)
+	}
+	pg.mu.Lock()
+	if pg.killedAt.IsZero() || p.ExitedAt().Before(pg.killedAt) {
+		pg.failures = append(pg.failures, rankFailure{p.ExitedAt(), cause})
+	}
+	pg.mu.Unlock()
+	pg.a.fail(cause)
+}
+
+// exitFailure describes a worker process that ended badly, quoting the end
+// of its log.
+func exitFailure(rank int, p *workers.Process, err error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "worker %d (pid %d) %v", rank, p.Pid(), err)
+	tail := p.Tail()
+	tail = tail[max(0, len(tail)-5):]
+	if len(tail) > 0 {
+		b.WriteString("; the end of its log")
+		if p.LogPath() != "" {
+			fmt.Fprintf(&b, " (%s)", p.LogPath())
+		}
+		b.WriteString(":\n    " + strings.Join(tail, "\n    "))
+	}
+	var ee *workers.ExitError
+	if errors.As(err, &ee) {
+		return &workerExit{msg: b.String(), exit: ee}
+	}
+	return errors.New(b.String())
+}
+
+// workerExit is a worker process's bad exit, with its status.
+type workerExit struct {
+	msg  string
+	exit *workers.ExitError
+}
+
+func (e *workerExit) Error() string { return e.msg }
+func (e *workerExit) Unwrap() error { return e.exit }
+
+func (pg *procGroup) teardown(graceful bool) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	pg.down = true
+	pg.killedAt = time.Now()
+	pg.graceful = graceful
+	for _, p := range pg.procs {
+		if graceful {
+			p.Stop(pg.grace)
+		} else {
+			p.Kill()
+		}
+	}
+}
+
+// wait returns once every process is gone. When the attempt failed, the
+// failure blamed is the earliest worker failure that the teardown did not
+// cause.
+func (pg *procGroup) wait() {
+	pg.wg.Wait()
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	if len(pg.failures) > 0 {
+		first := pg.failures[0]
+		for _, f := range pg.failures[1:] {
+			if f.at.Before(first.at) {
+				first = f
+			}
+		}
+		if end := pg.a.ended(); end.kind == endFailed && !IsPermanent(end.err) {
+			pg.a.setFailure(first.err)
+		}
+	}
+}
+
+// logPath is rank's log file, "" when the spec keeps none.
+func (a *attempt) logPath(rank int) string {
+	if a.r.spec.LogDir == "" {
+		return ""
+	}
+	return filepath.Join(a.r.spec.LogDir, fmt.Sprintf("worker_%d.log", rank))
+}
+
+// checkpointDir creates rank's scratch folder for checkpoints.
+func (a *attempt) checkpointDir(rank int) (string, error) {
+	dir := filepath.Join(a.scratch, fmt.Sprintf("rank-%d", rank))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("checkpoint scratch folder: %w", err)
+	}
+	return dir, nil
+}
+
+// groupEnv is what every process of an attempt shares in its environment.
+type groupEnv struct {
+	masterPort int
+	rendezvous string
+	group      string
+	closeRdv   func()
+}
+
+// newGroupEnv picks the port for torch's store and, when the TCP transport
+// is wired in and the group has several workers, starts a rendezvous.
+func (a *attempt) newGroupEnv() (groupEnv, error) {
+	ge := groupEnv{closeRdv: func() {}}
+	port, err := freePort()
+	if err != nil {
+		return ge, fmt.Errorf("pick a port for MASTER_PORT: %w", err)
+	}
+	ge.masterPort = port
+	if a.size() > 1 && startRendezvous != nil {
+		rdv, err := startRendezvous("127.0.0.1:0")
+		if err != nil {
+			return ge, fmt.Errorf("start the group's rendezvous: %w", err)
+		}
+		ge.rendezvous, ge.closeRdv = rdv.Addr(), func() { rdv.Close() }
+		ge.group = fmt.Sprintf("%s/trial-%d/attempt-%d", a.r.spec.Experiment, a.r.spec.Trial, a.number)
+	}
+	return ge, nil
+}
+
+func (a *attempt) env(ge groupEnv, place rankInfo, checkpointDir string) []string {
+	return workerEnv(os.Environ(), envSpec{
+		experiment:    a.r.spec.Experiment,
+		trial:         a.r.spec.Trial,
+		seed:          a.r.spec.Seed,
+		config:        a.r.spec.Config,
+		place:         place,
+		checkpointDir: checkpointDir,
+		resumeDir:     a.resume.dir,
+		masterAddr:    "127.0.0.1",
+		masterPort:    ge.masterPort,
+		rendezvous:    ge.rendezvous,
+		group:         ge.group,
+	})
+}
+
+// freePort returns a TCP port on the loopback interface that was free a
+// moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

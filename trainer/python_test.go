@@ -1,0 +1,88 @@
+package trainer
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// needPython skips a test when /usr/bin/python3 is missing, except in CI
+// (GOTUNE_CI=1), where it fails.
+func needPython(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		if os.Getenv("GOTUNE_CI") == "1" {
+			t.Fatal("CI needs /usr/bin/python3")
+		}
+		t.Skip("no /usr/bin/python3")
+	}
+}
+
+// TestPythonHelperSpeaksTheContract runs a script written with gotune.py as
+// a group of two command workers, each handing over a shard of every
+// checkpoint, through a crash of rank 1.
+func TestPythonHelperSpeaksTheContract(t *testing.T) {
+	needPython(t)
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 3,
+		Config:      map[string]any{"x": 1.5, "steps": int64(3), "dir": t.TempDir()},
+		Command:     []string{"/usr/bin/python3", "testdata/gotune_worker.py"},
+		Scaling:     ScalingConfig{NumWorkers: 2},
+		Failure:     FailureConfig{MaxFailures: 1},
+		Checkpoints: &testStore{dir: t.TempDir()},
+		LogDir:      t.TempDir(),
+	}
+	sink := &collect{}
+	sum, err := Run(context.Background(), spec, sink)
+	if err != nil || sum.Restarts != 1 {
+		t.Fatalf("Run: %+v, %v", sum, err)
+	}
+	if got, want := sink.series(), "1:1.5 2:3 3:4.5 "; got != want {
+		t.Errorf("results %s, want %s", got, want)
+	}
+	last := sink.results[len(sink.results)-1].Metrics
+	if last["rank"] != 0 || last["size"] != 2 || last["shards"] != 2 || last["trial"] != 3 {
+		t.Errorf("last report %v: want rank 0's, in a group of 2, resumed from both shards", last)
+	}
+	entries, _ := os.ReadDir(sum.Checkpoint)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"shard_0", "shard_1"}) {
+		t.Errorf("final checkpoint holds %v", names)
+	}
+	log, _ := os.ReadFile(filepath.Join(spec.LogDir, "worker_1.log"))
+	if !strings.Contains(string(log), "rank 1 of 2 starts after step 1") {
+		t.Errorf("worker 1's log:\n%s", log)
+	}
+}
+
+func TestPythonHelperRefusesBadReports(t *testing.T) {
+	needPython(t)
+	script := `
+import gotune, math
+for bad in ({"loss": float("nan")}, {"loss": "high"}, {"ok": True}, {"checkpoint": "/nonexistent/dir"}):
+    try:
+        gotune.report(**bad)
+    except ValueError:
+        continue
+    raise SystemExit("accepted %r" % (bad,))
+gotune.report(**{"val/loss": 1})
+gotune.heartbeat()
+assert gotune.world_size() == 1 and gotune.resume_dir() is None and gotune.config() == {}
+`
+	cmd := exec.Command("/usr/bin/python3", "-c", script)
+	cmd.Env = append(os.Environ(), "PYTHONPATH=../python")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got := string(out); got != "@gotune {\"val/loss\": 1}\n@gotune {}\n" {
+		t.Errorf("output %q", got)
+	}
+}

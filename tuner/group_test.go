@@ -1,0 +1,175 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+)
+
+// TestMain lets the test binary run the process workers it starts.
+func TestMain(m *testing.M) {
+	trainer.WorkerMain()
+	os.Exit(m.Run())
+}
+
+func init() {
+	// crashOnce exits the worker process at its second step the first
+	// time a trial runs (a marker file in "dir" remembers), and otherwise
+	// reports loss = x² / step with a checkpoint.
+	trainer.Register("crashOnce", func(ctx context.Context, w *trainer.Worker) error {
+		x := w.Float("x", 0)
+		start := 0
+		if rd := w.ResumeDir(); rd != "" {
+			data, err := os.ReadFile(filepath.Join(rd, "step"))
+			if err != nil {
+				return err
+			}
+			start = len(data)
+		}
+		marker := filepath.Join(w.String("dir", ""), "crashed")
+		for s := start + 1; s <= 3; s++ {
+			if _, err := os.Stat(marker); s == 2 && err != nil {
+				os.WriteFile(marker, nil, 0o644)
+				os.Exit(7)
+			}
+			dir, err := w.CheckpointDir()
+			if err != nil {
+				return err
+			}
+			os.WriteFile(filepath.Join(dir, "step"), []byte(strings.Repeat("x", s)), 0o644)
+			if err := w.Report(ctx, map[string]float64{"loss": x * x / float64(s)}, trainer.WithCheckpoint(dir)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// fixedSearcher hands out the given configurations in order.
+type fixedSearcher []map[string]any
+
+func (s fixedSearcher) Suggest(trial int) (map[string]any, error) { return s[trial-1], nil }
+func (s fixedSearcher) Observe(int, float64, bool)                {}
+
+func TestCommandSweepFailedTrialsDoNotStopIt(t *testing.T) {
+	space, _ := searchspace.New(
+		searchspace.Param{Name: "prog", Domain: searchspace.Choice{Values: []any{"sh"}}},
+		searchspace.Param{Name: "script", Domain: searchspace.Choice{Values: []any{"true"}}},
+	)
+	cfg := testConfig(t, 3)
+	cfg.Search.Space = space
+	cfg.Trainer = trainer.Config{
+		Command: []string{"{prog}", "-c", "{script}"},
+		Scaling: trainer.ScalingConfig{NumWorkers: 2, CPUsPerWorker: 0.01},
+	}
+	search := fixedSearcher{
+		{"prog": "gotune-no-such-program", "script": ""},
+		{"prog": "sh", "script": "echo 'bad --lr' >&2; exit 2"},
+		{"prog": "sh", "script": `for i in 1 2 3; do echo "@gotune {\"loss\": $i}"; done`},
+	}
+	tu, err := New(cfg, WithSearcher(search))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tu.Fit(context.Background())
+	if err != nil {
+		t.Fatalf("Fit: %v", err)
+	}
+	want := []struct{ status, err string }{
+		{storage.TrialError, "gotune-no-such-program: executable file not found"},
+		{storage.TrialError, "exited with status 2"},
+		{storage.TrialTerminated, ""},
+	}
+	for i, tr := range res.Trials {
+		if tr.Status != want[i].status || !strings.Contains(tr.Error, want[i].err) {
+			t.Errorf("trial %d: %s %q, want %s %q", tr.Number, tr.Status, tr.Error, want[i].status, want[i].err)
+		}
+	}
+	if res.Trials[1].Error != "" && !strings.Contains(res.Trials[1].Error, "bad --lr") {
+		t.Errorf("trial 2's error does not quote its log: %q", res.Trials[1].Error)
+	}
+	if res.Trials[2].Iterations != 3 {
+		t.Errorf("trial 3 made %d reports, want 3", res.Trials[2].Iterations)
+	}
+	logs := filepath.Join(filepath.Dir(cfg.Storage), "logs", cfg.Name, "trial_2", "worker_1.log")
+	if data, err := os.ReadFile(logs); err != nil || !strings.Contains(string(data), "bad --lr") {
+		t.Errorf("worker log %s: %q, %v", logs, data, err)
+	}
+}
+
+func TestCommandPlaceholdersAreValidated(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Trainer = trainer.Config{Command: []string{"python3", "train.py", "--lr={lr}"}}
+	var ce *ConfigError
+	if err := cfg.Validate(); !errors.As(err, &ce) || ce.Key != "trainer.command" || !strings.Contains(err.Error(), "{lr}") {
+		t.Errorf("got %v, want a ConfigError on trainer.command naming {lr}", err)
+	}
+	cfg.Trainer.Command = []string{"echo", "{{lr}}", "{x}"}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("escaped placeholder: %v", err)
+	}
+	if _, err := New(cfg, WithTrainFunc(quadratic)); !errors.As(err, &ce) {
+		t.Errorf("a command and a training function: got %v", err)
+	}
+}
+
+// events is an observer that records restarts.
+type events struct {
+	nopObserver
+	mu  sync.Mutex
+	got []trainer.Event
+}
+
+func (e *events) OnEvent(_ int, ev trainer.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, ev)
+}
+
+func TestProcessWorkersRestartFromCommittedCheckpoints(t *testing.T) {
+	cfg := testConfig(t, 1)
+	space, _ := searchspace.New(
+		searchspace.Param{Name: "x", Domain: searchspace.Constant{Value: 3.0}},
+		searchspace.Param{Name: "dir", Domain: searchspace.Constant{Value: t.TempDir()}},
+	)
+	cfg.Search.Space = space
+	cfg.Trainer.Failure.MaxFailures = 1
+	cfg.Trainer.Checkpoint = trainer.CheckpointConfig{NumToKeep: 1, ScoreAttribute: "loss"}
+	obs := &events{}
+	tu, err := New(cfg, WithWorkerProcess("crashOnce"), WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tu.Fit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := res.Trials[0]; tr.Status != storage.TrialTerminated || tr.Iterations != 3 || *tr.LastMetric != 3 {
+		t.Errorf("trial: %s, %d iterations, last %v", tr.Status, tr.Iterations, *tr.LastMetric)
+	}
+	if len(obs.got) != 1 || obs.got[0].Kind != trainer.EventRestart || !strings.Contains(obs.got[0].Cause, "exited with status 7") {
+		t.Errorf("events %+v", obs.got)
+	}
+	// The checkpoints are committed beside the database; loss is the
+	// objective (min), so the retention keeps the best (the latest here).
+	dir := filepath.Join(filepath.Dir(cfg.Storage), "checkpoints", cfg.Name, "trial_1")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "checkpoint_000002 checkpoint_000002.json checkpoint_000003 checkpoint_000003.json" {
+		t.Errorf("checkpoint folder holds %s", got)
+	}
+}

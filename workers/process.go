@@ -1,0 +1,461 @@
+package workers
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LaunchSpec describes one worker process. It is plain data, so that a node
+// agent can receive it over the network and start the same process on its
+// own node.
+type LaunchSpec struct {
+	// Args is the command line. Args[0] is the program: looked up in the
+	// PATH of Env when it holds no slash, taken relative to Dir when it is a
+	// relative path with a slash.
+	Args []string `json:"args"`
+	// Dir is the working directory; "" is the launcher's own.
+	Dir string `json:"dir,omitempty"`
+	// Env is the process's complete environment, as "KEY=value" entries.
+	Env []string `json:"env"`
+	// LogPath is the file that receives the process's stderr and every
+	// stdout line that is not a report line. It is appended to, and created
+	// with its folders. "" keeps no log file (the last lines are still kept
+	// in memory: see Process.Tail).
+	LogPath string `json:"log_path,omitempty"`
+	// ReportPrefix marks the stdout lines handed to the report handler
+	// instead of the log. "" hands over no line.
+	ReportPrefix string `json:"report_prefix,omitempty"`
+	// Control gives the process a private two-way byte stream on file
+	// descriptor ControlFD, for a protocol between the launcher and a
+	// process it knows (a Go worker of the same binary). The launcher's end
+	// is Process.Control.
+	Control bool `json:"control,omitempty"`
+}
+
+// ControlFD is the file descriptor of a process's control stream when its
+// LaunchSpec asks for one.
+const ControlFD = 3
+
+// tailLines is how many of a process's last log lines are kept in memory
+// for error messages.
+const tailLines = 20
+
+// maxReportLine bounds a report line; a longer line goes to the log.
+const maxReportLine = 1 << 20
+
+// Process is a running worker process and its process group. The process
+// leads a group of its own, so that stopping it stops every process it
+// started; when the leader exits, whatever is left of its group is killed,
+// so no descendant outlives it (unless it left the group on purpose, with
+// setsid). On Linux the leader is also killed if the launching process dies.
+type Process struct {
+	pid     int
+	cmd     *exec.Cmd
+	control *os.File
+	log     *processLog
+	readers sync.WaitGroup
+	done    chan struct{}
+
+	mu       sync.Mutex
+	exited   bool // the leader has exited and the rest of its group has been killed
+	err      error
+	exitedAt time.Time
+	killer   *time.Timer
+}
+
+// StartProcess starts spec's process. onReport, when not nil, receives every
+// stdout line that starts with spec.ReportPrefix, without the prefix and
+// the line end, in order, from one goroutine; while it runs, the process's
+// stdout is not read. It fails when the program cannot be found or started;
+// such an error names the program.
+func StartProcess(spec LaunchSpec, onReport func(line string)) (*Process, error) {
+	if len(spec.Args) == 0 {
+		return nil, errors.New("launch: no command")
+	}
+	path, err := lookPath(spec)
+	if err != nil {
+		return nil, err
+	}
+	log, err := openProcessLog(spec.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{log: log, done: make(chan struct{})}
+	var closeAfterStart []io.Closer
+	fail := func(err error) (*Process, error) {
+		for _, c := range closeAfterStart {
+			c.Close()
+		}
+		log.close()
+		if p.control != nil {
+			p.control.Close()
+		}
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	closeAfterStart = append(closeAfterStart, outW)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		return fail(err)
+	}
+	closeAfterStart = append(closeAfterStart, errW)
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        spec.Args,
+		Dir:         spec.Dir,
+		Env:         spec.Env,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: sysProcAttr(),
+	}
+	if cmd.Env == nil {
+		cmd.Env = []string{} // nil would mean the launcher's environment
+	}
+	if spec.Control {
+		fds, err := socketpair()
+		if err != nil {
+			outR.Close()
+			errR.Close()
+			return fail(fmt.Errorf("launch: control stream: %w", err))
+		}
+		p.control = os.NewFile(uintptr(fds[0]), "control")
+		child := os.NewFile(uintptr(fds[1]), "control")
+		closeAfterStart = append(closeAfterStart, child)
+		cmd.ExtraFiles = []*os.File{child} // descriptor 3 == ControlFD
+	}
+	if err := cmd.Start(); err != nil {
+		outR.Close()
+		errR.Close()
+		return fail(fmt.Errorf("launch %s: %w", spec.Args[0], err))
+	}
+	for _, c := range closeAfterStart {
+		c.Close()
+	}
+	p.cmd, p.pid = cmd, cmd.Process.Pid
+	p.readers.Add(2)
+	go p.readStdout(outR, spec.ReportPrefix, onReport)
+	go p.readStderr(errR)
+	go p.wait(outR, errR)
+	return p, nil
+}
+
+// socketpair returns a connected pair of Unix stream sockets, both
+// close-on-exec (ExtraFiles clears the flag on the child's copy).
+func socketpair() ([2]int, error) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return fds, err
+	}
+	syscall.CloseOnExec(fds[0])
+	syscall.CloseOnExec(fds[1])
+	return fds, nil
+}
+
+// lookPath resolves spec.Args[0] as exec.Command would, but against the
+// PATH of spec.Env and relative to spec.Dir.
+func lookPath(spec LaunchSpec) (string, error) {
+	name := spec.Args[0]
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) && spec.Dir != "" {
+			name = filepath.Join(spec.Dir, name)
+		}
+		if err := executable(name); err != nil {
+			return "", fmt.Errorf("launch %s: %w", spec.Args[0], err)
+		}
+		return name, nil
+	}
+	pathList, ok := envValue(spec.Env, "PATH")
+	if !ok {
+		pathList = os.Getenv("PATH")
+	}
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" {
+			dir = "."
+		}
+		cand := filepath.Join(dir, name)
+		if !filepath.IsAbs(cand) && spec.Dir != "" {
+			cand = filepath.Join(spec.Dir, cand)
+		}
+		if executable(cand) == nil {
+			return cand, nil
+		}
+	}
+	return "", fmt.Errorf("launch %s: %w", name, exec.ErrNotFound)
+}
+
+func executable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s: %w: not an executable file", path, exec.ErrNotFound)
+	}
+	return nil
+}
+
+func envValue(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Pid is the process's id, which is also its process group's id.
+func (p *Process) Pid() int { return p.pid }
+
+// Control is the launcher's end of the process's control stream; nil unless
+// the LaunchSpec asked for one. It is closed when the process has ended.
+func (p *Process) Control() io.ReadWriter {
+	if p.control == nil {
+		return nil
+	}
+	return p.control
+}
+
+// Done is closed once the process has exited, the rest of its process group
+// has been killed, and its output has been read to the end.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err is how the process ended, valid once Done is closed: nil for exit
+// status 0, an *ExitError otherwise.
+func (p *Process) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// ExitedAt is when the process was seen to exit, valid once Done is closed.
+func (p *Process) ExitedAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitedAt
+}
+
+// Stop asks the process group to end with SIGTERM and kills it with SIGKILL
+// if the leader has not exited after grace. It returns at once; wait on Done.
+func (p *Process) Stop(grace time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited || p.killer != nil {
+		return
+	}
+	p.signalLocked(syscall.SIGTERM)
+	p.killer = time.AfterFunc(grace, p.Kill)
+}
+
+// Kill kills the process group with SIGKILL at once. It returns at once;
+// wait on Done.
+func (p *Process) Kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.signalLocked(syscall.SIGKILL)
+}
+
+// signalLocked signals the whole group while its leader has not been reaped,
+// so that the group id cannot have been reused.
+func (p *Process) signalLocked(sig syscall.Signal) {
+	if !p.exited {
+		syscall.Kill(-p.pid, sig)
+	}
+}
+
+// Logf writes a line of gotune's own into the process's log, prefixed
+// "gotune: ", for warnings about the process's output.
+func (p *Process) Logf(format string, args ...any) {
+	p.log.write([]byte("gotune: "+fmt.Sprintf(format, args...)), false)
+}
+
+// Tail returns the last lines the process wrote to its log (stderr and
+// stdout that was not a report, without Logf's lines), oldest first.
+func (p *Process) Tail() []string { return p.log.tail() }
+
+// LogPath is the process's log file, "" when it keeps none.
+func (p *Process) LogPath() string { return p.log.path }
+
+// wait reaps the process, kills what is left of its group, and waits for
+// its output.
+func (p *Process) wait(outR, errR *os.File) {
+	err := reap(p.cmd, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.exitedAt = time.Now()
+		syscall.Kill(-p.pid, syscall.SIGKILL)
+		p.exited = true // the group is dead: no signal is sent after this
+		if p.killer != nil {
+			p.killer.Stop()
+		}
+	})
+
+	// The pipes reach end of file once every process that holds them is
+	// gone. One that escaped the group could hold them forever: stop
+	// reading after a while.
+	drained := make(chan struct{})
+	go func() { p.readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(2 * time.Second):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	p.log.close()
+
+	p.mu.Lock()
+	p.err = exitError(err)
+	p.mu.Unlock()
+	if p.control != nil {
+		p.control.Close()
+	}
+	close(p.done)
+}
+
+// ExitError is how a process that did not exit with status 0 ended.
+type ExitError struct {
+	// Code is the exit status, or -1 when a signal ended the process.
+	Code int
+	// Signal is the signal that ended the process, 0 when it exited.
+	Signal syscall.Signal
+}
+
+func (e *ExitError) Error() string {
+	if e.Code < 0 {
+		return fmt.Sprintf("was killed by signal %d (%v)", int(e.Signal), e.Signal)
+	}
+	return fmt.Sprintf("exited with status %d", e.Code)
+}
+
+func exitError(err error) error {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return &ExitError{Code: -1, Signal: ws.Signal()}
+	}
+	return &ExitError{Code: ee.ExitCode()}
+}
+
+func (p *Process) readStdout(r io.ReadCloser, prefix string, onReport func(string)) {
+	defer p.readers.Done()
+	defer r.Close()
+	pre := []byte(prefix)
+	readLines(r, func(line []byte, complete bool) {
+		if complete && len(pre) > 0 && onReport != nil && bytes.HasPrefix(line, pre) {
+			onReport(string(line[len(pre):]))
+			return
+		}
+		p.log.writeLine(line)
+	})
+}
+
+func (p *Process) readStderr(r io.ReadCloser) {
+	defer p.readers.Done()
+	defer r.Close()
+	readLines(r, func(line []byte, _ bool) { p.log.writeLine(line) })
+}
+
+// readLines calls f with each line of r, without its line end. A line
+// longer than maxReportLine is passed in pieces with complete false.
+func readLines(r io.Reader, f func(line []byte, complete bool)) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	long := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if err == bufio.ErrBufferFull {
+			if len(line) > maxReportLine {
+				f(line, false)
+				line, long = line[:0], true
+			}
+			continue
+		}
+		if len(line) > 0 {
+			line = bytes.TrimRight(line, "\r\n")
+			f(line, !long)
+		}
+		line, long = line[:0], false
+		if err != nil {
+			return
+		}
+	}
+}
+
+// processLog is a process's log file and its last lines.
+type processLog struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+	last [tailLines]string
+	n    int
+}
+
+func openProcessLog(path string) (*processLog, error) {
+	l := &processLog{path: path}
+	if path == "" {
+		return l, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("launch: log folder: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("launch: log: %w", err)
+	}
+	l.f = f
+	return l, nil
+}
+
+// writeLine logs a line of the process's output.
+func (l *processLog) writeLine(line []byte) { l.write(line, true) }
+
+func (l *processLog) write(line []byte, own bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if own {
+		l.last[l.n%tailLines] = string(line)
+		l.n++
+	}
+	if l.f != nil {
+		l.f.Write(append(line, '\n'))
+	}
+}
+
+func (l *processLog) tail() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := min(l.n, tailLines)
+	out := make([]string, 0, k)
+	for i := l.n - k; i < l.n; i++ {
+		out = append(out, l.last[i%tailLines])
+	}
+	return out
+}
+
+func (l *processLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+}

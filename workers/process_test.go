@@ -1,0 +1,225 @@
+package workers
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// shell starts sh -c script with the given report prefix and collects the
+// report lines.
+func shell(t *testing.T, script, prefix string) (*Process, *lines) {
+	t.Helper()
+	got := &lines{}
+	p, err := StartProcess(LaunchSpec{
+		Args:         []string{"sh", "-c", script},
+		Env:          os.Environ(),
+		LogPath:      filepath.Join(t.TempDir(), "logs", "worker.log"),
+		ReportPrefix: prefix,
+	}, got.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		<-p.Done()
+	})
+	return p, got
+}
+
+type lines struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (l *lines) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.l = append(l.l, s)
+}
+
+func (l *lines) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.l...)
+}
+
+func wait(t *testing.T, p *Process) error {
+	t.Helper()
+	select {
+	case <-p.Done():
+		return p.Err()
+	case <-time.After(30 * time.Second):
+		t.Fatal("the process did not end")
+		return nil
+	}
+}
+
+func TestProcessReportsLogsAndExitStatus(t *testing.T) {
+	p, got := shell(t, `echo hello; echo "@x {\"a\": 1}"; echo "@xy"; echo oops >&2; exit 3`, "@x")
+	err := wait(t, p)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 3 || err.Error() != "exited with status 3" {
+		t.Errorf("exit: got %v, want exit status 3", err)
+	}
+	if r := got.get(); len(r) != 2 || r[0] != ` {"a": 1}` || r[1] != "y" {
+		t.Errorf("report lines %q", r)
+	}
+	data, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(data)
+	if !strings.Contains(log, "hello\n") || !strings.Contains(log, "oops\n") || strings.Contains(log, "@x") {
+		t.Errorf("log:\n%s", log)
+	}
+	if tail := p.Tail(); len(tail) != 2 {
+		t.Errorf("tail %q", tail)
+	}
+}
+
+func TestProcessKillAndStop(t *testing.T) {
+	p, _ := shell(t, "sleep 100", "")
+	p.Kill()
+	var ee *ExitError
+	if err := wait(t, p); !errors.As(err, &ee) || ee.Signal != syscall.SIGKILL {
+		t.Errorf("killed: got %v", err)
+	}
+
+	p, _ = shell(t, "sleep 100", "")
+	p.Stop(time.Hour)
+	if err := wait(t, p); !errors.As(err, &ee) || ee.Signal != syscall.SIGTERM {
+		t.Errorf("stopped: got %v, want SIGTERM", err)
+	}
+
+	// A process that ignores SIGTERM is killed after the grace period.
+	p, ready := shell(t, `trap "" TERM; echo ready; sleep 100`, "ready")
+	waitFor(t, func() bool { return len(ready.get()) == 1 })
+	p.Stop(50 * time.Millisecond)
+	if err := wait(t, p); !errors.As(err, &ee) || ee.Signal != syscall.SIGKILL {
+		t.Errorf("stop ignoring SIGTERM: got %v, want SIGKILL", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 3000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition never met")
+}
+
+// gone waits until pid is gone or a zombie: a killed process closes its
+// files (our pipes) a moment before the kernel marks it a zombie.
+func gone(pid int) bool {
+	for range 500 {
+		if !alive(pid) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// alive reports whether pid is a live process (not gone, not a zombie).
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func TestProcessGroupLeavesNoOrphan(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc")
+	}
+	// The leader starts a background child and exits at once.
+	p, got := shell(t, `sleep 100 & echo "@pid $!"; exit 0`, "@pid ")
+	if err := wait(t, p); err != nil {
+		t.Fatalf("leader: %v", err)
+	}
+	r := got.get()
+	if len(r) != 1 {
+		t.Fatalf("report lines %q", r)
+	}
+	pid, err := strconv.Atoi(r[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gone(pid) {
+		t.Errorf("the leader's child %d outlived it", pid)
+	}
+
+	// Killing a running leader kills its children too.
+	p, got = shell(t, `sleep 100 & echo "@pid $!"; wait`, "@pid ")
+	waitFor(t, func() bool { return len(got.get()) == 1 })
+	pid, _ = strconv.Atoi(got.get()[0])
+	p.Kill()
+	wait(t, p)
+	if !gone(pid) {
+		t.Errorf("child %d outlived its killed leader", pid)
+	}
+}
+
+func TestProcessNotFound(t *testing.T) {
+	_, err := StartProcess(LaunchSpec{Args: []string{"gotune-no-such-program"}, Env: os.Environ()}, nil)
+	if !errors.Is(err, exec.ErrNotFound) || !strings.Contains(err.Error(), "gotune-no-such-program") {
+		t.Errorf("got %v, want exec.ErrNotFound naming the program", err)
+	}
+	dir := t.TempDir()
+	_, err = StartProcess(LaunchSpec{Args: []string{"./missing.sh"}, Dir: dir}, nil)
+	if err == nil || !strings.Contains(err.Error(), "missing.sh") {
+		t.Errorf("relative path: got %v", err)
+	}
+}
+
+func TestProcessControlStream(t *testing.T) {
+	p, err := StartProcess(LaunchSpec{
+		Args:    []string{"sh", "-c", `read line <&3; echo "got $line" >&3`},
+		Env:     os.Environ(),
+		Control: true,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(p.Control(), "hi")
+	reply, err := bufio.NewReader(p.Control()).ReadString('\n')
+	if err != nil || reply != "got hi\n" {
+		t.Errorf("control reply %q, %v", reply, err)
+	}
+	if err := wait(t, p); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestProcessLongLines(t *testing.T) {
+	// A report line over the limit goes to the log in pieces; the lines
+	// after it still work.
+	p, got := shell(t, `printf "@x "; head -c 3000000 /dev/zero | tr "\0" a; echo; echo "@x ok"`, "@x")
+	if err := wait(t, p); err != nil {
+		t.Fatal(err)
+	}
+	if r := got.get(); len(r) != 1 || r[0] != " ok" {
+		t.Errorf("report lines: %d, want just \" ok\"", len(r))
+	}
+	fi, err := os.Stat(p.LogPath())
+	if err != nil || fi.Size() < 3000000 {
+		t.Errorf("log holds %v bytes (%v), want the long line", fi.Size(), err)
+	}
+}
