@@ -1,9 +1,16 @@
 package storage
 
 // migrations[i] moves a database from schema version i to i+1. The version is
-// kept in SQLite's user_version pragma. Append only: never edit a released step.
+// kept in SQLite's user_version pragma and every step runs in one transaction
+// when the database is opened for writing. Append only: never edit a step
+// once a gotune that runs it has been released.
+//
+// Times are REAL seconds since 1970 (UTC); metrics, params and free-form data
+// are JSON objects in *_json TEXT columns. The three *_v views are the public
+// surface that `gotune query` and other SQL tools rely on; the tables may
+// change between versions, the views' columns may not.
 var migrations = []string{
-	// 1: experiments, trials and reports, with the public views.
+	// 1: the whole results schema and its public views.
 	`
 CREATE TABLE experiments (
 	id          INTEGER PRIMARY KEY,
@@ -15,6 +22,9 @@ CREATE TABLE experiments (
 	created_at  REAL NOT NULL,
 	ended_at    REAL
 );
+
+-- iterations, last_metric and best_metric summarise the trial's reports and
+-- are kept up to date by every report, so listing trials reads no reports.
 CREATE TABLE trials (
 	id            INTEGER PRIMARY KEY,
 	experiment_id INTEGER NOT NULL REFERENCES experiments(id),
@@ -30,23 +40,103 @@ CREATE TABLE trials (
 	ended_at      REAL,
 	UNIQUE (experiment_id, number)
 );
+
+-- One row per hyperparameter of a trial, for SQL that filters or groups by a
+-- parameter. value has no declared type, so it keeps the JSON value's own:
+-- REAL or INTEGER for numbers, INTEGER 0/1 for booleans, TEXT for strings.
+CREATE TABLE params (
+	trial_id INTEGER NOT NULL REFERENCES trials(id),
+	name     TEXT NOT NULL,
+	value,
+	PRIMARY KEY (trial_id, name)
+) WITHOUT ROWID;
+CREATE INDEX params_name ON params (name, value);
+
+-- objective is the experiment's metric in this report, NULL when absent.
 CREATE TABLE reports (
-	id           INTEGER PRIMARY KEY,
 	trial_id     INTEGER NOT NULL REFERENCES trials(id),
 	iteration    INTEGER NOT NULL,
 	time         REAL NOT NULL,
+	objective    REAL,
 	metrics_json TEXT NOT NULL,
-	UNIQUE (trial_id, iteration)
+	PRIMARY KEY (trial_id, iteration)
+) WITHOUT ROWID;
+
+-- A committed checkpoint; deleted_at is set when retention removes its files.
+CREATE TABLE checkpoints (
+	id           INTEGER PRIMARY KEY,
+	trial_id     INTEGER NOT NULL REFERENCES trials(id),
+	iteration    INTEGER NOT NULL,
+	path         TEXT NOT NULL,
+	metrics_json TEXT NOT NULL,
+	created_at   REAL NOT NULL,
+	deleted_at   REAL
 );
+CREATE INDEX checkpoints_trial ON checkpoints (trial_id, iteration);
+
+-- What happened to an experiment or one of its trials (start, stop, restart,
+-- promotion, scheduler decisions), in order.
+CREATE TABLE events (
+	id            INTEGER PRIMARY KEY,
+	experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+	trial_id      INTEGER REFERENCES trials(id),
+	time          REAL NOT NULL,
+	kind          TEXT NOT NULL,
+	message       TEXT NOT NULL,
+	data_json     TEXT
+);
+CREATE INDEX events_experiment ON events (experiment_id, trial_id);
+
+-- The workers of each attempt of a trial (attempt = the trial's restarts
+-- when the worker was recorded); step_rate is in steps per second.
+CREATE TABLE workers (
+	id         INTEGER PRIMARY KEY,
+	trial_id   INTEGER NOT NULL REFERENCES trials(id),
+	attempt    INTEGER NOT NULL,
+	rank       INTEGER NOT NULL,
+	node       TEXT NOT NULL,
+	pid        INTEGER,
+	status     TEXT NOT NULL,
+	log_path   TEXT,
+	step_rate  REAL,
+	started_at REAL NOT NULL,
+	updated_at REAL NOT NULL,
+	UNIQUE (trial_id, attempt, rank)
+);
+
+-- Utilisation samples of a node's GPUs (gpu_index) or of its host CPUs and
+-- memory (gpu_index NULL), optionally attributed to a worker. util is in
+-- percent, memory in bytes.
+CREATE TABLE resource_samples (
+	id            INTEGER PRIMARY KEY,
+	experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+	time          REAL NOT NULL,
+	node          TEXT NOT NULL,
+	worker_id     INTEGER REFERENCES workers(id),
+	gpu_index     INTEGER,
+	util          REAL,
+	memory_used   INTEGER,
+	memory_total  INTEGER
+);
+CREATE INDEX resource_samples_experiment ON resource_samples (experiment_id, time);
+
+CREATE VIEW experiments_v AS
+SELECT e.name, e.status, e.metric, e.mode, e.created_at,
+       (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS trials,
+       (SELECT CASE e.mode WHEN 'max' THEN max(t.best_metric) ELSE min(t.best_metric) END
+        FROM trials t WHERE t.experiment_id = e.id) AS best
+FROM experiments e;
+
 CREATE VIEW trials_v AS
 SELECT e.name AS experiment, t.number AS trial_id, t.status, t.params_json,
        t.iterations, t.last_metric, t.best_metric, t.restarts, t.error
 FROM trials t JOIN experiments e ON e.id = t.experiment_id;
+
 CREATE VIEW reports_v AS
 SELECT e.name AS experiment, t.number AS trial_id, r.iteration, r.time, r.metrics_json
 FROM reports r JOIN trials t ON t.id = r.trial_id JOIN experiments e ON e.id = t.experiment_id;
 `,
 }
 
-// SchemaVersion is the schema version this build of gotune writes.
+// SchemaVersion is the schema version this build of gotune reads and writes.
 var SchemaVersion = len(migrations)

@@ -11,19 +11,6 @@ import (
 	"time"
 )
 
-// mustOpen opens a fresh database in a temporary folder.
-func mustOpen(tb testing.TB) *DB {
-	tb.Helper()
-	db, err := Open(filepath.Join(tb.TempDir(), "gotune.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
-}
-
-func ptr(f float64) *float64 { return &f }
-
 func TestReportsUpdateTrialSummary(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []string{"min", "max"} {
@@ -142,7 +129,11 @@ func TestOpenRejectsForeignAndNewerFiles(t *testing.T) {
 	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database ", 100)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, open := range map[string]func(string) (*DB, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
+	opens := map[string]func(string) (*DB, error){
+		"Open":         func(p string) (*DB, error) { return Open(p) },
+		"OpenReadOnly": OpenReadOnly,
+	}
+	for name, open := range opens {
 		if _, err := open(junk); err == nil || !strings.Contains(err.Error(), "not a gotune results database") {
 			t.Errorf("%s(junk): got %v", name, err)
 		}
@@ -156,11 +147,9 @@ func TestOpenRejectsForeignAndNewerFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.w.Exec("PRAGMA user_version = 999"); err != nil {
-		t.Fatal(err)
-	}
 	db.Close()
-	for name, open := range map[string]func(string) (*DB, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
+	rawExec(t, newer, "PRAGMA user_version = 999")
+	for name, open := range opens {
 		if _, err := open(newer); err == nil || !strings.Contains(err.Error(), "newer than this gotune") {
 			t.Errorf("%s(newer): got %v", name, err)
 		}
