@@ -100,7 +100,7 @@ func (db *DB) QueryTrials(ctx context.Context, exp string, q TrialQuery) ([]*Tri
 	order := `t.number`
 	if q.Sort != "" {
 		metric, desc := strings.CutPrefix(q.Sort, "-")
-		key := `(SELECT json_extract(r.metrics_json, ?) FROM reports r WHERE r.trial_id = t.id ORDER BY r.iteration DESC LIMIT 1)`
+		key := `(SELECT json_extract(r.metrics_json, ?) FROM reports r WHERE r.id = t.last_report_id)`
 		if metric == e.Metric {
 			key = `t.best_metric`
 			desc = desc != (e.Mode == "max")
@@ -194,7 +194,7 @@ func (db *DB) Reports(ctx context.Context, exp string, n int) ([]Report, error) 
 
 func reports(ctx context.Context, q queryer, exp string, n int) ([]Report, error) {
 	var out []Report
-	err := eachReport(ctx, q, `WHERE e.name = ? AND t.number = ?`, []any{exp, n}, func(_ int, r Report) error {
+	err := eachReport(ctx, q, `AND t.number = ?`, []any{exp, n}, func(_ int, r Report) error {
 		out = append(out, r)
 		return nil
 	})
@@ -208,14 +208,21 @@ func (db *DB) EachReport(ctx context.Context, exp string, fn func(trial int, r R
 	if _, err := db.Experiment(ctx, exp); err != nil {
 		return err
 	}
-	return eachReport(ctx, db.r, `WHERE e.name = ?`, []any{exp}, fn)
+	return eachReport(ctx, db.r, ``, []any{exp}, fn)
 }
 
-func eachReport(ctx context.Context, q queryer, where string, args []any, fn func(trial int, r Report) error) error {
+// eachReport walks the report chains of experiment args[0]'s trials that
+// the condition and holds (more args are and's).
+func eachReport(ctx context.Context, q queryer, and string, args []any, fn func(trial int, r Report) error) error {
 	rows, err := q.QueryContext(ctx, `
-SELECT t.number, r.iteration, r.time, r.metrics_json FROM reports r
-JOIN trials t ON t.id = r.trial_id JOIN experiments e ON e.id = t.experiment_id
-`+where+` ORDER BY t.number, r.iteration`, args...)
+WITH RECURSIVE chain(trial, id) AS (
+	SELECT t.number, t.last_report_id FROM trials t JOIN experiments e ON e.id = t.experiment_id
+	WHERE e.name = ? AND t.last_report_id IS NOT NULL `+and+`
+	UNION ALL
+	SELECT c.trial, r.prev_id FROM chain c JOIN reports r ON r.id = c.id WHERE r.prev_id IS NOT NULL
+)
+SELECT c.trial, r.iteration, r.time, r.metrics_json FROM chain c JOIN reports r ON r.id = c.id
+ORDER BY c.trial, r.iteration`, args...)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -182,30 +183,17 @@ func paramValue(v any) (any, error) {
 	return string(b), err
 }
 
-const (
-	insertReport = `INSERT INTO reports (trial_id, iteration, time, objective, metrics_json) VALUES (?, ?, ?, ?, ?)`
-	// updateTrialAfterReport keeps the trial's summary: the highest
-	// iteration, the objective's value in it (or the latest report that
-	// carried it) and the best value in the experiment's direction. SET
-	// expressions see the row as it was before the update.
-	updateTrialAfterReport = `
-UPDATE trials SET
-	iterations = max(iterations, ?2),
-	last_metric = CASE WHEN ?3 IS NOT NULL AND ?2 >= iterations THEN ?3 ELSE last_metric END,
-	best_metric = CASE
-		WHEN ?3 IS NULL THEN best_metric
-		WHEN best_metric IS NULL THEN ?3
-		WHEN (SELECT mode FROM experiments e WHERE e.id = trials.experiment_id) = 'max' THEN max(best_metric, ?3)
-		ELSE min(best_metric, ?3) END
-WHERE id = ?1`
-)
+// insertReport links the report to the trial's newest, as its prev_id; the
+// schema's triggers check its order and update the trial's summary.
+const insertReport = `INSERT INTO reports (trial_id, iteration, time, objective, metrics_json, prev_id)
+VALUES (?1, ?2, ?3, ?4, ?5, (SELECT last_report_id FROM trials WHERE id = ?1))`
 
 // AddReport durably records one report of a trial and updates the trial's
 // iteration count and metric summary. objective is the value of the
 // experiment's metric in r, or nil when r does not carry it. It returns once
 // the report is committed: a nil error means a crash can no longer lose it.
-// Concurrent calls share commits. It fails when the trial already has a
-// report of r's iteration.
+// Concurrent calls share commits. r.Iteration must be greater than the
+// trial's last reported iteration (RestartTrial rewinds it).
 func (db *DB) AddReport(ctx context.Context, trialID int64, r Report, objective *float64) error {
 	m, err := json.Marshal(r.Metrics)
 	if err != nil {
@@ -217,10 +205,7 @@ func (db *DB) AddReport(ctx context.Context, trialID int64, r Report, objective 
 	}
 	ts := unixSeconds(r.Time)
 	err = db.write(ctx, func(tx *wtx) error {
-		if _, err := tx.exec(insertReport, trialID, r.Iteration, ts, obj, string(m)); err != nil {
-			return err
-		}
-		_, err := tx.exec(updateTrialAfterReport, trialID, r.Iteration, obj)
+		_, err := tx.exec(insertReport, trialID, r.Iteration, ts, obj, string(m))
 		return err
 	})
 	if err != nil {
@@ -273,31 +258,99 @@ func (db *DB) FinishTrial(ctx context.Context, trialID int64, status, errMsg str
 func (db *DB) RestartTrial(ctx context.Context, trialID int64, fromIteration int, cause string) error {
 	now := unixSeconds(db.now())
 	return db.write(ctx, func(tx *wtx) error {
-		res, err := tx.exec(`DELETE FROM reports WHERE trial_id = ? AND iteration > ?`, trialID, fromIteration)
+		var mode string
+		err := tx.queryRow(`SELECT e.mode FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = ?`, trialID).Scan(&mode)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("trial: %w", ErrNotFound)
+		}
 		if err != nil {
 			return err
 		}
-		discarded, err := res.RowsAffected()
+		chain, err := reportChain(tx.tx, trialID)
 		if err != nil {
 			return err
 		}
-		if err := mustChange(tx.exec(`
-UPDATE trials SET
-	status = ?2, error = NULL, ended_at = NULL, restarts = restarts + 1,
-	iterations = (SELECT coalesce(max(iteration), 0) FROM reports WHERE trial_id = ?1),
-	last_metric = (SELECT objective FROM reports WHERE trial_id = ?1 AND objective IS NOT NULL ORDER BY iteration DESC LIMIT 1),
-	best_metric = (SELECT CASE (SELECT mode FROM experiments e WHERE e.id = trials.experiment_id)
-		WHEN 'max' THEN max(objective) ELSE min(objective) END FROM reports WHERE trial_id = ?1)
-WHERE id = ?1`, trialID, TrialRunning)); err != nil {
+		var drop []int64
+		for len(chain) > 0 && chain[0].iteration > fromIteration {
+			drop = append(drop, chain[0].id)
+			chain = chain[1:]
+		}
+		// chain now holds the kept reports, newest first.
+		var lastID, last, best any
+		iterations := 0
+		if len(chain) > 0 {
+			lastID, iterations = chain[0].id, chain[0].iteration
+		}
+		for _, l := range chain {
+			if l.objective == nil {
+				continue
+			}
+			if last == nil {
+				last = *l.objective
+			}
+			if b, ok := best.(float64); !ok || better(mode, *l.objective, b) {
+				best = *l.objective
+			}
+		}
+		ids, err := json.Marshal(drop)
+		if err != nil {
 			return err
 		}
-		data, err := json.Marshal(map[string]any{"cause": cause, "from_iteration": fromIteration, "discarded_reports": discarded})
+		if _, err := tx.exec(`DELETE FROM reports WHERE id IN (SELECT value FROM json_each(?))`, string(ids)); err != nil {
+			return err
+		}
+		if _, err := tx.exec(`
+UPDATE trials SET status = ?, error = NULL, ended_at = NULL, restarts = restarts + 1,
+	last_report_id = ?, iterations = ?, last_metric = ?, best_metric = ?
+WHERE id = ?`, TrialRunning, lastID, iterations, last, best, trialID); err != nil {
+			return err
+		}
+		data, err := json.Marshal(map[string]any{"cause": cause, "from_iteration": fromIteration, "discarded_reports": len(drop)})
 		if err != nil {
 			return err
 		}
 		_, err = tx.exec(insertEvent, nil, trialID, now, EventRestart, cause, string(data))
 		return err
 	})
+}
+
+// better reports whether a beats b in direction mode ("min" or "max").
+func better(mode string, a, b float64) bool {
+	if mode == "max" {
+		return a > b
+	}
+	return a < b
+}
+
+// link is one report of a trial's chain.
+type link struct {
+	id        int64
+	iteration int
+	objective *float64
+}
+
+// reportChain returns the reports of trial trialID, newest first.
+func reportChain(q queryer, trialID int64) ([]link, error) {
+	rows, err := q.QueryContext(context.Background(), `
+WITH RECURSIVE chain(id) AS (
+	SELECT last_report_id FROM trials WHERE id = ?
+	UNION ALL
+	SELECT r.prev_id FROM chain c JOIN reports r ON r.id = c.id WHERE r.prev_id IS NOT NULL
+)
+SELECT r.id, r.iteration, r.objective FROM chain c JOIN reports r ON r.id = c.id ORDER BY r.iteration DESC`, trialID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []link
+	for rows.Next() {
+		var l link
+		if err := rows.Scan(&l.id, &l.iteration, &l.objective); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
 }
 
 // mustChange turns an UPDATE that matched no row into ErrNotFound.

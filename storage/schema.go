@@ -24,7 +24,9 @@ CREATE TABLE experiments (
 );
 
 -- iterations, last_metric and best_metric summarise the trial's reports and
--- are kept up to date by every report, so listing trials reads no reports.
+-- are kept up to date by every report, so listing trials reads no reports;
+-- last_report_id is the newest report, where the trial's chain of reports
+-- starts (see reports).
 CREATE TABLE trials (
 	id            INTEGER PRIMARY KEY,
 	experiment_id INTEGER NOT NULL REFERENCES experiments(id),
@@ -38,6 +40,7 @@ CREATE TABLE trials (
 	error         TEXT,
 	created_at    REAL NOT NULL,
 	ended_at      REAL,
+	last_report_id INTEGER,
 	UNIQUE (experiment_id, number)
 );
 
@@ -52,15 +55,43 @@ CREATE TABLE params (
 ) WITHOUT ROWID;
 CREATE INDEX params_name ON params (name, value);
 
--- objective is the experiment's metric in this report, NULL when absent.
+-- Reports are kept in commit order with no index by trial: a commit that
+-- holds reports of many trials then appends a few pages at the table's end
+-- instead of touching one index page per trial. Each trial's reports form a
+-- chain, newest first, from trials.last_report_id through prev_id; the
+-- iterations along a chain strictly decrease. objective is the experiment's
+-- metric in this report, NULL when absent.
 CREATE TABLE reports (
+	id           INTEGER PRIMARY KEY,
 	trial_id     INTEGER NOT NULL REFERENCES trials(id),
 	iteration    INTEGER NOT NULL,
 	time         REAL NOT NULL,
 	objective    REAL,
 	metrics_json TEXT NOT NULL,
-	PRIMARY KEY (trial_id, iteration)
-) WITHOUT ROWID;
+	prev_id      INTEGER
+);
+
+-- Every report appended to a trial makes it the trial's newest and updates
+-- the trial's summary, so the summary always agrees with the reports. A
+-- report must come after the trial's last one.
+CREATE TRIGGER reports_in_order BEFORE INSERT ON reports
+WHEN NEW.iteration <= (SELECT iterations FROM trials WHERE id = NEW.trial_id)
+BEGIN
+	SELECT RAISE(ABORT, 'the trial already reported this iteration or a later one');
+END;
+CREATE TRIGGER reports_summarise AFTER INSERT ON reports
+BEGIN
+	UPDATE trials SET
+		last_report_id = NEW.id,
+		iterations = NEW.iteration,
+		last_metric = coalesce(NEW.objective, last_metric),
+		best_metric = CASE
+			WHEN NEW.objective IS NULL THEN best_metric
+			WHEN best_metric IS NULL THEN NEW.objective
+			WHEN (SELECT mode FROM experiments e WHERE e.id = trials.experiment_id) = 'max' THEN max(best_metric, NEW.objective)
+			ELSE min(best_metric, NEW.objective) END
+	WHERE id = NEW.trial_id;
+END;
 
 -- A committed checkpoint; deleted_at is set when retention removes its files.
 CREATE TABLE checkpoints (

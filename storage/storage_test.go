@@ -60,6 +60,33 @@ func TestReportsUpdateTrialSummary(t *testing.T) {
 	}
 }
 
+func TestReportIterationsMustIncrease(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 1)
+	f.report(t, 1, 1, 0.5)
+	f.report(t, 1, 3, 0.4)
+	for _, it := range []int{3, 2, 1} {
+		loss := 0.1
+		err := db.AddReport(ctx, f.trials[0].ID(), Report{Iteration: it, Metrics: map[string]float64{"loss": loss}}, &loss)
+		if err == nil || !strings.Contains(err.Error(), "already reported") {
+			t.Errorf("iteration %d after 3: got %v", it, err)
+		}
+	}
+	loss := 0.1
+	if err := db.AddReport(ctx, 99, Report{Iteration: 1}, &loss); err == nil {
+		t.Error("a report of a missing trial was accepted")
+	}
+	reps, err := db.Reports(ctx, "e", 1)
+	if err != nil || len(reps) != 2 || reps[1].Iteration != 3 {
+		t.Errorf("reports: %+v %v", reps, err)
+	}
+	tr, _ := db.Trial(ctx, "e", 1)
+	if tr.Iterations != 3 || *tr.BestMetric != 0.4 {
+		t.Errorf("trial: %+v", tr)
+	}
+}
+
 func TestBestTrialAndViews(t *testing.T) {
 	ctx := context.Background()
 	db := mustOpen(t)

@@ -68,7 +68,7 @@ var resultChans = sync.Pool{New: func() any { return make(chan error, 1) }}
 // hotWrites are the statements a running sweep executes per report; the
 // writer prepares them once, before its connection is ever busy in a
 // transaction (with one connection, preparing later would wait on itself).
-var hotWrites = []string{insertReport, updateTrialAfterReport, insertEvent, upsertWorker, insertResourceSample}
+var hotWrites = []string{insertReport, insertEvent, upsertWorker, insertResourceSample}
 
 // startWriter prepares the hot statements on db, a pool of one connection,
 // and starts the goroutine.
