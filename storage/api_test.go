@@ -350,6 +350,44 @@ func TestResumeState(t *testing.T) {
 	}
 }
 
+func TestSnapshotSeesOneState(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 1)
+	f.report(t, 1, 1, 0.5)
+	err := db.Snapshot(ctx, func(s *DB) error {
+		before, err := s.Reports(ctx, "e", 1)
+		if err != nil {
+			return err
+		}
+		f.report(t, 1, 2, 0.4)
+		if _, err := db.CreateTrial(ctx, f.exp.ID, 2, nil); err != nil {
+			return err
+		}
+		after, err := s.Reports(ctx, "e", 1)
+		if err != nil {
+			return err
+		}
+		ts, err := s.Trials(ctx, "e")
+		if err != nil {
+			return err
+		}
+		if len(before) != 1 || len(after) != 1 || len(ts) != 1 {
+			t.Errorf("the snapshot moved: %d then %d reports, %d trials", len(before), len(after), len(ts))
+		}
+		if err := s.AddEvent(ctx, f.exp.ID, 0, "x", "", nil); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("write through a snapshot: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reps, _ := db.Reports(ctx, "e", 1); len(reps) != 2 {
+		t.Errorf("after the snapshot: %d reports, want 2", len(reps))
+	}
+}
+
 // TestPublicViews pins the columns of the three public views.
 func TestPublicViews(t *testing.T) {
 	ctx := context.Background()

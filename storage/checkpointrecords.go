@@ -84,18 +84,14 @@ func (db *DB) CheckpointRecords(ctx context.Context, exp string, trial int) ([]C
 	if _, err := db.Trial(ctx, exp, trial); err != nil {
 		return nil, err
 	}
-	return scanCheckpoints(db.r.QueryContext(ctx, selectCheckpoints+` ORDER BY c.iteration, c.id`, exp, trial))
+	return scanCheckpoints(db.rq.QueryContext(ctx, selectCheckpoints+` ORDER BY c.iteration, c.id`, exp, trial))
 }
 
 // LatestCheckpoint returns the kept checkpoint of the highest iteration of
 // trial number trial of experiment exp: where a restarted trial resumes. It
 // returns ErrNotFound when the trial has none.
 func (db *DB) LatestCheckpoint(ctx context.Context, exp string, trial int) (*CheckpointRecord, error) {
-	return latestCheckpoint(ctx, db.r, exp, trial)
-}
-
-func latestCheckpoint(ctx context.Context, q queryer, exp string, trial int) (*CheckpointRecord, error) {
-	cs, err := scanCheckpoints(q.QueryContext(ctx, selectCheckpoints+` AND c.deleted_at IS NULL ORDER BY c.iteration DESC, c.id DESC LIMIT 1`, exp, trial))
+	cs, err := scanCheckpoints(db.rq.QueryContext(ctx, selectCheckpoints+` AND c.deleted_at IS NULL ORDER BY c.iteration DESC, c.id DESC LIMIT 1`, exp, trial))
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +114,7 @@ func (db *DB) BestCheckpoint(ctx context.Context, exp string, trial int) (*Check
 	if e.Mode == "max" {
 		order = "DESC"
 	}
-	cs, err := scanCheckpoints(db.r.QueryContext(ctx, selectCheckpoints+` AND c.deleted_at IS NULL
+	cs, err := scanCheckpoints(db.rq.QueryContext(ctx, selectCheckpoints+` AND c.deleted_at IS NULL
 ORDER BY json_extract(c.metrics_json, ?3) `+order+` NULLS LAST, c.iteration DESC, c.id DESC LIMIT 1`,
 		exp, trial, jsonPath(e.Metric)))
 	if err != nil {

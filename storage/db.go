@@ -52,9 +52,11 @@ type DB struct {
 	now  func() time.Time
 	// w is nil for a database opened read-only.
 	w *writer
-	// r serves reads through read-only connections: SQLite itself refuses
-	// any statement on it that would write.
+	// r is the pool of read-only connections: SQLite itself refuses any
+	// statement on them that would write.
 	r *sql.DB
+	// rq runs the reads: r, or a read transaction on it in a Snapshot view.
+	rq queryer
 }
 
 // Option changes how Open opens a database.
@@ -113,6 +115,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 		db.r.Close()
 		return nil, err
 	}
+	db.rq = db.r
 	return db, nil
 }
 
@@ -129,7 +132,7 @@ func OpenReadOnly(path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{path: path, now: time.Now, r: r}
+	db := &DB{path: path, now: time.Now, r: r, rq: r}
 	v, err := userVersion(context.Background(), r)
 	if err != nil {
 		r.Close()

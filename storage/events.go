@@ -81,7 +81,7 @@ func (db *DB) Events(ctx context.Context, exp string, trial int) ([]Event, error
 	if _, err := db.Experiment(ctx, exp); err != nil {
 		return nil, err
 	}
-	rows, err := db.r.QueryContext(ctx, `
+	rows, err := db.rq.QueryContext(ctx, `
 SELECT coalesce(t.number, 0), v.time, v.kind, v.message, v.data_json
 FROM events v JOIN experiments e ON e.id = v.experiment_id LEFT JOIN trials t ON t.id = v.trial_id
 WHERE e.name = ?1 AND (?2 = 0 OR t.number = ?2)

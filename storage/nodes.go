@@ -63,7 +63,7 @@ func (db *DB) Workers(ctx context.Context, exp string, trial int) ([]WorkerRecor
 	if _, err := db.Trial(ctx, exp, trial); err != nil {
 		return nil, err
 	}
-	rows, err := db.r.QueryContext(ctx, `
+	rows, err := db.rq.QueryContext(ctx, `
 SELECT w.id, w.attempt, w.rank, w.node, coalesce(w.pid, 0), w.status, coalesce(w.log_path, ''),
 	coalesce(w.step_rate, 0), w.started_at, w.updated_at
 FROM workers w JOIN trials t ON t.id = w.trial_id JOIN experiments e ON e.id = t.experiment_id
@@ -146,7 +146,7 @@ func (db *DB) ResourceSamples(ctx context.Context, exp string, since time.Time) 
 	if !since.IsZero() {
 		from = unixSeconds(since)
 	}
-	rows, err := db.r.QueryContext(ctx, `
+	rows, err := db.rq.QueryContext(ctx, `
 SELECT time, node, coalesce(worker_id, 0), coalesce(gpu_index, ?), util, memory_used, memory_total
 FROM resource_samples WHERE experiment_id = ? AND time >= ? ORDER BY time, id`, NoGPU, e.ID, from)
 	if err != nil {

@@ -9,18 +9,14 @@ import (
 	"strings"
 )
 
-// queryer is what the reads need of a *sql.DB or a read transaction.
+// queryer is what reads need of a *sql.DB or a transaction.
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // Experiment returns the experiment called name, or ErrNotFound.
 func (db *DB) Experiment(ctx context.Context, name string) (*Experiment, error) {
-	return experiment(ctx, db.r, name)
-}
-
-func experiment(ctx context.Context, q queryer, name string) (*Experiment, error) {
-	rows, err := experiments(ctx, q, `WHERE e.name = ?`, name)
+	rows, err := db.experiments(ctx, `WHERE e.name = ?`, name)
 	if err != nil {
 		return nil, err
 	}
@@ -32,11 +28,11 @@ func experiment(ctx context.Context, q queryer, name string) (*Experiment, error
 
 // Experiments lists every experiment, oldest first.
 func (db *DB) Experiments(ctx context.Context) ([]*Experiment, error) {
-	return experiments(ctx, db.r, "")
+	return db.experiments(ctx, "")
 }
 
-func experiments(ctx context.Context, q queryer, where string, args ...any) ([]*Experiment, error) {
-	rows, err := q.QueryContext(ctx, `
+func (db *DB) experiments(ctx context.Context, where string, args ...any) ([]*Experiment, error) {
+	rows, err := db.rq.QueryContext(ctx, `
 SELECT e.id, v.name, v.status, v.metric, v.mode, e.config_json, v.created_at, v.trials, v.best
 FROM experiments_v v JOIN experiments e ON e.name = v.name `+where+` ORDER BY e.id`, args...)
 	if err != nil {
@@ -118,7 +114,7 @@ func (db *DB) QueryTrials(ctx context.Context, exp string, q TrialQuery) ([]*Tri
 	if q.Limit > 0 {
 		tail += fmt.Sprintf(` LIMIT %d`, q.Limit)
 	}
-	return trials(ctx, db.r, tail, args...)
+	return db.trials(ctx, tail, args...)
 }
 
 // jsonPath is the SQLite JSON path of a top-level key.
@@ -131,7 +127,7 @@ func (db *DB) Trial(ctx context.Context, exp string, n int) (*Trial, error) {
 	if _, err := db.Experiment(ctx, exp); err != nil {
 		return nil, err
 	}
-	ts, err := trials(ctx, db.r, `WHERE e.name = ? AND t.number = ?`, exp, n)
+	ts, err := db.trials(ctx, `WHERE e.name = ? AND t.number = ?`, exp, n)
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +154,8 @@ func (db *DB) BestTrial(ctx context.Context, exp string) (*Trial, error) {
 	return ts[0], nil
 }
 
-func trials(ctx context.Context, q queryer, tail string, args ...any) ([]*Trial, error) {
-	rows, err := q.QueryContext(ctx, `
+func (db *DB) trials(ctx context.Context, tail string, args ...any) ([]*Trial, error) {
+	rows, err := db.rq.QueryContext(ctx, `
 SELECT t.id, e.name, t.number, t.status, t.params_json, t.iterations, t.last_metric,
 	t.best_metric, t.restarts, coalesce(t.error, '')
 FROM trials t JOIN experiments e ON e.id = t.experiment_id `+tail, args...)
@@ -189,12 +185,8 @@ func (db *DB) Reports(ctx context.Context, exp string, n int) ([]Report, error) 
 	if _, err := db.Trial(ctx, exp, n); err != nil {
 		return nil, err
 	}
-	return reports(ctx, db.r, exp, n)
-}
-
-func reports(ctx context.Context, q queryer, exp string, n int) ([]Report, error) {
 	var out []Report
-	err := eachReport(ctx, q, `AND t.number = ?`, []any{exp, n}, func(_ int, r Report) error {
+	err := db.eachReport(ctx, `AND t.number = ?`, []any{exp, n}, func(_ int, r Report) error {
 		out = append(out, r)
 		return nil
 	})
@@ -208,13 +200,13 @@ func (db *DB) EachReport(ctx context.Context, exp string, fn func(trial int, r R
 	if _, err := db.Experiment(ctx, exp); err != nil {
 		return err
 	}
-	return eachReport(ctx, db.r, ``, []any{exp}, fn)
+	return db.eachReport(ctx, ``, []any{exp}, fn)
 }
 
 // eachReport walks the report chains of experiment args[0]'s trials that
 // the condition and holds (more args are and's).
-func eachReport(ctx context.Context, q queryer, and string, args []any, fn func(trial int, r Report) error) error {
-	rows, err := q.QueryContext(ctx, `
+func (db *DB) eachReport(ctx context.Context, and string, args []any, fn func(trial int, r Report) error) error {
+	rows, err := db.rq.QueryContext(ctx, `
 WITH RECURSIVE chain(trial, id) AS (
 	SELECT t.number, t.last_report_id FROM trials t JOIN experiments e ON e.id = t.experiment_id
 	WHERE e.name = ? AND t.last_report_id IS NOT NULL `+and+`
@@ -252,7 +244,7 @@ func (db *DB) MetricNames(ctx context.Context, exp string) ([]string, error) {
 	if _, err := db.Experiment(ctx, exp); err != nil {
 		return nil, err
 	}
-	rows, err := db.r.QueryContext(ctx, `
+	rows, err := db.rq.QueryContext(ctx, `
 SELECT DISTINCT j.key FROM reports r JOIN trials t ON t.id = r.trial_id
 JOIN experiments e ON e.id = t.experiment_id, json_each(r.metrics_json) j
 WHERE e.name = ? ORDER BY j.key`, exp)
@@ -275,5 +267,18 @@ WHERE e.name = ? ORDER BY j.key`, exp)
 // connection: SQLite itself refuses a statement that would write. Close the
 // rows when done.
 func (db *DB) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return db.r.QueryContext(ctx, query, args...)
+	return db.rq.QueryContext(ctx, query, args...)
+}
+
+// Snapshot calls fn with a view of the database whose reads all see one
+// committed state, however much is written meanwhile: they run in one read
+// transaction, which ends when fn returns. Writes through the view fail
+// with ErrReadOnly.
+func (db *DB) Snapshot(ctx context.Context, fn func(view *DB) error) error {
+	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(&DB{path: db.path, now: db.now, r: db.r, rq: tx})
 }

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 )
@@ -36,34 +35,36 @@ func (s TrialState) Unfinished() bool {
 }
 
 // ResumeState reads experiment exp's trials, their reports and their latest
-// checkpoints in one read transaction. It fails with ErrNotFound when there
-// is no such experiment. Hold the experiment's lock (LockExperiment) while
-// acting on it, so that no other run changes it meanwhile.
+// checkpoints from one snapshot. It fails with ErrNotFound when there is no
+// such experiment. Hold the experiment's lock (LockExperiment) while acting
+// on it, so that no other run changes it meanwhile.
 func (db *DB) ResumeState(ctx context.Context, exp string) (*ResumeState, error) {
-	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	e, err := experiment(ctx, tx, exp)
-	if err != nil {
-		return nil, err
-	}
-	ts, err := trials(ctx, tx, `WHERE e.name = ? ORDER BY t.number`, exp)
-	if err != nil {
-		return nil, err
-	}
-	st := &ResumeState{Experiment: e, Trials: make([]TrialState, len(ts))}
-	for i, t := range ts {
-		s := TrialState{Trial: t}
-		if s.Reports, err = reports(ctx, tx, exp, t.Number); err != nil {
-			return nil, err
+	var st *ResumeState
+	err := db.Snapshot(ctx, func(s *DB) error {
+		e, err := s.Experiment(ctx, exp)
+		if err != nil {
+			return err
 		}
-		s.Checkpoint, err = latestCheckpoint(ctx, tx, exp, t.Number)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("trial %d: %w", t.Number, err)
+		ts, err := s.Trials(ctx, exp)
+		if err != nil {
+			return err
 		}
-		st.Trials[i] = s
+		st = &ResumeState{Experiment: e, Trials: make([]TrialState, len(ts))}
+		for i, t := range ts {
+			state := TrialState{Trial: t}
+			if state.Reports, err = s.Reports(ctx, exp, t.Number); err != nil {
+				return err
+			}
+			state.Checkpoint, err = s.LatestCheckpoint(ctx, exp, t.Number)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("trial %d: %w", t.Number, err)
+			}
+			st.Trials[i] = state
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return st, nil
 }
