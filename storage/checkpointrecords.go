@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -32,15 +31,12 @@ func (c *CheckpointRecord) Kept() bool { return c.DeletedAt.IsZero() }
 // report of iteration of the trial with database id trialID, and returns
 // the record's id.
 func (db *DB) RecordCheckpoint(ctx context.Context, trialID int64, iteration int, path string, metrics map[string]float64) (int64, error) {
-	m, err := json.Marshal(metrics)
-	if err != nil {
-		return 0, fmt.Errorf("encode checkpoint metrics: %w", err)
-	}
+	m := encodeMetrics(metrics)
 	now := unixSeconds(db.now())
 	var id int64
-	err = db.write(ctx, func(tx *wtx) error {
+	err := db.write(ctx, func(tx *wtx) error {
 		res, err := tx.exec(`INSERT INTO checkpoints (trial_id, iteration, path, metrics_json, created_at) VALUES (?, ?, ?, ?, ?)`,
-			trialID, iteration, path, string(m), now)
+			trialID, iteration, path, m, now)
 		if err != nil {
 			return err
 		}
@@ -140,7 +136,7 @@ func scanCheckpoints(rows *sql.Rows, err error) ([]CheckpointRecord, error) {
 		if err := rows.Scan(&c.ID, &c.Trial, &c.Iteration, &c.Path, &m, &created, &deleted); err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal([]byte(m), &c.Metrics); err != nil {
+		if c.Metrics, err = decodeMetrics(m); err != nil {
 			return nil, fmt.Errorf("checkpoint %d: decode metrics: %w", c.ID, err)
 		}
 		c.CreatedAt = fromUnixSeconds(created)

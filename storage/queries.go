@@ -228,7 +228,7 @@ ORDER BY c.trial, r.iteration`, args...)
 			return err
 		}
 		r.Time = fromUnixSeconds(ts)
-		if err := json.Unmarshal([]byte(m), &r.Metrics); err != nil {
+		if r.Metrics, err = decodeMetrics(m); err != nil {
 			return fmt.Errorf("trial %d: decode report %d: %w", n, r.Iteration, err)
 		}
 		if err := fn(n, r); err != nil {

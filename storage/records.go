@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -190,22 +191,20 @@ VALUES (?1, ?2, ?3, ?4, ?5, (SELECT last_report_id FROM trials WHERE id = ?1))`
 
 // AddReport durably records one report of a trial and updates the trial's
 // iteration count and metric summary. objective is the value of the
-// experiment's metric in r, or nil when r does not carry it. It returns once
+// experiment's metric in r, or nil when r does not carry it; a NaN counts
+// as not carried. Metrics may be NaN or infinite. It returns once
 // the report is committed: a nil error means a crash can no longer lose it.
 // Concurrent calls share commits. r.Iteration must be greater than the
 // trial's last reported iteration (RestartTrial rewinds it).
 func (db *DB) AddReport(ctx context.Context, trialID int64, r Report, objective *float64) error {
-	m, err := json.Marshal(r.Metrics)
-	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
+	m := encodeMetrics(r.Metrics)
 	var obj any
-	if objective != nil {
+	if objective != nil && !math.IsNaN(*objective) {
 		obj = *objective
 	}
 	ts := unixSeconds(r.Time)
-	err = db.write(ctx, func(tx *wtx) error {
-		_, err := tx.exec(insertReport, trialID, r.Iteration, ts, obj, string(m))
+	err := db.write(ctx, func(tx *wtx) error {
+		_, err := tx.exec(insertReport, trialID, r.Iteration, ts, obj, m)
 		return err
 	})
 	if err != nil {

@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -243,4 +245,46 @@ func TestReadersDuringWrites(t *testing.T) {
 		last = ts[0].Iterations
 	}
 	wg.Wait()
+}
+
+func TestMetricsKeepNaNAndInfinities(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 1)
+	m := map[string]float64{"loss": math.NaN(), "grad": math.Inf(1), "neg": math.Inf(-1), "tiny": 1e-9, "big": 1e300, `we"ird<key>`: 2}
+	nan := math.NaN()
+	if err := db.AddReport(ctx, f.trials[0].ID(), Report{Iteration: 1, Metrics: m}, &nan); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := db.Reports(ctx, "e", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := reps[0].Metrics
+	if !math.IsNaN(got["loss"]) || !math.IsInf(got["grad"], 1) || !math.IsInf(got["neg"], -1) || got["tiny"] != 1e-9 || got["big"] != 1e300 || got[`we"ird<key>`] != 2 {
+		t.Errorf("metrics came back as %v", got)
+	}
+	tr, _ := db.Trial(ctx, "e", 1)
+	if tr.BestMetric != nil || tr.LastMetric != nil || tr.Iterations != 1 {
+		t.Errorf("a NaN objective counted: %+v", tr)
+	}
+	var tiny float64
+	var grad string
+	if err := db.r.QueryRow(`SELECT json_extract(metrics_json, '$.tiny'), json_extract(metrics_json, '$.grad') FROM reports`).Scan(&tiny, &grad); err != nil || tiny != 1e-9 || grad != "Infinity" {
+		t.Errorf("metrics_json as SQL sees it: %v %q %v", tiny, grad, err)
+	}
+}
+
+func TestEncodeMetricsMatchesEncodingJSON(t *testing.T) {
+	m := map[string]float64{"a": 0, "b": -1.5, "c": 1e-7, "d": 1e21, "e": 123456789, "f": 0.1, "g": -2e-300, "h\n": 1}
+	want, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := encodeMetrics(m); got != string(want) {
+		t.Errorf("encodeMetrics:\n got %s\nwant %s", got, want)
+	}
+	if got := encodeMetrics(nil); got != "{}" {
+		t.Errorf("encodeMetrics(nil) = %s", got)
+	}
 }
