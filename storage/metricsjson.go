@@ -42,7 +42,8 @@ func AppendJSONFloat(b []byte, f float64) []byte {
 	return b
 }
 
-// encodeMetrics renders m as a JSON object with sorted keys.
+// encodeMetrics renders m as a JSON object with sorted keys. As with
+// encoding/json, invalid UTF-8 in a key becomes U+FFFD.
 func encodeMetrics(m map[string]float64) string {
 	keys := slices.Sorted(maps.Keys(m))
 	b := make([]byte, 0, 2+len(m)*24)

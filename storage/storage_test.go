@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestReportsUpdateTrialSummary(t *testing.T) {
@@ -287,4 +288,32 @@ func TestEncodeMetricsMatchesEncodingJSON(t *testing.T) {
 	if got := encodeMetrics(nil); got != "{}" {
 		t.Errorf("encodeMetrics(nil) = %s", got)
 	}
+}
+
+// FuzzMetricsRoundTrip checks that whatever metrics a trial reports come
+// back from the database's JSON as they went in.
+func FuzzMetricsRoundTrip(f *testing.F) {
+	f.Add("loss", 0.5, "acc", math.Inf(1))
+	f.Add("", math.NaN(), "\x00\"<\u2028", -1e-300)
+	f.Add("a", 1e21, "b", -0.0)
+	f.Fuzz(func(t *testing.T, k1 string, v1 float64, k2 string, v2 float64) {
+		if !utf8.ValidString(k1) || !utf8.ValidString(k2) {
+			t.Skip("JSON keys are UTF-8; invalid bytes become U+FFFD, as with encoding/json")
+		}
+		m := map[string]float64{k1: v1, k2: v2}
+		s := encodeMetrics(m)
+		if !json.Valid([]byte(s)) {
+			t.Fatalf("not JSON: %s", s)
+		}
+		got, err := decodeMetrics(s)
+		if err != nil {
+			t.Fatalf("decode %s: %v", s, err)
+		}
+		for k, v := range m {
+			g, ok := got[k]
+			if !ok || !(g == v || math.IsNaN(g) && math.IsNaN(v)) {
+				t.Fatalf("%q: %v came back as %v (%s)", k, v, g, s)
+			}
+		}
+	})
 }
