@@ -96,9 +96,9 @@ func (db *DB) QueryTrials(ctx context.Context, exp string, q TrialQuery) ([]*Tri
 	order := `t.number`
 	if q.Sort != "" {
 		metric, desc := strings.CutPrefix(q.Sort, "-")
-		key := `(SELECT json_extract(r.metrics_json, ?) FROM reports r WHERE r.id = t.last_report_id)`
+		key := `(SELECT json_extract(r.metrics_json, ?) FROM reports r WHERE r.id = p.last_report_id)`
 		if metric == e.Metric {
-			key = `t.best_metric`
+			key = `p.best_metric`
 			desc = desc != (e.Mode == "max")
 		} else {
 			args = append(args, jsonPath(metric))
@@ -156,9 +156,9 @@ func (db *DB) BestTrial(ctx context.Context, exp string) (*Trial, error) {
 
 func (db *DB) trials(ctx context.Context, tail string, args ...any) ([]*Trial, error) {
 	rows, err := db.rq.QueryContext(ctx, `
-SELECT t.id, e.name, t.number, t.status, t.params_json, t.iterations, t.last_metric,
-	t.best_metric, t.restarts, coalesce(t.error, '')
-FROM trials t JOIN experiments e ON e.id = t.experiment_id `+tail, args...)
+SELECT t.id, e.name, t.number, t.status, t.params_json, p.iterations, p.last_metric,
+	p.best_metric, t.restarts, coalesce(t.error, '')
+FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id `+tail, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +208,9 @@ func (db *DB) EachReport(ctx context.Context, exp string, fn func(trial int, r R
 func (db *DB) eachReport(ctx context.Context, and string, args []any, fn func(trial int, r Report) error) error {
 	rows, err := db.rq.QueryContext(ctx, `
 WITH RECURSIVE chain(trial, id) AS (
-	SELECT t.number, t.last_report_id FROM trials t JOIN experiments e ON e.id = t.experiment_id
-	WHERE e.name = ? AND t.last_report_id IS NOT NULL `+and+`
+	SELECT t.number, p.last_report_id
+	FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id
+	WHERE e.name = ? AND p.last_report_id IS NOT NULL `+and+`
 	UNION ALL
 	SELECT c.trial, r.prev_id FROM chain c JOIN reports r ON r.id = c.id WHERE r.prev_id IS NOT NULL
 )

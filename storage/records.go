@@ -159,6 +159,10 @@ func (db *DB) CreateTrial(ctx context.Context, expID int64, number int, params m
 		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
+		if _, err := tx.exec(`INSERT INTO trial_progress (trial_id, maximize)
+SELECT ?, mode = 'max' FROM experiments WHERE id = ?`, id, expID); err != nil {
+			return err
+		}
 		for k, v := range values {
 			if _, err := tx.exec(insertParam, id, k, v); err != nil {
 				return err
@@ -187,7 +191,7 @@ func paramValue(v any) (any, error) {
 // insertReport links the report to the trial's newest, as its prev_id; the
 // schema's triggers check its order and update the trial's summary.
 const insertReport = `INSERT INTO reports (trial_id, iteration, time, objective, metrics_json, prev_id)
-VALUES (?1, ?2, ?3, ?4, ?5, (SELECT last_report_id FROM trials WHERE id = ?1))`
+VALUES (?1, ?2, ?3, ?4, ?5, (SELECT last_report_id FROM trial_progress WHERE trial_id = ?1))`
 
 // AddReport durably records one report of a trial and updates the trial's
 // iteration count and metric summary. objective is the value of the
@@ -257,8 +261,8 @@ func (db *DB) FinishTrial(ctx context.Context, trialID int64, status, errMsg str
 func (db *DB) RestartTrial(ctx context.Context, trialID int64, fromIteration int, cause string) error {
 	now := unixSeconds(db.now())
 	return db.write(ctx, func(tx *wtx) error {
-		var mode string
-		err := tx.queryRow(`SELECT e.mode FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = ?`, trialID).Scan(&mode)
+		var maximize bool
+		err := tx.queryRow(`SELECT maximize FROM trial_progress WHERE trial_id = ?`, trialID).Scan(&maximize)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("trial: %w", ErrNotFound)
 		}
@@ -287,7 +291,7 @@ func (db *DB) RestartTrial(ctx context.Context, trialID int64, fromIteration int
 			if last == nil {
 				last = *l.objective
 			}
-			if b, ok := best.(float64); !ok || better(mode, *l.objective, b) {
+			if b, ok := best.(float64); !ok || maximize && *l.objective > b || !maximize && *l.objective < b {
 				best = *l.objective
 			}
 		}
@@ -298,10 +302,12 @@ func (db *DB) RestartTrial(ctx context.Context, trialID int64, fromIteration int
 		if _, err := tx.exec(`DELETE FROM reports WHERE id IN (SELECT value FROM json_each(?))`, string(ids)); err != nil {
 			return err
 		}
-		if _, err := tx.exec(`
-UPDATE trials SET status = ?, error = NULL, ended_at = NULL, restarts = restarts + 1,
-	last_report_id = ?, iterations = ?, last_metric = ?, best_metric = ?
-WHERE id = ?`, TrialRunning, lastID, iterations, last, best, trialID); err != nil {
+		if _, err := tx.exec(`UPDATE trials SET status = ?, error = NULL, ended_at = NULL, restarts = restarts + 1 WHERE id = ?`,
+			TrialRunning, trialID); err != nil {
+			return err
+		}
+		if _, err := tx.exec(`UPDATE trial_progress SET last_report_id = ?, iterations = ?, last_metric = ?, best_metric = ? WHERE trial_id = ?`,
+			lastID, iterations, last, best, trialID); err != nil {
 			return err
 		}
 		data, err := json.Marshal(map[string]any{"cause": cause, "from_iteration": fromIteration, "discarded_reports": len(drop)})
@@ -311,14 +317,6 @@ WHERE id = ?`, TrialRunning, lastID, iterations, last, best, trialID); err != ni
 		_, err = tx.exec(insertEvent, nil, trialID, now, EventRestart, cause, string(data))
 		return err
 	})
-}
-
-// better reports whether a beats b in direction mode ("min" or "max").
-func better(mode string, a, b float64) bool {
-	if mode == "max" {
-		return a > b
-	}
-	return a < b
 }
 
 // link is one report of a trial's chain.
@@ -332,7 +330,7 @@ type link struct {
 func reportChain(q queryer, trialID int64) ([]link, error) {
 	rows, err := q.QueryContext(context.Background(), `
 WITH RECURSIVE chain(id) AS (
-	SELECT last_report_id FROM trials WHERE id = ?
+	SELECT last_report_id FROM trial_progress WHERE trial_id = ?
 	UNION ALL
 	SELECT r.prev_id FROM chain c JOIN reports r ON r.id = c.id WHERE r.prev_id IS NOT NULL
 )

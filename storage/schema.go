@@ -23,26 +23,33 @@ CREATE TABLE experiments (
 	ended_at    REAL
 );
 
--- iterations, last_metric and best_metric summarise the trial's reports and
--- are kept up to date by every report, so listing trials reads no reports;
--- last_report_id is the newest report, where the trial's chain of reports
--- starts (see reports).
 CREATE TABLE trials (
 	id            INTEGER PRIMARY KEY,
 	experiment_id INTEGER NOT NULL REFERENCES experiments(id),
 	number        INTEGER NOT NULL,
 	status        TEXT NOT NULL,
 	params_json   TEXT NOT NULL,
-	iterations    INTEGER NOT NULL DEFAULT 0,
-	last_metric   REAL,
-	best_metric   REAL,
 	restarts      INTEGER NOT NULL DEFAULT 0,
 	error         TEXT,
 	created_at    REAL NOT NULL,
 	ended_at      REAL,
-	last_report_id INTEGER,
 	UNIQUE (experiment_id, number)
 );
+
+-- The summary of each trial's reports, kept up to date by every report so
+-- that listing trials reads no reports: the last iteration, the objective's
+-- latest and best values, and the newest report, where the trial's chain of
+-- reports starts (see reports). It is a table of its own, narrow, so that
+-- a commit of reports from many trials dirties few pages; maximize copies
+-- the experiment's mode ('max').
+CREATE TABLE trial_progress (
+	trial_id       INTEGER PRIMARY KEY REFERENCES trials(id),
+	maximize       INTEGER NOT NULL,
+	iterations     INTEGER NOT NULL DEFAULT 0,
+	last_metric    REAL,
+	best_metric    REAL,
+	last_report_id INTEGER
+) WITHOUT ROWID;
 
 -- One row per hyperparameter of a trial, for SQL that filters or groups by a
 -- parameter. value has no declared type, so it keeps the JSON value's own:
@@ -58,7 +65,7 @@ CREATE INDEX params_name ON params (name, value);
 -- Reports are kept in commit order with no index by trial: a commit that
 -- holds reports of many trials then appends a few pages at the table's end
 -- instead of touching one index page per trial. Each trial's reports form a
--- chain, newest first, from trials.last_report_id through prev_id; the
+-- chain, newest first, from trial_progress.last_report_id through prev_id; the
 -- iterations along a chain strictly decrease. objective is the experiment's
 -- metric in this report, NULL when absent.
 CREATE TABLE reports (
@@ -75,22 +82,22 @@ CREATE TABLE reports (
 -- the trial's summary, so the summary always agrees with the reports. A
 -- report must come after the trial's last one.
 CREATE TRIGGER reports_in_order BEFORE INSERT ON reports
-WHEN NEW.iteration <= (SELECT iterations FROM trials WHERE id = NEW.trial_id)
+WHEN NEW.iteration <= (SELECT iterations FROM trial_progress WHERE trial_id = NEW.trial_id)
 BEGIN
 	SELECT RAISE(ABORT, 'the trial already reported this iteration or a later one');
 END;
 CREATE TRIGGER reports_summarise AFTER INSERT ON reports
 BEGIN
-	UPDATE trials SET
+	UPDATE trial_progress SET
 		last_report_id = NEW.id,
 		iterations = NEW.iteration,
 		last_metric = coalesce(NEW.objective, last_metric),
 		best_metric = CASE
 			WHEN NEW.objective IS NULL THEN best_metric
 			WHEN best_metric IS NULL THEN NEW.objective
-			WHEN (SELECT mode FROM experiments e WHERE e.id = trials.experiment_id) = 'max' THEN max(best_metric, NEW.objective)
+			WHEN maximize THEN max(best_metric, NEW.objective)
 			ELSE min(best_metric, NEW.objective) END
-	WHERE id = NEW.trial_id;
+	WHERE trial_id = NEW.trial_id;
 END;
 
 -- A committed checkpoint; deleted_at is set when retention removes its files.
@@ -154,14 +161,14 @@ CREATE INDEX resource_samples_experiment ON resource_samples (experiment_id, tim
 CREATE VIEW experiments_v AS
 SELECT e.name, e.status, e.metric, e.mode, e.created_at,
        (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS trials,
-       (SELECT CASE e.mode WHEN 'max' THEN max(t.best_metric) ELSE min(t.best_metric) END
-        FROM trials t WHERE t.experiment_id = e.id) AS best
+       (SELECT CASE e.mode WHEN 'max' THEN max(p.best_metric) ELSE min(p.best_metric) END
+        FROM trials t JOIN trial_progress p ON p.trial_id = t.id WHERE t.experiment_id = e.id) AS best
 FROM experiments e;
 
 CREATE VIEW trials_v AS
 SELECT e.name AS experiment, t.number AS trial_id, t.status, t.params_json,
-       t.iterations, t.last_metric, t.best_metric, t.restarts, t.error
-FROM trials t JOIN experiments e ON e.id = t.experiment_id;
+       p.iterations, p.last_metric, p.best_metric, t.restarts, t.error
+FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id;
 
 CREATE VIEW reports_v AS
 SELECT e.name AS experiment, t.number AS trial_id, r.iteration, r.time, r.metrics_json
