@@ -540,3 +540,37 @@ func TestOpenOtherSQLiteAndEmptyFiles(t *testing.T) {
 	}
 	db.Close()
 }
+
+// TestConcurrentOpensOfANewDatabase opens one new file from many handles
+// at once, as two runs started together would: each migrates or sees the
+// migration done, and all can write.
+func TestConcurrentOpensOfANewDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gotune.db")
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			db, err := Open(path)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer db.Close()
+			_, err = db.CreateExperiment(context.Background(), string(rune('a'+i)), "m", "min", nil)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if exps, err := ro.Experiments(context.Background()); err != nil || len(exps) != n {
+		t.Errorf("%d experiments, %v", len(exps), err)
+	}
+}

@@ -14,5 +14,14 @@
 // Besides its tables, the schema has three views that are a stable, public
 // surface for SQL tools: experiments_v, trials_v and reports_v.
 //
+// A run that continues an interrupted experiment takes LockExperiment (held
+// until it ends; the operating system drops it if the process dies), reads
+// ResumeState, calls ResumeExperiment, keeps the finished trials, restarts
+// each unfinished one with RestartTrial from its Checkpoint's iteration (0
+// without one) and runs it from Checkpoint.Path, and numbers new trials
+// after the last. A write that fails with ErrDiskFull committed nothing and
+// left everything before it intact: end the run there, and the experiment
+// can be resumed once there is space.
+//
 // The package imports nothing else of gotune's.
 package storage
