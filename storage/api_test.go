@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,7 +154,7 @@ func TestRestartTrialRewindsReports(t *testing.T) {
 			t.Errorf("events: %v", kinds)
 		}
 		last := evs[len(evs)-1]
-		if last.Message != "worker 1 exited with status 137" || !strings.Contains(string(last.Data), `"discarded_reports":`+string(rune('0'+4-tt.from))) {
+		if last.Message != "worker 1 exited with status 137" || !strings.Contains(string(last.Data), fmt.Sprintf(`"discarded_reports":%d`, 4-tt.from)) {
 			t.Errorf("restart event: %+v %s", last, last.Data)
 		}
 	}
@@ -229,7 +230,7 @@ func TestWorkersAndResourceSamples(t *testing.T) {
 	}
 	var got []string
 	for _, w := range ws {
-		got = append(got, strings.Join([]string{string(rune('0' + w.Attempt)), string(rune('0' + w.Rank)), w.Node, w.LogPath}, " "))
+		got = append(got, fmt.Sprintf("%d %d %s %s", w.Attempt, w.Rank, w.Node, w.LogPath))
 	}
 	if want := []string{"0 0 n1 /logs/0", "0 1 n1 ", "1 0 n2 "}; !slices.Equal(got, want) {
 		t.Errorf("workers %q, want %q", got, want)
@@ -326,7 +327,7 @@ func TestResumeState(t *testing.T) {
 		if s.Checkpoint != nil {
 			ck = s.Checkpoint.Path
 		}
-		got = append(got, strings.Join([]string{s.Trial.Status, string(rune('0' + len(s.Reports))), ck}, " "))
+		got = append(got, fmt.Sprintf("%s %d %s", s.Trial.Status, len(s.Reports), ck))
 		if s.Unfinished() == (s.Trial.Status == TrialTerminated) {
 			t.Errorf("trial %d %s: unfinished %v", s.Trial.Number, s.Trial.Status, s.Unfinished())
 		}

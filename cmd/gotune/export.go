@@ -150,18 +150,13 @@ func exportJSON(c *cli.Context, db *storage.DB, exp string) error {
 // unixSeconds is a report's time as reports_v has it.
 func unixSeconds(r storage.Report) float64 { return float64(r.Time.UnixNano()) / 1e9 }
 
-// paramText renders a param's value in a CSV cell.
+// paramText renders a param's value in a CSV cell: a list or an object as
+// JSON, anything else as query prints it.
 func paramText(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case bool:
-		return strconv.FormatBool(x)
+	switch v.(type) {
+	case []any, map[string]any:
+		b, _ := json.Marshal(v) // decoded from JSON, so it encodes again
+		return string(b)
 	}
-	b, _ := json.Marshal(v) // decoded from JSON, so it encodes again
-	return string(b)
+	return sqlText(v)
 }
