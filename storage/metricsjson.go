@@ -3,7 +3,6 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -45,8 +44,14 @@ func AppendJSONFloat(b []byte, f float64) []byte {
 // encodeMetrics renders m as a JSON object with sorted keys. As with
 // encoding/json, invalid UTF-8 in a key becomes U+FFFD.
 func encodeMetrics(m map[string]float64) string {
-	keys := slices.Sorted(maps.Keys(m))
-	b := make([]byte, 0, 2+len(m)*24)
+	keys := make([]string, 0, len(m))
+	size := 2
+	for k := range m {
+		keys = append(keys, k)
+		size += len(k) + 28
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, size)
 	b = append(b, '{')
 	for i, k := range keys {
 		if i > 0 {
