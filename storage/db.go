@@ -7,65 +7,150 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"syscall"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
-// ErrNotFound is returned by lookups of an experiment or trial that does not exist.
-var ErrNotFound = errors.New("not found")
+// readOnlyDriver opens the connections that serve reads. Besides opening
+// the file read-only (mode=ro in the DSN), it allows no attached database,
+// since ATTACH (and VACUUM INTO, which attaches) would open another file
+// for writing and creating.
+const readOnlyDriver = "sqlite3-gotune-ro"
 
-// DB is an open gotune results database. It is safe for concurrent use.
-type DB struct {
-	path string
-	// w holds the single connection every write goes through, so writers
-	// queue in Go rather than fighting over SQLite's lock.
-	w *sql.DB
-	// r serves reads; in read-only mode it is the only pool.
-	r *sql.DB
+func init() {
+	sql.Register(readOnlyDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		c.SetLimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+		return nil
+	}})
 }
 
+// ErrNotFound is returned by lookups of an experiment, trial or checkpoint
+// that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrClosed is returned by writes to a DB after Close.
+var ErrClosed = errors.New("results database is closed")
+
+// ErrReadOnly is returned by writes to a DB opened with OpenReadOnly.
+var ErrReadOnly = errors.New("results database is open read-only")
+
+// ErrDiskFull is wrapped by the error of a write that failed because the
+// disk (or the file-size limit) is full. Nothing of that write was
+// committed; everything committed before is intact, and writes succeed again
+// once there is space.
+var ErrDiskFull = errors.New("disk full")
+
+// DB is an open gotune results database. It is safe for concurrent use.
+//
+// Every write goes through one writer goroutine that Open starts and Close
+// stops: concurrent writes are committed together in one transaction, and
+// each write method returns only once its transaction is committed.
+type DB struct {
+	path string
+	now  func() time.Time
+	// w is nil for a database opened read-only.
+	w *writer
+	// r is the pool of read-only connections: SQLite itself refuses any
+	// statement on them that would write.
+	r *sql.DB
+	// rq runs the reads: r, or a read transaction on it in a Snapshot view.
+	rq queryer
+}
+
+// Option changes how Open opens a database.
+type Option func(*options)
+
+type options struct {
+	fullSync bool
+	now      func() time.Time
+}
+
+// FullSync makes every commit wait until the operating system has written
+// it to the disk (SQLite's synchronous=FULL), so that committed results
+// survive a power loss too. Without it (synchronous=NORMAL in WAL mode), a
+// committed result survives the crash of any process, gotune's included,
+// but a power loss may take back the last commits.
+func FullSync() Option { return func(o *options) { o.fullSync = true } }
+
+// WithClock makes the database stamp the rows it creates (experiments,
+// trials, events, workers, checkpoints) with now() instead of the wall
+// clock, for reproducible output. Report and sample times are the caller's.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
 // Open opens the database at path for reading and writing, creating it when
-// absent and migrating it to the current schema.
-func Open(path string) (*DB, error) {
-	w, err := sql.Open("sqlite3", dsn(path, "rwc", "_txlock=immediate&_synchronous=NORMAL"))
+// absent, migrating it to the current schema and starting its writer. Close
+// it when done. It fails when the file is not a SQLite database or was
+// written by a newer gotune.
+func Open(path string, opts ...Option) (*DB, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	sync := "NORMAL"
+	if o.fullSync {
+		sync = "FULL"
+	}
+	w, err := sql.Open("sqlite3", dsn(path, "rwc", "_txlock=immediate&_synchronous="+sync))
 	if err != nil {
 		return nil, err
 	}
 	w.SetMaxOpenConns(1)
-	db := &DB{path: path, w: w}
-	if err := db.migrate(context.Background()); err != nil {
+	w.SetConnMaxLifetime(0)
+	db := &DB{path: path, now: o.now}
+	if db.now == nil {
+		db.now = time.Now
+	}
+	if err := db.migrate(context.Background(), w); err != nil {
 		w.Close()
 		return nil, err
 	}
-	db.r, err = sql.Open("sqlite3", dsn(path, "ro", ""))
-	if err != nil {
+	if db.r, err = sql.Open(readOnlyDriver, dsn(path, "ro", "")); err != nil {
 		w.Close()
 		return nil, err
 	}
+	if db.w, err = startWriter(path, w); err != nil {
+		w.Close()
+		db.r.Close()
+		return nil, err
+	}
+	db.rq = db.r
 	return db, nil
 }
 
-// OpenReadOnly opens an existing database for queries only: SQLite itself
-// refuses any statement that would write. It fails when the file does not
-// exist or was written by a newer gotune.
+// OpenReadOnly opens an existing database for queries only, through
+// connections that SQLite opens read-only, so any statement that would write
+// fails. It works while another process writes the database. It fails when
+// the file does not exist, is not a gotune database, or has another schema
+// version than this gotune's.
 func OpenReadOnly(path string) (*DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("open results database: %w", err)
 	}
-	r, err := sql.Open("sqlite3", dsn(path, "ro", ""))
+	r, err := sql.Open(readOnlyDriver, dsn(path, "ro", ""))
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{path: path, r: r}
+	db := &DB{path: path, now: time.Now, r: r, rq: r}
 	v, err := userVersion(context.Background(), r)
 	if err != nil {
 		r.Close()
 		return nil, db.wrapOpenErr(err)
 	}
-	if v > SchemaVersion {
+	switch {
+	case v == 0:
+		if err = db.checkEmpty(context.Background(), r); err == nil {
+			err = fmt.Errorf("%s holds no gotune results (an empty database): check the path", path)
+		}
+	case v > SchemaVersion:
+		err = db.newerError(v)
+	case v < SchemaVersion:
+		err = fmt.Errorf("%s has schema version %d, older than this gotune's %d: open it for writing once (gotune run) to migrate it", path, v, SchemaVersion)
+	}
+	if err != nil {
 		r.Close()
-		return nil, fmt.Errorf("%s has schema version %d, newer than this gotune's %d: upgrade gotune", path, v, SchemaVersion)
+		return nil, err
 	}
 	return db, nil
 }
@@ -88,16 +173,14 @@ func dsn(path, mode, extra string) string {
 // Path is the file the database lives in.
 func (db *DB) Path() string { return db.path }
 
-// Close closes the database.
+// Close waits for the writes in flight to commit, stops the writer and
+// closes the database. Writes after Close fail with ErrClosed.
 func (db *DB) Close() error {
 	var err error
 	if db.w != nil {
-		err = db.w.Close()
+		err = db.w.close()
 	}
-	if db.r != nil {
-		err = errors.Join(err, db.r.Close())
-	}
-	return err
+	return errors.Join(err, db.r.Close())
 }
 
 func userVersion(ctx context.Context, q *sql.DB) (int, error) {
@@ -106,30 +189,72 @@ func userVersion(ctx context.Context, q *sql.DB) (int, error) {
 	return v, err
 }
 
-func (db *DB) migrate(ctx context.Context) error {
-	v, err := userVersion(ctx, db.w)
+// querier is what checkEmpty needs of a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// checkEmpty fails unless a database of schema version 0 has no tables: a
+// SQLite file that some other program made is not gotune's to migrate.
+func (db *DB) checkEmpty(ctx context.Context, q querier) error {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
+		return db.wrapOpenErr(err)
+	}
+	if n > 0 {
+		return fmt.Errorf("%s is a SQLite database of another program, not a gotune results database: choose another file", db.path)
+	}
+	return nil
+}
+
+func (db *DB) newerError(v int) error {
+	return fmt.Errorf("%s has schema version %d, newer than this gotune's %d: upgrade gotune", db.path, v, SchemaVersion)
+}
+
+func (db *DB) migrate(ctx context.Context, w *sql.DB) error {
+	v, err := userVersion(ctx, w)
 	if err != nil {
 		return db.wrapOpenErr(err)
 	}
 	if v > SchemaVersion {
-		return fmt.Errorf("%s has schema version %d, newer than this gotune's %d: upgrade gotune", db.path, v, SchemaVersion)
+		return db.newerError(v)
 	}
 	for ; v < SchemaVersion; v++ {
-		tx, err := db.w.BeginTx(ctx, nil)
-		if err != nil {
+		if err := db.migrateStep(ctx, w, v); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migrate %s to schema version %d: %w", db.path, v+1, err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
-			tx.Rollback()
+	}
+	return nil
+}
+
+// migrateStep runs migrations[v] and sets the version in one transaction.
+func (db *DB) migrateStep(ctx context.Context, w *sql.DB, v int) error {
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return db.wrapOpenErr(err)
+	}
+	defer tx.Rollback()
+	// Another process may have migrated since we read the version.
+	var now int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&now); err != nil {
+		return err
+	}
+	if now > v {
+		return tx.Commit()
+	}
+	if v == 0 {
+		if err := db.checkEmpty(ctx, tx); err != nil {
 			return err
 		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
+	}
+	if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		return fmt.Errorf("migrate %s to schema version %d: %w", db.path, v+1, classify(db.path, err))
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate %s to schema version %d: %w", db.path, v+1, classify(db.path, err))
 	}
 	return nil
 }
@@ -137,9 +262,29 @@ func (db *DB) migrate(ctx context.Context) error {
 func (db *DB) wrapOpenErr(err error) error {
 	var se sqlite3.Error
 	if errors.As(err, &se) && se.Code == sqlite3.ErrNotADB {
-		return fmt.Errorf("%s is not a gotune results database (not SQLite)", db.path)
+		return fmt.Errorf("%s is not a gotune results database (not SQLite): choose another file", db.path)
 	}
-	return fmt.Errorf("open %s: %w", db.path, err)
+	return fmt.Errorf("open %s: %w", db.path, classify(db.path, err))
+}
+
+// classify turns SQLite's "disk full" (and a write refused by a file-size
+// limit) into an error that wraps ErrDiskFull and says what to do.
+func classify(path string, err error) error {
+	var se sqlite3.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	full := se.Code == sqlite3.ErrFull
+	if se.Code == sqlite3.ErrIoErr {
+		switch se.SystemErrno {
+		case syscall.ENOSPC, syscall.EFBIG, syscall.EDQUOT:
+			full = true
+		}
+	}
+	if !full {
+		return err
+	}
+	return fmt.Errorf("%w writing %s (%w): what was committed before is intact; free some space, then run the same command again to continue", ErrDiskFull, path, err)
 }
 
 // unixSeconds converts t to the REAL seconds since 1970 the schema stores.

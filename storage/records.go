@@ -2,8 +2,11 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -18,10 +21,14 @@ const (
 const (
 	TrialPending    = "PENDING"
 	TrialRunning    = "RUNNING"
+	TrialPaused     = "PAUSED"     // paused by the scheduler, may be promoted later
 	TrialTerminated = "TERMINATED" // ran to completion
 	TrialStopped    = "STOPPED"    // stopped early by the scheduler
 	TrialError      = "ERROR"
 )
+
+// TrialStatuses lists every trial status, in lifecycle order.
+var TrialStatuses = []string{TrialPending, TrialRunning, TrialPaused, TrialTerminated, TrialStopped, TrialError}
 
 // Experiment is one sweep: its objective, its configuration and a summary of its trials.
 type Experiment struct {
@@ -48,19 +55,23 @@ type Trial struct {
 	Number int
 	Status string
 	Params map[string]any
-	// Iterations is the number of reports the trial has made.
+	// Iterations is the number of reports the trial has made (the highest
+	// iteration reported).
 	Iterations int
 	// LastMetric and BestMetric are the latest and best values of the
 	// experiment's metric; nil until a report carries it.
 	LastMetric *float64
 	BestMetric *float64
-	Restarts   int
-	Error      string
+	// Restarts counts how often the trial was restarted (after a failure
+	// or when its experiment was resumed).
+	Restarts int
+	Error    string
 
 	id int64
 }
 
-// ID is the trial's key in the database, what AddReport and FinishTrial take.
+// ID is the trial's key in the database, what the writes of a trial
+// (AddReport, FinishTrial, RestartTrial, ...) take.
 func (t *Trial) ID() int64 { return t.id }
 
 // Report is one result of a trial.
@@ -71,22 +82,27 @@ type Report struct {
 	Metrics   map[string]float64
 }
 
+const insertExperiment = `INSERT INTO experiments (name, status, metric, mode, config_json, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+
 // CreateExperiment records a new experiment in status RUNNING and returns it.
+// It fails when an experiment of that name exists.
 func (db *DB) CreateExperiment(ctx context.Context, name, metric, mode string, config any) (*Experiment, error) {
 	cfg, err := json.Marshal(config)
 	if err != nil {
 		return nil, fmt.Errorf("encode experiment config: %w", err)
 	}
-	now := time.Now()
-	res, err := db.w.ExecContext(ctx,
-		`INSERT INTO experiments (name, status, metric, mode, config_json, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		name, ExperimentRunning, metric, mode, string(cfg), unixSeconds(now))
+	now := db.now()
+	var id int64
+	err = db.write(ctx, func(tx *wtx) error {
+		res, err := tx.exec(insertExperiment, name, ExperimentRunning, metric, mode, string(cfg), unixSeconds(now))
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("create experiment %q: %w", name, err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return nil, err
 	}
 	return &Experiment{ID: id, Name: name, Status: ExperimentRunning, Metric: metric, Mode: mode,
 		Config: cfg, CreatedAt: now.UTC()}, nil
@@ -94,187 +110,257 @@ func (db *DB) CreateExperiment(ctx context.Context, name, metric, mode string, c
 
 // FinishExperiment sets the final status of an experiment.
 func (db *DB) FinishExperiment(ctx context.Context, id int64, status string) error {
-	_, err := db.w.ExecContext(ctx, `UPDATE experiments SET status = ?, ended_at = ? WHERE id = ?`,
-		status, unixSeconds(time.Now()), id)
-	return err
+	now := unixSeconds(db.now())
+	return db.write(ctx, func(tx *wtx) error {
+		_, err := tx.exec(`UPDATE experiments SET status = ?, ended_at = ? WHERE id = ?`, status, now, id)
+		return err
+	})
 }
 
-// CreateTrial records trial number of experiment expID with its params, in status RUNNING.
+// ResumeExperiment sets an experiment back to RUNNING and records a
+// "resume" event, when a run continues it.
+func (db *DB) ResumeExperiment(ctx context.Context, id int64) error {
+	now := unixSeconds(db.now())
+	return db.write(ctx, func(tx *wtx) error {
+		if _, err := tx.exec(`UPDATE experiments SET status = ?, ended_at = NULL WHERE id = ?`, ExperimentRunning, id); err != nil {
+			return err
+		}
+		_, err := tx.exec(insertEvent, id, nil, now, EventResume, "experiment resumed", nil)
+		return err
+	})
+}
+
+const (
+	insertTrial = `INSERT INTO trials (experiment_id, number, status, params_json, created_at) VALUES (?, ?, ?, ?, ?)`
+	insertParam = `INSERT INTO params (trial_id, name, value) VALUES (?, ?, ?)`
+)
+
+// CreateTrial records trial number of experiment expID with its params, in
+// status RUNNING, with a "start" event. It fails when the experiment already
+// has a trial of that number.
 func (db *DB) CreateTrial(ctx context.Context, expID int64, number int, params map[string]any) (*Trial, error) {
 	p, err := json.Marshal(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode params of trial %d: %w", number, err)
 	}
-	res, err := db.w.ExecContext(ctx,
-		`INSERT INTO trials (experiment_id, number, status, params_json, created_at) VALUES (?, ?, ?, ?, ?)`,
-		expID, number, TrialRunning, string(p), unixSeconds(time.Now()))
+	values := make(map[string]any, len(params))
+	for k, v := range params {
+		if values[k], err = paramValue(v); err != nil {
+			return nil, fmt.Errorf("encode param %s of trial %d: %w", k, number, err)
+		}
+	}
+	now := unixSeconds(db.now())
+	var id int64
+	err = db.write(ctx, func(tx *wtx) error {
+		res, err := tx.exec(insertTrial, expID, number, TrialRunning, string(p), now)
+		if err != nil {
+			return err
+		}
+		if id, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		if _, err := tx.exec(`INSERT INTO trial_progress (trial_id, maximize)
+SELECT ?, mode = 'max' FROM experiments WHERE id = ?`, id, expID); err != nil {
+			return err
+		}
+		for k, v := range values {
+			if _, err := tx.exec(insertParam, id, k, v); err != nil {
+				return err
+			}
+		}
+		_, err = tx.exec(insertEvent, expID, id, now, EventStart, fmt.Sprintf("trial %d started", number), nil)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("create trial %d: %w", number, err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return nil, err
 	}
 	return &Trial{Number: number, Status: TrialRunning, Params: params, id: id}, nil
 }
 
+// paramValue is how a parameter is stored in the params table: numbers,
+// strings and booleans as themselves, anything else as JSON text.
+func paramValue(v any) (any, error) {
+	switch v.(type) {
+	case nil, bool, string, float64, float32, int, int8, int16, int32, int64, uint8, uint16, uint32:
+		return v, nil
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// insertReport links the report to the trial's newest, as its prev_id; the
+// schema's triggers check its order and update the trial's summary.
+const insertReport = `INSERT INTO reports (trial_id, iteration, time, objective, metrics_json, prev_id)
+VALUES (?1, ?2, ?3, ?4, ?5, (SELECT last_report_id FROM trial_progress WHERE trial_id = ?1))`
+
 // AddReport durably records one report of a trial and updates the trial's
 // iteration count and metric summary. objective is the value of the
-// experiment's metric in r, or nil when r does not carry it. It returns once
-// the report is committed.
+// experiment's metric in r, or nil when r does not carry it; a NaN counts
+// as not carried. Metrics may be NaN or infinite. It returns once
+// the report is committed: a nil error means a crash can no longer lose it.
+// Concurrent calls share commits. r.Iteration must be greater than the
+// trial's last reported iteration (RestartTrial rewinds it).
 func (db *DB) AddReport(ctx context.Context, trialID int64, r Report, objective *float64) error {
-	m, err := json.Marshal(r.Metrics)
-	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
+	m := encodeMetrics(r.Metrics)
+	var obj any
+	if objective != nil && !math.IsNaN(*objective) {
+		obj = *objective
 	}
-	tx, err := db.w.BeginTx(ctx, nil)
+	ts := unixSeconds(r.Time)
+	err := db.write(ctx, func(tx *wtx) error {
+		_, err := tx.exec(insertReport, trialID, r.Iteration, ts, obj, m)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record report %d: %w", r.Iteration, err)
+	}
+	return nil
+}
+
+// SetTrialStatus changes a trial's status without ending it, e.g. to PAUSED
+// when the scheduler pauses it and back to RUNNING when it is promoted.
+// Record why with AddEvent.
+func (db *DB) SetTrialStatus(ctx context.Context, trialID int64, status string) error {
+	return db.write(ctx, func(tx *wtx) error {
+		return mustChange(tx.exec(`UPDATE trials SET status = ? WHERE id = ?`, status, trialID))
+	})
+}
+
+// endEvents maps a final trial status to the kind of event that records it.
+var endEvents = map[string]string{TrialTerminated: EventComplete, TrialStopped: EventStop, TrialError: EventError}
+
+// FinishTrial sets a trial's final status and, for ERROR, its error message,
+// and records the end as an event ("complete", "stop" or "error").
+func (db *DB) FinishTrial(ctx context.Context, trialID int64, status, errMsg string) error {
+	now := unixSeconds(db.now())
+	kind, ok := endEvents[status]
+	if !ok {
+		kind = EventEnd
+	}
+	msg := "trial " + status
+	if errMsg != "" {
+		msg += ": " + errMsg
+	}
+	return db.write(ctx, func(tx *wtx) error {
+		if err := mustChange(tx.exec(`UPDATE trials SET status = ?, error = nullif(?, ''), ended_at = ? WHERE id = ?`,
+			status, errMsg, now, trialID)); err != nil {
+			return err
+		}
+		_, err := tx.exec(insertEvent, nil, trialID, now, kind, msg, nil)
+		return err
+	})
+}
+
+// RestartTrial records that a trial starts again from the checkpoint taken
+// at fromIteration (0: from scratch), after a failure or when its experiment
+// is resumed: it discards the trial's reports after fromIteration (the
+// restarted run reports those iterations again), recomputes the trial's
+// summary, counts the restart, sets the trial RUNNING again and records a
+// "restart" event with cause. Pass the trial's current Iterations as
+// fromIteration to keep every report.
+func (db *DB) RestartTrial(ctx context.Context, trialID int64, fromIteration int, cause string) error {
+	now := unixSeconds(db.now())
+	return db.write(ctx, func(tx *wtx) error {
+		var maximize bool
+		err := tx.queryRow(`SELECT maximize FROM trial_progress WHERE trial_id = ?`, trialID).Scan(&maximize)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("trial: %w", ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		chain, err := reportChain(tx.tx, trialID)
+		if err != nil {
+			return err
+		}
+		var drop []int64
+		for len(chain) > 0 && chain[0].iteration > fromIteration {
+			drop = append(drop, chain[0].id)
+			chain = chain[1:]
+		}
+		// chain now holds the kept reports, newest first.
+		var lastID, last, best any
+		iterations := 0
+		if len(chain) > 0 {
+			lastID, iterations = chain[0].id, chain[0].iteration
+		}
+		for _, l := range chain {
+			if l.objective == nil {
+				continue
+			}
+			if last == nil {
+				last = *l.objective
+			}
+			if b, ok := best.(float64); !ok || maximize && *l.objective > b || !maximize && *l.objective < b {
+				best = *l.objective
+			}
+		}
+		ids, err := json.Marshal(drop)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.exec(`DELETE FROM reports WHERE id IN (SELECT value FROM json_each(?))`, string(ids)); err != nil {
+			return err
+		}
+		if _, err := tx.exec(`UPDATE trials SET status = ?, error = NULL, ended_at = NULL, restarts = restarts + 1 WHERE id = ?`,
+			TrialRunning, trialID); err != nil {
+			return err
+		}
+		if _, err := tx.exec(`UPDATE trial_progress SET last_report_id = ?, iterations = ?, last_metric = ?, best_metric = ? WHERE trial_id = ?`,
+			lastID, iterations, last, best, trialID); err != nil {
+			return err
+		}
+		data, err := json.Marshal(map[string]any{"cause": cause, "from_iteration": fromIteration, "discarded_reports": len(drop)})
+		if err != nil {
+			return err
+		}
+		_, err = tx.exec(insertEvent, nil, trialID, now, EventRestart, cause, string(data))
+		return err
+	})
+}
+
+// link is one report of a trial's chain.
+type link struct {
+	id        int64
+	iteration int
+	objective *float64
+}
+
+// reportChain returns the reports of trial trialID, newest first.
+func reportChain(q queryer, trialID int64) ([]link, error) {
+	rows, err := q.QueryContext(context.Background(), `
+WITH RECURSIVE chain(id) AS (
+	SELECT last_report_id FROM trial_progress WHERE trial_id = ?
+	UNION ALL
+	SELECT r.prev_id FROM chain c JOIN reports r ON r.id = c.id WHERE r.prev_id IS NOT NULL
+)
+SELECT r.id, r.iteration, r.objective FROM chain c JOIN reports r ON r.id = c.id ORDER BY r.iteration DESC`, trialID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []link
+	for rows.Next() {
+		var l link
+		if err := rows.Scan(&l.id, &l.iteration, &l.objective); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// mustChange turns an UPDATE that matched no row into ErrNotFound.
+func mustChange(res sql.Result, err error) error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO reports (trial_id, iteration, time, metrics_json) VALUES (?, ?, ?, ?)`,
-		trialID, r.Iteration, unixSeconds(r.Time), string(m)); err != nil {
-		return fmt.Errorf("record report %d: %w", r.Iteration, err)
-	}
-	if _, err := tx.ExecContext(ctx, `
-UPDATE trials SET
-	iterations = ?2,
-	last_metric = coalesce(?3, last_metric),
-	best_metric = CASE
-		WHEN ?3 IS NULL THEN best_metric
-		WHEN best_metric IS NULL THEN ?3
-		WHEN (SELECT mode FROM experiments e WHERE e.id = trials.experiment_id) = 'max' THEN max(best_metric, ?3)
-		ELSE min(best_metric, ?3) END
-WHERE id = ?1`, trialID, r.Iteration, objective); err != nil {
-		return fmt.Errorf("update trial after report %d: %w", r.Iteration, err)
-	}
-	return tx.Commit()
-}
-
-// FinishTrial sets a trial's final status and, for ERROR, its error message.
-func (db *DB) FinishTrial(ctx context.Context, trialID int64, status, errMsg string) error {
-	_, err := db.w.ExecContext(ctx, `UPDATE trials SET status = ?, error = nullif(?, ''), ended_at = ? WHERE id = ?`,
-		status, errMsg, unixSeconds(time.Now()), trialID)
-	return err
-}
-
-// Experiment returns the experiment called name, or ErrNotFound.
-func (db *DB) Experiment(ctx context.Context, name string) (*Experiment, error) {
-	rows, err := db.experiments(ctx, `WHERE e.name = ?`, name)
+	n, err := res.RowsAffected()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("experiment %q: %w", name, ErrNotFound)
+	if n == 0 {
+		return fmt.Errorf("trial: %w", ErrNotFound)
 	}
-	return rows[0], nil
-}
-
-// Experiments lists every experiment, oldest first.
-func (db *DB) Experiments(ctx context.Context) ([]*Experiment, error) {
-	return db.experiments(ctx, "")
-}
-
-func (db *DB) experiments(ctx context.Context, where string, args ...any) ([]*Experiment, error) {
-	rows, err := db.r.QueryContext(ctx, `
-SELECT e.id, e.name, e.status, e.metric, e.mode, e.config_json, e.created_at,
-	(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id),
-	(SELECT CASE e.mode WHEN 'max' THEN max(best_metric) ELSE min(best_metric) END
-	 FROM trials t WHERE t.experiment_id = e.id)
-FROM experiments e `+where+` ORDER BY e.id`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*Experiment
-	for rows.Next() {
-		var e Experiment
-		var cfg string
-		var created float64
-		if err := rows.Scan(&e.ID, &e.Name, &e.Status, &e.Metric, &e.Mode, &cfg, &created, &e.Trials, &e.Best); err != nil {
-			return nil, err
-		}
-		e.Config = json.RawMessage(cfg)
-		e.CreatedAt = fromUnixSeconds(created)
-		out = append(out, &e)
-	}
-	return out, rows.Err()
-}
-
-// Trials returns the trials of experiment exp in trial-number order.
-func (db *DB) Trials(ctx context.Context, exp string) ([]*Trial, error) {
-	if _, err := db.Experiment(ctx, exp); err != nil {
-		return nil, err
-	}
-	return db.trials(ctx, `WHERE e.name = ? ORDER BY t.number`, exp)
-}
-
-// BestTrial returns the trial of exp with the best value of the experiment's
-// metric, or ErrNotFound when no trial has reported it yet.
-func (db *DB) BestTrial(ctx context.Context, exp string) (*Trial, error) {
-	if _, err := db.Experiment(ctx, exp); err != nil {
-		return nil, err
-	}
-	ts, err := db.trials(ctx, `WHERE e.name = ? AND t.best_metric IS NOT NULL
-ORDER BY CASE e.mode WHEN 'max' THEN -t.best_metric ELSE t.best_metric END, t.number LIMIT 1`, exp)
-	if err != nil {
-		return nil, err
-	}
-	if len(ts) == 0 {
-		return nil, fmt.Errorf("best trial of %q: no trial has reported the metric yet: %w", exp, ErrNotFound)
-	}
-	return ts[0], nil
-}
-
-func (db *DB) trials(ctx context.Context, tail string, args ...any) ([]*Trial, error) {
-	rows, err := db.r.QueryContext(ctx, `
-SELECT t.id, e.name, t.number, t.status, t.params_json, t.iterations, t.last_metric,
-	t.best_metric, t.restarts, coalesce(t.error, '')
-FROM trials t JOIN experiments e ON e.id = t.experiment_id `+tail, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*Trial
-	for rows.Next() {
-		var t Trial
-		var params string
-		if err := rows.Scan(&t.id, &t.Experiment, &t.Number, &t.Status, &params, &t.Iterations,
-			&t.LastMetric, &t.BestMetric, &t.Restarts, &t.Error); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(params), &t.Params); err != nil {
-			return nil, fmt.Errorf("trial %d: decode params: %w", t.Number, err)
-		}
-		out = append(out, &t)
-	}
-	return out, rows.Err()
-}
-
-// Reports returns every report of trial number of experiment exp, in order.
-func (db *DB) Reports(ctx context.Context, exp string, number int) ([]Report, error) {
-	rows, err := db.r.QueryContext(ctx, `
-SELECT r.iteration, r.time, r.metrics_json FROM reports r
-JOIN trials t ON t.id = r.trial_id JOIN experiments e ON e.id = t.experiment_id
-WHERE e.name = ? AND t.number = ? ORDER BY r.iteration`, exp, number)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Report
-	for rows.Next() {
-		var r Report
-		var ts float64
-		var m string
-		if err := rows.Scan(&r.Iteration, &ts, &m); err != nil {
-			return nil, err
-		}
-		r.Time = fromUnixSeconds(ts)
-		if err := json.Unmarshal([]byte(m), &r.Metrics); err != nil {
-			return nil, fmt.Errorf("decode report %d: %w", r.Iteration, err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return nil
 }

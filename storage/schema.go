@@ -1,9 +1,16 @@
 package storage
 
 // migrations[i] moves a database from schema version i to i+1. The version is
-// kept in SQLite's user_version pragma. Append only: never edit a released step.
+// kept in SQLite's user_version pragma and every step runs in one transaction
+// when the database is opened for writing. Append only: never edit a step
+// once a gotune that runs it has been released.
+//
+// Times are REAL seconds since 1970 (UTC); metrics, params and free-form data
+// are JSON objects in *_json TEXT columns. The three *_v views are the public
+// surface that `gotune query` and other SQL tools rely on; the tables may
+// change between versions, the views' columns may not.
 var migrations = []string{
-	// 1: experiments, trials and reports, with the public views.
+	// 1: the whole results schema and its public views.
 	`
 CREATE TABLE experiments (
 	id          INTEGER PRIMARY KEY,
@@ -15,38 +22,159 @@ CREATE TABLE experiments (
 	created_at  REAL NOT NULL,
 	ended_at    REAL
 );
+
 CREATE TABLE trials (
 	id            INTEGER PRIMARY KEY,
 	experiment_id INTEGER NOT NULL REFERENCES experiments(id),
 	number        INTEGER NOT NULL,
 	status        TEXT NOT NULL,
 	params_json   TEXT NOT NULL,
-	iterations    INTEGER NOT NULL DEFAULT 0,
-	last_metric   REAL,
-	best_metric   REAL,
 	restarts      INTEGER NOT NULL DEFAULT 0,
 	error         TEXT,
 	created_at    REAL NOT NULL,
 	ended_at      REAL,
 	UNIQUE (experiment_id, number)
 );
+
+-- The summary of each trial's reports, kept up to date by every report so
+-- that listing trials reads no reports: the last iteration, the objective's
+-- latest and best values, and the newest report, where the trial's chain of
+-- reports starts (see reports). It is a table of its own, narrow, so that
+-- a commit of reports from many trials dirties few pages; maximize copies
+-- the experiment's mode ('max').
+CREATE TABLE trial_progress (
+	trial_id       INTEGER PRIMARY KEY REFERENCES trials(id),
+	maximize       INTEGER NOT NULL,
+	iterations     INTEGER NOT NULL DEFAULT 0,
+	last_metric    REAL,
+	best_metric    REAL,
+	last_report_id INTEGER
+) WITHOUT ROWID;
+
+-- One row per hyperparameter of a trial, for SQL that filters or groups by a
+-- parameter. value has no declared type, so it keeps the JSON value's own:
+-- REAL or INTEGER for numbers, INTEGER 0/1 for booleans, TEXT for strings.
+CREATE TABLE params (
+	trial_id INTEGER NOT NULL REFERENCES trials(id),
+	name     TEXT NOT NULL,
+	value,
+	PRIMARY KEY (trial_id, name)
+) WITHOUT ROWID;
+CREATE INDEX params_name ON params (name, value);
+
+-- Reports are kept in commit order with no index by trial: a commit that
+-- holds reports of many trials then appends a few pages at the table's end
+-- instead of touching one index page per trial. Each trial's reports form a
+-- chain, newest first, from trial_progress.last_report_id through prev_id; the
+-- iterations along a chain strictly decrease. objective is the experiment's
+-- metric in this report, NULL when absent.
 CREATE TABLE reports (
 	id           INTEGER PRIMARY KEY,
 	trial_id     INTEGER NOT NULL REFERENCES trials(id),
 	iteration    INTEGER NOT NULL,
 	time         REAL NOT NULL,
+	objective    REAL,
 	metrics_json TEXT NOT NULL,
-	UNIQUE (trial_id, iteration)
+	prev_id      INTEGER
 );
+
+-- Every report appended to a trial makes it the trial's newest and updates
+-- the trial's summary, so the summary always agrees with the reports. A
+-- report must come after the trial's last one.
+CREATE TRIGGER reports_in_order BEFORE INSERT ON reports
+WHEN NEW.iteration <= (SELECT iterations FROM trial_progress WHERE trial_id = NEW.trial_id)
+BEGIN
+	SELECT RAISE(ABORT, 'the trial already reported this iteration or a later one');
+END;
+CREATE TRIGGER reports_summarise AFTER INSERT ON reports
+BEGIN
+	UPDATE trial_progress SET
+		last_report_id = NEW.id,
+		iterations = NEW.iteration,
+		last_metric = coalesce(NEW.objective, last_metric),
+		best_metric = CASE
+			WHEN NEW.objective IS NULL THEN best_metric
+			WHEN best_metric IS NULL THEN NEW.objective
+			WHEN maximize THEN max(best_metric, NEW.objective)
+			ELSE min(best_metric, NEW.objective) END
+	WHERE trial_id = NEW.trial_id;
+END;
+
+-- A committed checkpoint; deleted_at is set when retention removes its files.
+CREATE TABLE checkpoints (
+	id           INTEGER PRIMARY KEY,
+	trial_id     INTEGER NOT NULL REFERENCES trials(id),
+	iteration    INTEGER NOT NULL,
+	path         TEXT NOT NULL,
+	metrics_json TEXT NOT NULL,
+	created_at   REAL NOT NULL,
+	deleted_at   REAL
+);
+CREATE INDEX checkpoints_trial ON checkpoints (trial_id, iteration);
+
+-- What happened to an experiment or one of its trials (start, stop, restart,
+-- promotion, scheduler decisions), in order.
+CREATE TABLE events (
+	id            INTEGER PRIMARY KEY,
+	experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+	trial_id      INTEGER REFERENCES trials(id),
+	time          REAL NOT NULL,
+	kind          TEXT NOT NULL,
+	message       TEXT NOT NULL,
+	data_json     TEXT
+);
+CREATE INDEX events_experiment ON events (experiment_id, trial_id);
+
+-- The workers of each attempt of a trial (attempt = the trial's restarts
+-- when the worker was recorded); step_rate is in steps per second.
+CREATE TABLE workers (
+	id         INTEGER PRIMARY KEY,
+	trial_id   INTEGER NOT NULL REFERENCES trials(id),
+	attempt    INTEGER NOT NULL,
+	rank       INTEGER NOT NULL,
+	node       TEXT NOT NULL,
+	pid        INTEGER,
+	status     TEXT NOT NULL,
+	log_path   TEXT,
+	step_rate  REAL,
+	started_at REAL NOT NULL,
+	updated_at REAL NOT NULL,
+	UNIQUE (trial_id, attempt, rank)
+);
+
+-- Utilisation samples of a node's GPUs (gpu_index) or of its host CPUs and
+-- memory (gpu_index NULL), optionally attributed to a worker. util is in
+-- percent, memory in bytes.
+CREATE TABLE resource_samples (
+	id            INTEGER PRIMARY KEY,
+	experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+	time          REAL NOT NULL,
+	node          TEXT NOT NULL,
+	worker_id     INTEGER REFERENCES workers(id),
+	gpu_index     INTEGER,
+	util          REAL,
+	memory_used   INTEGER,
+	memory_total  INTEGER
+);
+CREATE INDEX resource_samples_experiment ON resource_samples (experiment_id, time);
+
+CREATE VIEW experiments_v AS
+SELECT e.name, e.status, e.metric, e.mode, e.created_at,
+       (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS trials,
+       (SELECT CASE e.mode WHEN 'max' THEN max(p.best_metric) ELSE min(p.best_metric) END
+        FROM trials t JOIN trial_progress p ON p.trial_id = t.id WHERE t.experiment_id = e.id) AS best
+FROM experiments e;
+
 CREATE VIEW trials_v AS
 SELECT e.name AS experiment, t.number AS trial_id, t.status, t.params_json,
-       t.iterations, t.last_metric, t.best_metric, t.restarts, t.error
-FROM trials t JOIN experiments e ON e.id = t.experiment_id;
+       p.iterations, p.last_metric, p.best_metric, t.restarts, t.error
+FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id;
+
 CREATE VIEW reports_v AS
 SELECT e.name AS experiment, t.number AS trial_id, r.iteration, r.time, r.metrics_json
 FROM reports r JOIN trials t ON t.id = r.trial_id JOIN experiments e ON e.id = t.experiment_id;
 `,
 }
 
-// SchemaVersion is the schema version this build of gotune writes.
+// SchemaVersion is the schema version this build of gotune reads and writes.
 var SchemaVersion = len(migrations)

@@ -2,27 +2,17 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
-
-// mustOpen opens a fresh database in a temporary folder.
-func mustOpen(tb testing.TB) *DB {
-	tb.Helper()
-	db, err := Open(filepath.Join(tb.TempDir(), "gotune.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
-}
-
-func ptr(f float64) *float64 { return &f }
 
 func TestReportsUpdateTrialSummary(t *testing.T) {
 	ctx := context.Background()
@@ -70,6 +60,33 @@ func TestReportsUpdateTrialSummary(t *testing.T) {
 				t.Errorf("reports: got %+v", reps)
 			}
 		})
+	}
+}
+
+func TestReportIterationsMustIncrease(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 1)
+	f.report(t, 1, 1, 0.5)
+	f.report(t, 1, 3, 0.4)
+	for _, it := range []int{3, 2, 1} {
+		loss := 0.1
+		err := db.AddReport(ctx, f.trials[0].ID(), Report{Iteration: it, Metrics: map[string]float64{"loss": loss}}, &loss)
+		if err == nil || !strings.Contains(err.Error(), "already reported") {
+			t.Errorf("iteration %d after 3: got %v", it, err)
+		}
+	}
+	loss := 0.1
+	if err := db.AddReport(ctx, 99, Report{Iteration: 1}, &loss); err == nil {
+		t.Error("a report of a missing trial was accepted")
+	}
+	reps, err := db.Reports(ctx, "e", 1)
+	if err != nil || len(reps) != 2 || reps[1].Iteration != 3 {
+		t.Errorf("reports: %+v %v", reps, err)
+	}
+	tr, _ := db.Trial(ctx, "e", 1)
+	if tr.Iterations != 3 || *tr.BestMetric != 0.4 {
+		t.Errorf("trial: %+v", tr)
 	}
 }
 
@@ -142,7 +159,11 @@ func TestOpenRejectsForeignAndNewerFiles(t *testing.T) {
 	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database ", 100)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, open := range map[string]func(string) (*DB, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
+	opens := map[string]func(string) (*DB, error){
+		"Open":         func(p string) (*DB, error) { return Open(p) },
+		"OpenReadOnly": OpenReadOnly,
+	}
+	for name, open := range opens {
 		if _, err := open(junk); err == nil || !strings.Contains(err.Error(), "not a gotune results database") {
 			t.Errorf("%s(junk): got %v", name, err)
 		}
@@ -156,11 +177,9 @@ func TestOpenRejectsForeignAndNewerFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.w.Exec("PRAGMA user_version = 999"); err != nil {
-		t.Fatal(err)
-	}
 	db.Close()
-	for name, open := range map[string]func(string) (*DB, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
+	rawExec(t, newer, "PRAGMA user_version = 999")
+	for name, open := range opens {
 		if _, err := open(newer); err == nil || !strings.Contains(err.Error(), "newer than this gotune") {
 			t.Errorf("%s(newer): got %v", name, err)
 		}
@@ -227,4 +246,74 @@ func TestReadersDuringWrites(t *testing.T) {
 		last = ts[0].Iterations
 	}
 	wg.Wait()
+}
+
+func TestMetricsKeepNaNAndInfinities(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 1)
+	m := map[string]float64{"loss": math.NaN(), "grad": math.Inf(1), "neg": math.Inf(-1), "tiny": 1e-9, "big": 1e300, `we"ird<key>`: 2}
+	nan := math.NaN()
+	if err := db.AddReport(ctx, f.trials[0].ID(), Report{Iteration: 1, Metrics: m}, &nan); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := db.Reports(ctx, "e", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := reps[0].Metrics
+	if !math.IsNaN(got["loss"]) || !math.IsInf(got["grad"], 1) || !math.IsInf(got["neg"], -1) || got["tiny"] != 1e-9 || got["big"] != 1e300 || got[`we"ird<key>`] != 2 {
+		t.Errorf("metrics came back as %v", got)
+	}
+	tr, _ := db.Trial(ctx, "e", 1)
+	if tr.BestMetric != nil || tr.LastMetric != nil || tr.Iterations != 1 {
+		t.Errorf("a NaN objective counted: %+v", tr)
+	}
+	var tiny float64
+	var grad string
+	if err := db.r.QueryRow(`SELECT json_extract(metrics_json, '$.tiny'), json_extract(metrics_json, '$.grad') FROM reports`).Scan(&tiny, &grad); err != nil || tiny != 1e-9 || grad != "Infinity" {
+		t.Errorf("metrics_json as SQL sees it: %v %q %v", tiny, grad, err)
+	}
+}
+
+func TestEncodeMetricsMatchesEncodingJSON(t *testing.T) {
+	m := map[string]float64{"a": 0, "b": -1.5, "c": 1e-7, "d": 1e21, "e": 123456789, "f": 0.1, "g": -2e-300, "h\n": 1}
+	want, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := encodeMetrics(m); got != string(want) {
+		t.Errorf("encodeMetrics:\n got %s\nwant %s", got, want)
+	}
+	if got := encodeMetrics(nil); got != "{}" {
+		t.Errorf("encodeMetrics(nil) = %s", got)
+	}
+}
+
+// FuzzMetricsRoundTrip checks that whatever metrics a trial reports come
+// back from the database's JSON as they went in.
+func FuzzMetricsRoundTrip(f *testing.F) {
+	f.Add("loss", 0.5, "acc", math.Inf(1))
+	f.Add("", math.NaN(), "\x00\"<\u2028", -1e-300)
+	f.Add("a", 1e21, "b", -0.0)
+	f.Fuzz(func(t *testing.T, k1 string, v1 float64, k2 string, v2 float64) {
+		if !utf8.ValidString(k1) || !utf8.ValidString(k2) {
+			t.Skip("JSON keys are UTF-8; invalid bytes become U+FFFD, as with encoding/json")
+		}
+		m := map[string]float64{k1: v1, k2: v2}
+		s := encodeMetrics(m)
+		if !json.Valid([]byte(s)) {
+			t.Fatalf("not JSON: %s", s)
+		}
+		got, err := decodeMetrics(s)
+		if err != nil {
+			t.Fatalf("decode %s: %v", s, err)
+		}
+		for k, v := range m {
+			g, ok := got[k]
+			if !ok || !(g == v || math.IsNaN(g) && math.IsNaN(v)) {
+				t.Fatalf("%q: %v came back as %v (%s)", k, v, g, s)
+			}
+		}
+	})
 }

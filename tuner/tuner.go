@@ -157,6 +157,13 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		t.db, t.ownDB = db, true
 		defer func() { db.Close(); t.db = nil }()
 	}
+	// Only one run at a time may drive an experiment; the operating system
+	// releases the lock however this process ends.
+	lock, err := t.db.LockExperiment(t.cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
 	exp, err := t.db.CreateExperiment(ctx, t.cfg.Name, t.cfg.Objective.Metric, t.cfg.Objective.Mode, t.cfg.record())
 	if err != nil {
 		if _, lookErr := t.db.Experiment(ctx, t.cfg.Name); lookErr == nil {

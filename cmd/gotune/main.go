@@ -2,9 +2,13 @@
 // answers questions about their results.
 //
 //	gotune run examples/quickstart.toml
-//	gotune trials quickstart
+//	gotune ls
+//	gotune trials quickstart --sort val_acc --limit 5
 //	gotune best quickstart --json
 //	gotune devices
+//	gotune show quickstart 3
+//	gotune query "SELECT trial_id, best_metric FROM trials_v"
+//	gotune export quickstart --format csv
 //
 // Exit codes: 0 success; 1 the sweep ran but every trial failed, or a query
 // failed; 2 bad usage or bad input.
@@ -46,7 +50,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	err := app.Run(args)
+	err := app.Run(flagsFirst(app, args))
 	if err == nil {
 		return 0
 	}
@@ -71,9 +75,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ExitErrHandler:  func(*cli.Context, error) {}, // main decides the exit code
 		Commands: []*cli.Command{
 			runCommand(),
+			lsCommand(dbFlag),
 			trialsCommand(dbFlag),
 			bestCommand(dbFlag),
 			devicesCommand(),
+			showCommand(dbFlag),
+			queryCommand(dbFlag),
+			exportCommand(dbFlag),
 		},
 	}
 	for _, c := range app.Commands {

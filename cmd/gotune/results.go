@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,18 +21,35 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 		Name:      "trials",
 		Usage:     "list an experiment's trials",
 		ArgsUsage: "EXPERIMENT",
-		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "json", Usage: "print one JSON array"}},
+		Flags: []cli.Flag{
+			dbFlag,
+			&cli.StringFlag{Name: "sort", Usage: "order by `METRIC`, best first (the objective by its best value, others by their last; a leading - reverses)"},
+			&cli.IntFlag{Name: "limit", Usage: "show the first `N` trials only"},
+			&cli.StringSliceFlag{Name: "status", Usage: "show trials in status `S` only (repeat or separate with commas)"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON array"},
+		},
 		Action: func(c *cli.Context) error {
 			exp, err := oneArg(c, "the experiment name")
 			if err != nil {
 				return err
+			}
+			q := storage.TrialQuery{Sort: c.String("sort"), Limit: c.Int("limit")}
+			if q.Limit < 0 {
+				return badInput(fmt.Errorf("--limit must be at least 0, got %d", q.Limit))
+			}
+			for _, s := range c.StringSlice("status") {
+				s = strings.ToUpper(strings.TrimSpace(s))
+				if !slices.Contains(storage.TrialStatuses, s) {
+					return badInput(fmt.Errorf("--status %q: want one of %s", s, strings.Join(storage.TrialStatuses, ", ")))
+				}
+				q.Status = append(q.Status, s)
 			}
 			db, err := openResults(c.String("db"))
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			trials, err := db.Trials(c.Context, exp)
+			trials, err := db.QueryTrials(c.Context, exp, q)
 			if err != nil {
 				return lookupError(err)
 			}
@@ -48,7 +69,7 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 func bestCommand(dbFlag cli.Flag) *cli.Command {
 	return &cli.Command{
 		Name:      "best",
-		Usage:     "show an experiment's best trial",
+		Usage:     "show an experiment's best trial, its last report and its checkpoint",
 		ArgsUsage: "EXPERIMENT",
 		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "json", Usage: "print one JSON object"}},
 		Action: func(c *cli.Context) error {
@@ -61,33 +82,49 @@ func bestCommand(dbFlag cli.Flag) *cli.Command {
 				return err
 			}
 			defer db.Close()
-			exp, err := db.Experiment(c.Context, name)
-			if err != nil {
-				return lookupError(err)
-			}
-			best, err := db.BestTrial(c.Context, name)
-			if err != nil {
-				return lookupError(err)
-			}
-			reports, err := db.Reports(c.Context, name, best.Number)
-			if err != nil {
-				return err
-			}
+			var out bestJSON
 			var last map[string]float64
-			if len(reports) > 0 {
-				last = reports[len(reports)-1].Metrics
+			err = db.Snapshot(c.Context, func(s *storage.DB) error {
+				exp, err := s.Experiment(c.Context, name)
+				if err != nil {
+					return err
+				}
+				best, err := s.BestTrial(c.Context, name)
+				if err != nil {
+					return err
+				}
+				reports, err := s.Reports(c.Context, name, best.Number)
+				if err != nil {
+					return err
+				}
+				out = bestJSON{Experiment: name, Metric: exp.Metric, Mode: exp.Mode, trialJSON: toTrialJSON(best)}
+				if len(reports) > 0 {
+					last = reports[len(reports)-1].Metrics
+					out.Metrics = numbers(last)
+				}
+				ck, err := s.BestCheckpoint(c.Context, name, best.Number)
+				switch {
+				case err == nil:
+					out.Checkpoint = &ck.Path
+				case !errors.Is(err, storage.ErrNotFound):
+					return err
+				}
+				return nil
+			})
+			if err != nil {
+				return lookupError(err)
 			}
 			if c.Bool("json") {
-				return writeJSON(c.App.Writer, bestJSON{
-					Experiment: name, Metric: exp.Metric, Mode: exp.Mode,
-					trialJSON: toTrialJSON(best), Metrics: last,
-				})
+				return writeJSON(c.App.Writer, out)
 			}
 			w := c.App.Writer
-			fmt.Fprintf(w, "experiment  %s\ntrial       %d (%s, %d iterations)\n", name, best.Number, best.Status, best.Iterations)
-			fmt.Fprintf(w, "best %s  %.6g (%s)\n", exp.Metric, *best.BestMetric, exp.Mode)
-			fmt.Fprintf(w, "params      %s\n", formatParams(best.Params))
+			fmt.Fprintf(w, "experiment  %s\ntrial       %d (%s, %d iterations)\n", name, out.TrialID, out.Status, out.Iterations)
+			fmt.Fprintf(w, "best %s  %.6g (%s)\n", out.Metric, float64(*out.BestMetric), out.Mode)
+			fmt.Fprintf(w, "params      %s\n", formatParams(out.Params))
 			fmt.Fprintf(w, "last report %s\n", formatMetrics(last))
+			if out.Checkpoint != nil {
+				fmt.Fprintf(w, "checkpoint  %s\n", *out.Checkpoint)
+			}
 			return nil
 		},
 	}
@@ -117,23 +154,50 @@ type trialJSON struct {
 	Status     string         `json:"status"`
 	Params     map[string]any `json:"params"`
 	Iterations int            `json:"iterations"`
-	LastMetric *float64       `json:"last_metric"`
-	BestMetric *float64       `json:"best_metric"`
+	LastMetric *jsonNumber    `json:"last_metric"`
+	BestMetric *jsonNumber    `json:"best_metric"`
 	Restarts   int            `json:"restarts"`
 	Error      string         `json:"error,omitempty"`
 }
 
 func toTrialJSON(t *storage.Trial) trialJSON {
-	return trialJSON{t.Number, t.Status, t.Params, t.Iterations, t.LastMetric, t.BestMetric, t.Restarts, t.Error}
+	return trialJSON{t.Number, t.Status, t.Params, t.Iterations, numberPtr(t.LastMetric), numberPtr(t.BestMetric), t.Restarts, t.Error}
 }
 
-// bestJSON is `gotune best --json`: the best trial and its last report.
+// jsonNumber is a float64 in --json output. JSON has no NaN or infinities,
+// which a diverging trial reports: they are written as the strings "NaN",
+// "Infinity" and "-Infinity", as the database's metrics_json holds them.
+type jsonNumber float64
+
+func (f jsonNumber) MarshalJSON() ([]byte, error) {
+	return storage.AppendJSONFloat(nil, float64(f)), nil
+}
+
+func numberPtr(f *float64) *jsonNumber {
+	if f == nil {
+		return nil
+	}
+	n := jsonNumber(*f)
+	return &n
+}
+
+func numbers(m map[string]float64) map[string]jsonNumber {
+	out := make(map[string]jsonNumber, len(m))
+	for k, v := range m {
+		out[k] = jsonNumber(v)
+	}
+	return out
+}
+
+// bestJSON is `gotune best --json`: the best trial, its last report and the
+// path of its best kept checkpoint (null when it has none).
 type bestJSON struct {
 	Experiment string `json:"experiment"`
 	Metric     string `json:"metric"`
 	Mode       string `json:"mode"`
 	trialJSON
-	Metrics map[string]float64 `json:"metrics"`
+	Metrics    map[string]jsonNumber `json:"metrics"`
+	Checkpoint *string               `json:"checkpoint"`
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -157,4 +221,18 @@ func optFloat(f *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.6g", *f)
+}
+
+// formatTime renders a time of the results in the local time zone.
+func formatTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") }
+
+// metricKeys returns every key of the metrics maps, sorted.
+func metricKeys(ms []map[string]float64) []string {
+	keys := map[string]bool{}
+	for _, m := range ms {
+		for k := range m {
+			keys[k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(keys))
 }

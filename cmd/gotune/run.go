@@ -60,6 +60,8 @@ func runCommand() *cli.Command {
 				printSummary(out, t.Config(), res)
 			}
 			switch {
+			case errors.Is(err, storage.ErrExperimentRunning):
+				return badInput(err)
 			case errors.Is(err, tuner.ErrAllTrialsFailed):
 				return &exitError{exitFailed, err}
 			case errors.Is(err, context.Canceled):

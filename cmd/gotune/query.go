@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gotune/gotune/storage"
+)
+
+func queryCommand(dbFlag cli.Flag) *cli.Command {
+	return &cli.Command{
+		Name:      "query",
+		Usage:     "run read-only SQL over the results (the views experiments_v, trials_v, reports_v and every table)",
+		ArgsUsage: `"SQL"`,
+		Flags: []cli.Flag{
+			dbFlag,
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON array of objects"},
+			&cli.BoolFlag{Name: "csv", Usage: "print CSV with a header row"},
+		},
+		Action: func(c *cli.Context) error {
+			q, err := oneArg(c, "the SQL query")
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") && c.Bool("csv") {
+				return badInput(fmt.Errorf("choose one of --json and --csv"))
+			}
+			db, err := openResults(c.String("db"))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			w := tableRows
+			switch {
+			case c.Bool("json"):
+				w = jsonRows
+			case c.Bool("csv"):
+				w = csvRows
+			}
+			if err := runQuery(c, db, q, w); err != nil {
+				return &exitError{exitFailed, fmt.Errorf("query: %w", err)}
+			}
+			return nil
+		},
+	}
+}
+
+// rowWriter prints a query's result: the header, then each row rows
+// yields; it returns the first error of rows or of its own.
+type rowWriter func(out io.Writer, header []string, rows func(yield func(row []any) error) error) error
+
+// runQuery runs q through db's read-only connections and prints its rows
+// with write. A statement that would write fails in SQLite.
+func runQuery(c *cli.Context, db *storage.DB, q string, write rowWriter) error {
+	rows, err := db.Query(c.Context, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	// Buffer the output, so that a query that fails midway prints nothing
+	// but its error.
+	var buf bytes.Buffer
+	err = write(&buf, cols, func(yield func([]any) error) error {
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return err
+			}
+			if err := yield(vals); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return err
+	}
+	_, err = buf.WriteTo(c.App.Writer)
+	return err
+}
+
+// sqlText renders a value of a query's result as text; NULL is "".
+func sqlText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case []byte:
+		return string(x)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case time.Time:
+		return x.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprint(v)
+}
+
+func tableRows(out io.Writer, header []string, rows func(func([]any) error) error) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	err := rows(func(row []any) error {
+		cells := make([]string, len(row))
+		for i, v := range row {
+			cells[i] = sqlText(v)
+			if v == nil {
+				cells[i] = "NULL"
+			}
+		}
+		_, err := fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Flush()
+}
+
+func csvRows(out io.Writer, header []string, rows func(func([]any) error) error) error {
+	cw := csv.NewWriter(out)
+	if err := cw.Write(header); err != nil {
+		return err
+	}
+	err := rows(func(row []any) error {
+		cells := make([]string, len(row))
+		for i, v := range row {
+			cells[i] = sqlText(v)
+		}
+		return cw.Write(cells)
+	})
+	if err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// jsonRows prints one JSON array with an object per row, keys in the
+// columns' order.
+func jsonRows(out io.Writer, header []string, rows func(func([]any) error) error) error {
+	keys := make([][]byte, len(header))
+	for i, h := range header {
+		keys[i], _ = json.Marshal(h) // a string always marshals
+	}
+	n := 0
+	io.WriteString(out, "[")
+	err := rows(func(row []any) error {
+		var b bytes.Buffer
+		if n > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n  {")
+		for i, v := range row {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.Write(keys[i])
+			b.WriteString(": ")
+			val, err := sqlJSON(v)
+			if err != nil {
+				return err
+			}
+			b.Write(val)
+		}
+		b.WriteString("}")
+		n++
+		_, err := b.WriteTo(out)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		io.WriteString(out, "\n")
+	}
+	_, err = io.WriteString(out, "]\n")
+	return err
+}
+
+// sqlJSON renders a value of a query's result as JSON: numbers as numbers
+// (infinities as strings), text and blobs as strings, NULL as null.
+func sqlJSON(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return storage.AppendJSONFloat(nil, x), nil
+		}
+	case []byte:
+		return json.Marshal(string(x))
+	}
+	return json.Marshal(v)
+}

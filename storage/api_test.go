@@ -1,0 +1,577 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func trialNumbers(ts []*Trial) []int {
+	out := make([]int, len(ts))
+	for i, t := range ts {
+		out[i] = t.Number
+	}
+	return out
+}
+
+func TestQueryTrials(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 5)
+	// best loss: trial 1 0.5, trial 2 0.2, trial 3 0.4, trial 4 none, trial 5 0.3.
+	// last acc (1 - last loss): trial 1 0.5, trial 2 0.1, trial 3 0.6, trial 5 0.7.
+	for _, r := range []struct {
+		trial int
+		loss  []float64
+	}{{1, []float64{0.5}}, {2, []float64{0.2, 0.9}}, {3, []float64{0.4}}, {5, []float64{0.3}}} {
+		for i, l := range r.loss {
+			f.report(t, r.trial, i+1, l)
+		}
+	}
+	for _, n := range []int{1, 2} {
+		if err := db.FinishTrial(ctx, f.trials[n-1].ID(), TrialTerminated, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.FinishTrial(ctx, f.trials[2].ID(), TrialError, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		q    TrialQuery
+		want []int
+	}{
+		{"all", TrialQuery{}, []int{1, 2, 3, 4, 5}},
+		{"objective, best first", TrialQuery{Sort: "loss"}, []int{2, 5, 3, 1, 4}},
+		{"objective reversed", TrialQuery{Sort: "-loss"}, []int{1, 3, 5, 2, 4}},
+		{"other metric, last report, ascending", TrialQuery{Sort: "acc"}, []int{2, 1, 3, 5, 4}},
+		{"other metric reversed", TrialQuery{Sort: "-acc"}, []int{5, 3, 1, 2, 4}},
+		{"unknown metric keeps number order", TrialQuery{Sort: "nope"}, []int{1, 2, 3, 4, 5}},
+		{"limit", TrialQuery{Sort: "loss", Limit: 2}, []int{2, 5}},
+		{"status", TrialQuery{Status: []string{TrialTerminated}}, []int{1, 2}},
+		{"statuses, sorted, limited", TrialQuery{Status: []string{TrialRunning, TrialError}, Sort: "loss", Limit: 2}, []int{5, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := db.QueryTrials(ctx, "e", tt.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := trialNumbers(got); !slices.Equal(g, tt.want) {
+				t.Errorf("got %v, want %v", g, tt.want)
+			}
+		})
+	}
+	if _, err := db.QueryTrials(ctx, "e", TrialQuery{Status: []string{"DONE"}}); err == nil || !strings.Contains(err.Error(), "TERMINATED") {
+		t.Errorf("unknown status: got %v, want an error listing the statuses", err)
+	}
+	tr, err := db.Trial(ctx, "e", 3)
+	if err != nil || tr.Status != TrialError || tr.Error != "boom" {
+		t.Errorf("trial 3: %+v %v", tr, err)
+	}
+	if _, err := db.Trial(ctx, "e", 9); !errors.Is(err, ErrNotFound) {
+		t.Errorf("trial 9: got %v, want ErrNotFound", err)
+	}
+}
+
+// TestParamsTable checks that each parameter lands in the params table with
+// its JSON type, so SQL can filter on it.
+func TestParamsTable(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	exp, _ := db.CreateExperiment(ctx, "e", "loss", "min", nil)
+	params := map[string]any{"lr": 0.01, "layers": 3, "act": "relu", "bn": true, "shape": []int{1, 2}}
+	if _, err := db.CreateTrial(ctx, exp.ID, 1, params); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(ctx, `SELECT name, typeof(value), CAST(value AS TEXT) FROM params ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var name, typ, value string
+		if err := rows.Scan(&name, &typ, &value); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, name+" "+typ+" "+value)
+	}
+	want := []string{"act text relu", "bn integer 1", "layers integer 3", "lr real 0.01", "shape text [1,2]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("params rows:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestRestartTrialRewindsReports(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		mode               string
+		from               int
+		wantIter           int
+		wantLast, wantBest float64
+	}{
+		{"min", 2, 2, 0.3, 0.3},
+		{"max", 2, 2, 0.3, 0.5},
+		{"min", 4, 4, 0.6, 0.1},
+	} {
+		db := mustOpen(t)
+		f := newFixture(t, db, tt.mode, 1)
+		for i, l := range []float64{0.5, 0.3, 0.1, 0.6} {
+			f.report(t, 1, i+1, l)
+		}
+		if err := db.FinishTrial(ctx, f.trials[0].ID(), TrialError, "worker died"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RestartTrial(ctx, f.trials[0].ID(), tt.from, "worker 1 exited with status 137"); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := db.Trial(ctx, "e", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Status != TrialRunning || tr.Error != "" || tr.Restarts != 1 || tr.Iterations != tt.wantIter ||
+			*tr.LastMetric != tt.wantLast || *tr.BestMetric != tt.wantBest {
+			t.Errorf("%s from %d: %+v last %v best %v", tt.mode, tt.from, tr, *tr.LastMetric, *tr.BestMetric)
+		}
+		// The restarted run reports the discarded iterations again.
+		f.report(t, 1, tt.from+1, 0.05)
+		evs, err := db.Events(ctx, "e", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := []string{}
+		for _, ev := range evs {
+			kinds = append(kinds, ev.Kind)
+		}
+		if !slices.Equal(kinds, []string{EventStart, EventError, EventRestart}) {
+			t.Errorf("events: %v", kinds)
+		}
+		last := evs[len(evs)-1]
+		if last.Message != "worker 1 exited with status 137" || !strings.Contains(string(last.Data), fmt.Sprintf(`"discarded_reports":%d`, 4-tt.from)) {
+			t.Errorf("restart event: %+v %s", last, last.Data)
+		}
+	}
+	db := mustOpen(t)
+	if err := db.RestartTrial(ctx, 42, 0, "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("restart of a missing trial: got %v", err)
+	}
+}
+
+func TestEvents(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Unix(5000, 0)
+	db := mustOpen(t, WithClock(func() time.Time { clock = clock.Add(time.Second); return clock }))
+	f := newFixture(t, db, "min", 2)
+	data := map[string]any{"rung": 1, "cutoff": 0.42, "action": "STOP"}
+	if err := db.AddEvent(ctx, 0, f.trials[1].ID(), EventDecision, "below the rung's cutoff", data); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddEvent(ctx, f.exp.ID, 0, "note", "experiment-wide", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddEvent(ctx, 0, 0, "note", "", nil); err == nil {
+		t.Error("an event of nothing was accepted")
+	}
+	all, err := db.Events(ctx, "e", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range all {
+		got = append(got, ev.Kind)
+	}
+	if want := []string{"start", "start", "decision", "note"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	two, err := db.Events(ctx, "e", 2)
+	if err != nil || len(two) != 2 || two[1].Trial != 2 || string(two[1].Data) != `{"action":"STOP","cutoff":0.42,"rung":1}` {
+		t.Errorf("trial 2's events: %+v %v", two, err)
+	}
+	if all[3].Trial != 0 || !all[3].Time.After(all[2].Time) {
+		t.Errorf("experiment event: %+v", all[3])
+	}
+}
+
+func TestWorkersAndResourceSamples(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 1)
+	id := f.trials[0].ID()
+	w0, err := db.SetWorker(ctx, id, WorkerRecord{Rank: 0, Node: "n1", PID: 100, Status: "RUNNING", LogPath: "/logs/0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SetWorker(ctx, id, WorkerRecord{Rank: 1, Node: "n1", PID: 101, Status: "RUNNING"}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := db.SetWorker(ctx, id, WorkerRecord{Rank: 0, Node: "n1", PID: 100, Status: "RUNNING", LogPath: "/logs/0", StepRate: 12.5})
+	if err != nil || again != w0 {
+		t.Fatalf("update of worker 0: id %d (first %d), %v", again, w0, err)
+	}
+	if err := db.RestartTrial(ctx, id, 0, "rank 1 died"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SetWorker(ctx, id, WorkerRecord{Rank: 0, Node: "n2", PID: 200, Status: "RUNNING"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SetWorker(ctx, 999, WorkerRecord{Status: "RUNNING"}); err == nil {
+		t.Error("a worker of a missing trial was accepted")
+	}
+	ws, err := db.Workers(ctx, "e", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range ws {
+		got = append(got, fmt.Sprintf("%d %d %s %s", w.Attempt, w.Rank, w.Node, w.LogPath))
+	}
+	if want := []string{"0 0 n1 /logs/0", "0 1 n1 ", "1 0 n2 "}; !slices.Equal(got, want) {
+		t.Errorf("workers %q, want %q", got, want)
+	}
+	if ws[0].StepRate != 12.5 || ws[0].PID != 100 {
+		t.Errorf("worker 0: %+v", ws[0])
+	}
+
+	samples := []ResourceSample{
+		{Time: time.Unix(10, 0), Node: "n1", GPU: NoGPU, Util: 50, MemoryUsed: 1 << 30, MemoryTotal: 8 << 30},
+		{Time: time.Unix(11, 0), Node: "n1", WorkerID: w0, GPU: 0, Util: 97.5, MemoryUsed: 3 << 30, MemoryTotal: 16 << 30},
+	}
+	if err := db.AddResourceSamples(ctx, f.exp.ID, samples); err != nil {
+		t.Fatal(err)
+	}
+	gotS, err := db.ResourceSamples(ctx, "e", time.Unix(11, 0))
+	if err != nil || len(gotS) != 1 || gotS[0].WorkerID != w0 || gotS[0].GPU != 0 || gotS[0].Util != 97.5 {
+		t.Errorf("samples since 11s: %+v %v", gotS, err)
+	}
+	all, err := db.ResourceSamples(ctx, "e", time.Time{})
+	if err != nil || len(all) != 2 || all[0].GPU != NoGPU || all[0].WorkerID != 0 {
+		t.Errorf("all samples: %+v %v", all, err)
+	}
+}
+
+func TestCheckpointRecords(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "max", 2)
+	id := f.trials[0].ID()
+	if _, err := db.LatestCheckpoint(ctx, "e", 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("latest of none: got %v", err)
+	}
+	var ids []int64
+	for it, loss := range []float64{0.3, 0.9, 0.5} {
+		c, err := db.RecordCheckpoint(ctx, id, it+1, filepath.Join("/ck", string(rune('a'+it))), map[string]float64{"loss": loss})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c)
+	}
+	best, err := db.BestCheckpoint(ctx, "e", 1)
+	if err != nil || best.Iteration != 2 || best.Path != "/ck/b" {
+		t.Errorf("best checkpoint (max loss): %+v %v", best, err)
+	}
+	if err := db.MarkCheckpointDeleted(ctx, ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	latest, err := db.LatestCheckpoint(ctx, "e", 1)
+	if err != nil || latest.Iteration != 2 || latest.Metrics["loss"] != 0.9 {
+		t.Errorf("latest kept: %+v %v", latest, err)
+	}
+	all, err := db.CheckpointRecords(ctx, "e", 1)
+	if err != nil || len(all) != 3 || all[2].Kept() || !all[1].Kept() {
+		t.Errorf("all checkpoints: %+v %v", all, err)
+	}
+	if err := db.MarkCheckpointDeleted(ctx, 999); !errors.Is(err, ErrNotFound) {
+		t.Errorf("delete of a missing checkpoint: got %v", err)
+	}
+	if _, err := db.CheckpointRecords(ctx, "e", 2); err != nil {
+		t.Errorf("checkpoints of a trial without: %v", err)
+	}
+	// Without the metric in any checkpoint, the latest kept is the best.
+	c, _ := db.RecordCheckpoint(ctx, f.trials[1].ID(), 1, "/x/1", nil)
+	db.RecordCheckpoint(ctx, f.trials[1].ID(), 2, "/x/2", map[string]float64{"acc": 1})
+	if best, err := db.BestCheckpoint(ctx, "e", 2); err != nil || best.Path != "/x/2" {
+		t.Errorf("best without the metric: %+v %v (first id %d)", best, err, c)
+	}
+}
+
+func TestResumeState(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 3)
+	f.report(t, 1, 1, 0.5)
+	f.report(t, 2, 1, 0.4)
+	f.report(t, 2, 2, 0.3)
+	db.FinishTrial(ctx, f.trials[0].ID(), TrialTerminated, "")
+	db.RecordCheckpoint(ctx, f.trials[1].ID(), 1, "/ck/2/1", nil)
+	db.SetTrialStatus(ctx, f.trials[2].ID(), TrialPaused)
+	if err := db.SetTrialStatus(ctx, 999, TrialPaused); !errors.Is(err, ErrNotFound) {
+		t.Errorf("status of a missing trial: %v", err)
+	}
+	st, err := db.ResumeState(ctx, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Experiment.Name != "e" || len(st.Trials) != 3 {
+		t.Fatalf("state: %+v", st)
+	}
+	var got []string
+	for _, s := range st.Trials {
+		ck := "-"
+		if s.Checkpoint != nil {
+			ck = s.Checkpoint.Path
+		}
+		got = append(got, fmt.Sprintf("%s %d %s", s.Trial.Status, len(s.Reports), ck))
+		if s.Unfinished() == (s.Trial.Status == TrialTerminated) {
+			t.Errorf("trial %d %s: unfinished %v", s.Trial.Number, s.Trial.Status, s.Unfinished())
+		}
+	}
+	if want := []string{"TERMINATED 1 -", "RUNNING 2 /ck/2/1", "PAUSED 0 -"}; !slices.Equal(got, want) {
+		t.Errorf("state %q, want %q", got, want)
+	}
+	if _, err := db.ResumeState(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("state of a missing experiment: %v", err)
+	}
+	if err := db.FinishExperiment(ctx, f.exp.ID, ExperimentFinished); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ResumeExperiment(ctx, f.exp.ID); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := db.Experiment(ctx, "e")
+	evs, _ := db.Events(ctx, "e", 0)
+	if e.Status != ExperimentRunning || evs[len(evs)-1].Kind != EventResume {
+		t.Errorf("after ResumeExperiment: %s, last event %+v", e.Status, evs[len(evs)-1])
+	}
+}
+
+func TestSnapshotSeesOneState(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 1)
+	f.report(t, 1, 1, 0.5)
+	err := db.Snapshot(ctx, func(s *DB) error {
+		before, err := s.Reports(ctx, "e", 1)
+		if err != nil {
+			return err
+		}
+		f.report(t, 1, 2, 0.4)
+		if _, err := db.CreateTrial(ctx, f.exp.ID, 2, nil); err != nil {
+			return err
+		}
+		after, err := s.Reports(ctx, "e", 1)
+		if err != nil {
+			return err
+		}
+		ts, err := s.Trials(ctx, "e")
+		if err != nil {
+			return err
+		}
+		if len(before) != 1 || len(after) != 1 || len(ts) != 1 {
+			t.Errorf("the snapshot moved: %d then %d reports, %d trials", len(before), len(after), len(ts))
+		}
+		if err := s.AddEvent(ctx, f.exp.ID, 0, "x", "", nil); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("write through a snapshot: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reps, _ := db.Reports(ctx, "e", 1); len(reps) != 2 {
+		t.Errorf("after the snapshot: %d reports, want 2", len(reps))
+	}
+}
+
+// TestPublicViews pins the columns of the three public views.
+func TestPublicViews(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 2)
+	f.report(t, 1, 1, 0.5)
+	f.report(t, 2, 1, 0.2)
+	want := map[string][]string{
+		"experiments_v": {"name", "status", "metric", "mode", "created_at", "trials", "best"},
+		"trials_v":      {"experiment", "trial_id", "status", "params_json", "iterations", "last_metric", "best_metric", "restarts", "error"},
+		"reports_v":     {"experiment", "trial_id", "iteration", "time", "metrics_json"},
+	}
+	for view, cols := range want {
+		rows, err := db.Query(ctx, `SELECT name FROM pragma_table_info(?)`, view)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for rows.Next() {
+			var c string
+			rows.Scan(&c)
+			got = append(got, c)
+		}
+		rows.Close()
+		if !slices.Equal(got, cols) {
+			t.Errorf("%s columns %v, want %v", view, got, cols)
+		}
+	}
+	var trials int
+	var best float64
+	if err := db.r.QueryRow(`SELECT trials, best FROM experiments_v WHERE name = 'e'`).Scan(&trials, &best); err != nil || trials != 2 || best != 0.2 {
+		t.Errorf("experiments_v: %d trials, best %v, %v", trials, best, err)
+	}
+}
+
+// TestQueryRefusesWrites runs statements that would change the database
+// through the read-only connection: SQLite refuses each one.
+func TestQueryRefusesWrites(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gotune.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newFixture(t, db, "min", 1)
+	db.Close()
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	for _, stmt := range []string{
+		`INSERT INTO experiments (name, status, metric, mode, config_json, created_at) VALUES ('x', 'RUNNING', 'm', 'min', '{}', 0)`,
+		`UPDATE trials SET status = 'ERROR'`,
+		`DELETE FROM reports`,
+		`DROP VIEW trials_v`,
+		`CREATE TABLE t (x)`,
+		`CREATE TEMP TABLE t AS SELECT * FROM trials_v; DELETE FROM trials`,
+		`PRAGMA user_version = 7`,
+		`PRAGMA journal_mode = DELETE`,
+		`VACUUM`,
+		`ATTACH '` + filepath.Join(dir, "other.db") + `' AS o`,
+		`VACUUM INTO '` + filepath.Join(dir, "copy.db") + `'`,
+		`WITH x AS (SELECT 1) DELETE FROM trials`,
+		`SELECT 1; DELETE FROM trials`,
+	} {
+		rows, err := ro.Query(ctx, stmt)
+		if err == nil {
+			for rows.Next() {
+			}
+			err = rows.Err()
+			rows.Close()
+		}
+		if err == nil {
+			t.Errorf("%s: not refused", stmt)
+		} else {
+			t.Logf("%s: %v", stmt, err)
+		}
+	}
+	var status string
+	var trials, reports, v int
+	ro.r.QueryRow(`SELECT count(*) FROM trials`).Scan(&trials)
+	ro.r.QueryRow(`SELECT count(*) FROM reports`).Scan(&reports)
+	ro.r.QueryRow(`SELECT status FROM trials`).Scan(&status)
+	ro.r.QueryRow(`PRAGMA user_version`).Scan(&v)
+	if trials != 1 || status != TrialRunning || v != SchemaVersion {
+		t.Errorf("the database changed: %d trials (%s), version %d", trials, status, v)
+	}
+	for _, f := range []string{"other.db", "copy.db"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("a read-only query created %s", f)
+		}
+	}
+	if err := ro.AddEvent(ctx, 1, 0, "x", "", nil); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("write through a read-only DB: got %v", err)
+	}
+}
+
+func TestExperimentLock(t *testing.T) {
+	db := mustOpen(t)
+	a, err := db.LockExperiment("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.LockExperiment("e")
+	if !errors.Is(err, ErrExperimentRunning) || !strings.Contains(err.Error(), "process ") || !strings.Contains(err.Error(), "run again") {
+		t.Errorf("second lock: got %v", err)
+	}
+	other, err := db.LockExperiment("f")
+	if err != nil {
+		t.Errorf("another experiment's lock: %v", err)
+	}
+	other.Release()
+	if err := a.Release(); err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	b, err := db.LockExperiment("e")
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	b.Release()
+
+	for name, plain := range map[string]bool{"digits-mlp": true, "a/b": false, "..": false, "x y": false, strings.Repeat("n", 65): false} {
+		p := LockPath("/d/gotune.db", name)
+		if filepath.Dir(p) != "/d" || strings.Contains(p, name) != plain {
+			t.Errorf("LockPath(%q) = %s", name, p)
+		}
+	}
+}
+
+func TestOpenOtherSQLiteAndEmptyFiles(t *testing.T) {
+	dir := t.TempDir()
+	foreign := filepath.Join(dir, "foreign.db")
+	rawExec(t, foreign, `CREATE TABLE notes (x)`)
+	for _, open := range []func(string) (*DB, error){func(p string) (*DB, error) { return Open(p) }, OpenReadOnly} {
+		if _, err := open(foreign); err == nil || !strings.Contains(err.Error(), "another program") {
+			t.Errorf("foreign SQLite file: got %v", err)
+		}
+	}
+	empty := filepath.Join(dir, "empty.db")
+	os.WriteFile(empty, nil, 0o644)
+	if _, err := OpenReadOnly(empty); err == nil || !strings.Contains(err.Error(), "no gotune results") {
+		t.Errorf("empty file read-only: got %v", err)
+	}
+	db, err := Open(empty)
+	if err != nil {
+		t.Fatalf("an empty file is a new database: %v", err)
+	}
+	db.Close()
+}
+
+// TestConcurrentOpensOfANewDatabase opens one new file from many handles
+// at once, as two runs started together would: each migrates or sees the
+// migration done, and all can write.
+func TestConcurrentOpensOfANewDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gotune.db")
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			db, err := Open(path)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer db.Close()
+			_, err = db.CreateExperiment(context.Background(), string(rune('a'+i)), "m", "min", nil)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if exps, err := ro.Experiments(context.Background()); err != nil || len(exps) != n {
+		t.Errorf("%d experiments, %v", len(exps), err)
+	}
+}

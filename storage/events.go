@@ -1,0 +1,108 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Event kinds. The store records start, complete, stop, error, restart and
+// resume itself, with the writes that imply them (CreateTrial, FinishTrial,
+// RestartTrial, ResumeExperiment); the tuner records the others with
+// AddEvent. Any other kind may be recorded too.
+const (
+	EventStart     = "start"     // a trial was created and started
+	EventComplete  = "complete"  // a trial ran to completion
+	EventStop      = "stop"      // a trial was stopped early
+	EventError     = "error"     // a trial failed
+	EventEnd       = "end"       // a trial ended with another status
+	EventRestart   = "restart"   // a trial restarted; data: cause, from_iteration, discarded_reports
+	EventResume    = "resume"    // an interrupted experiment was resumed
+	EventPause     = "pause"     // the scheduler paused a trial
+	EventPromotion = "promotion" // the scheduler promoted a paused trial
+	EventDecision  = "decision"  // a scheduler decision; data e.g. action, rung, cutoff
+)
+
+// Event is something that happened to an experiment or one of its trials.
+type Event struct {
+	// Trial is the trial's number, 0 for an event of the whole experiment.
+	Trial   int
+	Time    time.Time
+	Kind    string
+	Message string
+	// Data is the event's details as a JSON object, nil when it has none.
+	Data json.RawMessage
+}
+
+// insertEvent takes experiment_id (NULL: the trial's experiment), trial_id
+// (NULL: an experiment event), time, kind, message and data_json.
+const insertEvent = `INSERT INTO events (experiment_id, trial_id, time, kind, message, data_json)
+VALUES (coalesce(?1, (SELECT experiment_id FROM trials WHERE id = ?2)), ?2, ?3, ?4, ?5, ?6)`
+
+// AddEvent durably records an event of experiment expID, or of the trial
+// with database id trialID (Trial.ID) when trialID is not 0, in which case
+// expID may be 0. data is encoded as JSON; nil records none.
+func (db *DB) AddEvent(ctx context.Context, expID, trialID int64, kind, message string, data any) error {
+	if expID == 0 && trialID == 0 {
+		return errors.New("record event: name an experiment or a trial")
+	}
+	var d any
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return fmt.Errorf("encode %s event: %w", kind, err)
+		}
+		d = string(b)
+	}
+	now := unixSeconds(db.now())
+	err := db.write(ctx, func(tx *wtx) error {
+		_, err := tx.exec(insertEvent, nullID(expID), nullID(trialID), now, kind, message, d)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record %s event: %w", kind, err)
+	}
+	return nil
+}
+
+// nullID maps the zero id to SQL NULL.
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+// Events returns the events of experiment exp in the order they happened:
+// every event when trial is 0, else those of trial number trial.
+func (db *DB) Events(ctx context.Context, exp string, trial int) ([]Event, error) {
+	if _, err := db.Experiment(ctx, exp); err != nil {
+		return nil, err
+	}
+	rows, err := db.rq.QueryContext(ctx, `
+SELECT coalesce(t.number, 0), v.time, v.kind, v.message, v.data_json
+FROM events v JOIN experiments e ON e.id = v.experiment_id LEFT JOIN trials t ON t.id = v.trial_id
+WHERE e.name = ?1 AND (?2 = 0 OR t.number = ?2)
+ORDER BY v.id`, exp, trial)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var ev Event
+		var ts float64
+		var data *string
+		if err := rows.Scan(&ev.Trial, &ts, &ev.Kind, &ev.Message, &data); err != nil {
+			return nil, err
+		}
+		ev.Time = fromUnixSeconds(ts)
+		if data != nil {
+			ev.Data = json.RawMessage(*data)
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}

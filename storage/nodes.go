@@ -1,0 +1,188 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// WorkerRecord is one worker process (or goroutine) of a trial's training
+// group, as the trainer last reported it.
+type WorkerRecord struct {
+	// ID is the worker's key in the database, set by SetWorker's return and
+	// by reads; ResourceSample.WorkerID refers to it.
+	ID int64
+	// Attempt is the trial's restart count when the worker was first
+	// recorded: 0 for the first run, 1 after the first restart, and so on.
+	// The store sets it.
+	Attempt int
+	Rank    int
+	// Node names the machine the worker runs on.
+	Node string
+	// PID is the worker's process id, 0 for an in-process worker.
+	PID int
+	// Status is the worker's state in the trainer's words, e.g. RUNNING,
+	// EXITED, FAILED.
+	Status string
+	// LogPath is the file that keeps the worker's output, "" for none.
+	LogPath string
+	// StepRate is the worker's training steps per second, 0 when unknown.
+	StepRate  float64
+	StartedAt time.Time
+	UpdatedAt time.Time
+}
+
+const upsertWorker = `
+INSERT INTO workers (trial_id, attempt, rank, node, pid, status, log_path, step_rate, started_at, updated_at)
+VALUES (?1, (SELECT restarts FROM trials WHERE id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+ON CONFLICT (trial_id, attempt, rank) DO UPDATE SET
+	node = excluded.node, pid = excluded.pid, status = excluded.status,
+	log_path = excluded.log_path, step_rate = excluded.step_rate, updated_at = excluded.updated_at
+RETURNING id`
+
+// SetWorker records worker w of the trial with database id trialID, or
+// replaces what was recorded of the same rank in the trial's current attempt
+// (its restart count), and returns the worker's id. Give every field each
+// time: a zero PID, LogPath or StepRate is stored as unknown.
+func (db *DB) SetWorker(ctx context.Context, trialID int64, w WorkerRecord) (int64, error) {
+	now := unixSeconds(db.now())
+	var id int64
+	err := db.write(ctx, func(tx *wtx) error {
+		return tx.queryRow(upsertWorker, trialID, w.Rank, w.Node, nullInt(w.PID), w.Status,
+			nullString(w.LogPath), nullFloat(w.StepRate), now).Scan(&id)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record worker %d: %w", w.Rank, err)
+	}
+	return id, nil
+}
+
+// Workers returns the workers of trial number trial of experiment exp, by
+// attempt and rank.
+func (db *DB) Workers(ctx context.Context, exp string, trial int) ([]WorkerRecord, error) {
+	if _, err := db.Trial(ctx, exp, trial); err != nil {
+		return nil, err
+	}
+	rows, err := db.rq.QueryContext(ctx, `
+SELECT w.id, w.attempt, w.rank, w.node, coalesce(w.pid, 0), w.status, coalesce(w.log_path, ''),
+	coalesce(w.step_rate, 0), w.started_at, w.updated_at
+FROM workers w JOIN trials t ON t.id = w.trial_id JOIN experiments e ON e.id = t.experiment_id
+WHERE e.name = ? AND t.number = ? ORDER BY w.attempt, w.rank`, exp, trial)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []WorkerRecord
+	for rows.Next() {
+		var w WorkerRecord
+		var started, updated float64
+		if err := rows.Scan(&w.ID, &w.Attempt, &w.Rank, &w.Node, &w.PID, &w.Status, &w.LogPath,
+			&w.StepRate, &started, &updated); err != nil {
+			return nil, err
+		}
+		w.StartedAt, w.UpdatedAt = fromUnixSeconds(started), fromUnixSeconds(updated)
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// NoGPU is ResourceSample.GPU for a sample of the host's CPUs and memory.
+const NoGPU = -1
+
+// ResourceSample is one measurement of a GPU's or a host's use.
+type ResourceSample struct {
+	Time time.Time
+	Node string
+	// WorkerID is the id SetWorker returned for the worker using the
+	// device, 0 when the sample is the node's alone.
+	WorkerID int64
+	// GPU is the device's index on the node (0 is the first GPU), or NoGPU
+	// for the host's CPUs and memory.
+	GPU int
+	// Util is the utilisation in percent, 0 to 100 per device (host CPU
+	// utilisation is summed over its cores' share, also 0 to 100).
+	Util float64
+	// MemoryUsed and MemoryTotal are in bytes.
+	MemoryUsed  int64
+	MemoryTotal int64
+}
+
+const insertResourceSample = `INSERT INTO resource_samples
+(experiment_id, time, node, worker_id, gpu_index, util, memory_used, memory_total) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
+// AddResourceSamples durably records samples taken during experiment expID,
+// in one transaction.
+func (db *DB) AddResourceSamples(ctx context.Context, expID int64, samples []ResourceSample) error {
+	rows := make([][]any, len(samples))
+	for i, s := range samples {
+		var gpu any = s.GPU
+		if s.GPU == NoGPU {
+			gpu = nil
+		}
+		rows[i] = []any{expID, unixSeconds(s.Time), s.Node, nullID(s.WorkerID), gpu, s.Util, s.MemoryUsed, s.MemoryTotal}
+	}
+	err := db.write(ctx, func(tx *wtx) error {
+		for _, r := range rows {
+			if _, err := tx.exec(insertResourceSample, r...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record resource samples: %w", err)
+	}
+	return nil
+}
+
+// ResourceSamples returns the samples of experiment exp taken at or after
+// since (the zero time: all), oldest first.
+func (db *DB) ResourceSamples(ctx context.Context, exp string, since time.Time) ([]ResourceSample, error) {
+	e, err := db.Experiment(ctx, exp)
+	if err != nil {
+		return nil, err
+	}
+	var from float64
+	if !since.IsZero() {
+		from = unixSeconds(since)
+	}
+	rows, err := db.rq.QueryContext(ctx, `
+SELECT time, node, coalesce(worker_id, 0), coalesce(gpu_index, ?), util, memory_used, memory_total
+FROM resource_samples WHERE experiment_id = ? AND time >= ? ORDER BY time, id`, NoGPU, e.ID, from)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ResourceSample
+	for rows.Next() {
+		var s ResourceSample
+		var ts float64
+		if err := rows.Scan(&ts, &s.Node, &s.WorkerID, &s.GPU, &s.Util, &s.MemoryUsed, &s.MemoryTotal); err != nil {
+			return nil, err
+		}
+		s.Time = fromUnixSeconds(ts)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func nullInt(v int) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+func nullString(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
+}
+
+func nullFloat(v float64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}

@@ -1,0 +1,70 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ResumeState is what a run needs to continue an interrupted experiment,
+// read in one consistent snapshot.
+type ResumeState struct {
+	Experiment *Experiment
+	// Trials holds every trial in number order.
+	Trials []TrialState
+}
+
+// TrialState is one trial of a ResumeState: its record, its reports and
+// where it would restart from.
+type TrialState struct {
+	Trial   *Trial
+	Reports []Report
+	// Checkpoint is the trial's latest kept checkpoint, nil when it has none
+	// (it would restart from scratch).
+	Checkpoint *CheckpointRecord
+}
+
+// Unfinished reports whether the trial was interrupted before it ended
+// (PENDING, RUNNING or PAUSED): a resumed run must run it again.
+func (s TrialState) Unfinished() bool {
+	switch s.Trial.Status {
+	case TrialPending, TrialRunning, TrialPaused:
+		return true
+	}
+	return false
+}
+
+// ResumeState reads experiment exp's trials, their reports and their latest
+// checkpoints from one snapshot. It fails with ErrNotFound when there is no
+// such experiment. Hold the experiment's lock (LockExperiment) while acting
+// on it, so that no other run changes it meanwhile.
+func (db *DB) ResumeState(ctx context.Context, exp string) (*ResumeState, error) {
+	var st *ResumeState
+	err := db.Snapshot(ctx, func(s *DB) error {
+		e, err := s.Experiment(ctx, exp)
+		if err != nil {
+			return err
+		}
+		ts, err := s.Trials(ctx, exp)
+		if err != nil {
+			return err
+		}
+		st = &ResumeState{Experiment: e, Trials: make([]TrialState, len(ts))}
+		for i, t := range ts {
+			state := TrialState{Trial: t}
+			if state.Reports, err = s.Reports(ctx, exp, t.Number); err != nil {
+				return err
+			}
+			state.Checkpoint, err = s.LatestCheckpoint(ctx, exp, t.Number)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("trial %d: %w", t.Number, err)
+			}
+			st.Trials[i] = state
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
