@@ -45,7 +45,7 @@ func (t *Tuner) groupSpec(number int, config map[string]any) (trainer.Spec, func
 	default:
 		spec.Train = t.train
 	}
-	dir := filepath.Join(t.checkpointRoot(), t.cfg.Name, fmt.Sprintf("trial_%d", number))
+	dir := t.TrialDir(number)
 	cd, err := storage.OpenCheckpointDir(dir, t.retention())
 	if err != nil {
 		return spec, nil, err
@@ -82,6 +82,14 @@ func (t *Tuner) checkpointRoot() string {
 		return t.checkpoints
 	}
 	return filepath.Join(t.dataRoot(), "checkpoints")
+}
+
+// TrialDir is the folder of trial number's committed checkpoints,
+// <checkpoint root>/<experiment>/trial_<n>: per-trial files such as a CSV
+// of its reports go beside them. It exists once the trial has written
+// something there.
+func (t *Tuner) TrialDir(number int) string {
+	return filepath.Join(t.checkpointRoot(), t.cfg.Name, fmt.Sprintf("trial_%d", number))
 }
 
 func (t *Tuner) logRoot() string { return filepath.Join(t.dataRoot(), "logs") }
