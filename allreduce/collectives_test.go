@@ -297,20 +297,25 @@ func TestTransportsAgreeBitForBit(t *testing.T) {
 }
 
 // TestLargeAllReduce checks buffers whose segments span several frames of
-// the default size over TCP.
+// tens of KiB over TCP, with scratch buffers reused from call to call.
 func TestLargeAllReduce(t *testing.T) {
+	const chunk = 64 << 10
 	for _, size := range []int{2, 3} {
 		comms := transports[1].group(t, size)
-		n := 2*defaultChunk/8*size + 17
-		in := inputs[float64](5, size, n)
-		want := serialAllReduce(in, Mean)
-		bufs := clone(in)
-		each(t, comms, "AllReduceFloat64", func(c Comm) error {
-			return c.AllReduceFloat64(context.Background(), bufs[c.Rank()], Mean)
-		})
-		for rank := range bufs {
-			if i, ok := sameBits(bufs[rank], want); !ok {
-				t.Fatalf("%d ranks: rank %d [%d]: got %v, want %v", size, rank, i, bufs[rank][i], want[i])
+		for _, c := range comms {
+			c.(*tcpComm).chunk = chunk
+		}
+		for _, n := range []int{3*chunk/8*size + 17, chunk / 8 * size} {
+			in := inputs[float64](5, size, n)
+			want := serialAllReduce(in, Mean)
+			bufs := clone(in)
+			each(t, comms, "AllReduceFloat64", func(c Comm) error {
+				return c.AllReduceFloat64(context.Background(), bufs[c.Rank()], Mean)
+			})
+			for rank := range bufs {
+				if i, ok := sameBits(bufs[rank], want); !ok {
+					t.Fatalf("%d ranks, %d elements: rank %d [%d]: got %v, want %v", size, n, rank, i, bufs[rank][i], want[i])
+				}
 			}
 		}
 	}

@@ -3,12 +3,12 @@ package allreduce
 import "unsafe"
 
 // float is the element types the collectives carry.
-type float interface{ ~float32 | ~float64 }
+type float interface{ float32 | float64 }
 
 // addTo sets dst[i] += src[i] for every i of dst; src must be as long.
 func addTo[T float](dst, src []T) {
 	src = src[:len(dst)]
-	i := 0
+	i := addVector(dst, src)
 	for ; i+8 <= len(dst); i += 8 {
 		d := dst[i : i+8 : i+8]
 		s := src[i : i+8 : i+8]
@@ -30,7 +30,7 @@ func addTo[T float](dst, src []T) {
 // as long. It is the last step of a mean.
 func addDivTo[T float](dst, src []T, d T) {
 	src = src[:len(dst)]
-	i := 0
+	i := addDivVector(dst, src, d)
 	for ; i+4 <= len(dst); i += 4 {
 		x := dst[i : i+4 : i+4]
 		s := src[i : i+4 : i+4]

@@ -124,10 +124,11 @@ func routeTo(addr string) (string, error) {
 }
 
 const (
-	// defaultChunk is about the payload of one frame of a large collective:
-	// large enough that per-frame costs vanish, small enough that a frame
-	// stays in a core's cache between being received and forwarded.
-	defaultChunk = 256 << 10
+	// defaultChunk is about the payload of one frame of a large collective.
+	// On loopback between processes, 1 MiB frames cost less CPU per byte
+	// than 256 or 512 KiB ones (fewer wakeups and goroutine handoffs) and
+	// pipeline better than 2 or 4 MiB ones.
+	defaultChunk = 1 << 20
 	// defaultWidth is how many columns of a ring collective are in flight.
 	defaultWidth = 2
 	// readBuffer buffers frame headers; payloads bypass it.
