@@ -380,26 +380,57 @@ func (c *tcpComm) dial(ctx context.Context, addr string, peer int, deadline time
 	return conn, nil
 }
 
-// acceptPrev waits on ln for rank prev, ignoring connections that are not
-// it, until the deadline.
+// acceptPrev waits on ln for rank prev, until the deadline. Connections
+// that are not it (junk, other groups, other ranks) are checked
+// concurrently, so none can hold up the real one, and closed.
 func (c *tcpComm) acceptPrev(ln net.Listener, prev int, addr string, deadline time.Time) (net.Conn, error) {
 	ln.(*net.TCPListener).SetDeadline(deadline)
+	winner := make(chan net.Conn, 1)
+	var mu sync.Mutex
+	pending := map[net.Conn]struct{}{}
+	var wg sync.WaitGroup
+	defer func() {
+		mu.Lock()
+		for conn := range pending {
+			conn.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
+			select {
+			case w := <-winner:
+				return w, nil
+			default:
+			}
 			return nil, fmt.Errorf("allreduce: rank %d of group %q: rank %d (%s) did not connect: %w; check that it can reach this node at %s (firewall, TCPConfig.Host)", c.rank, c.group, prev, addr, err, ln.Addr())
 		}
-		conn.SetDeadline(deadline)
-		group, rank, size, err := readHello(conn)
-		if err != nil || group != c.group || rank != prev || size != c.size {
+		mu.Lock()
+		pending[conn] = struct{}{}
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn.SetDeadline(deadline)
+			group, rank, size, err := readHello(conn)
+			ok := err == nil && group == c.group && rank == prev && size == c.size
+			mu.Lock()
+			delete(pending, conn)
+			mu.Unlock()
+			if ok {
+				if _, err := conn.Write([]byte{helloOK}); err == nil {
+					conn.SetDeadline(time.Time{})
+					select {
+					case winner <- conn:
+						ln.Close() // ends the Accept loop
+						return
+					default:
+					}
+				}
+			}
 			conn.Close()
-			continue
-		}
-		if _, err := conn.Write([]byte{helloOK}); err != nil {
-			conn.Close()
-			continue
-		}
-		conn.SetDeadline(time.Time{})
-		return conn, nil
+		}()
 	}
 }

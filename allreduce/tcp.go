@@ -198,7 +198,7 @@ func (c *tcpComm) failure() error {
 // peer from a dead one.
 func (c *tcpComm) heartbeat() {
 	defer c.wg.Done()
-	interval := c.timeout / 4
+	interval := max(c.timeout/4, time.Millisecond)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var ping [headerLen]byte
