@@ -10,8 +10,9 @@
 //
 //	go run ./bench/allreduce [-worlds 2,4] [-sizes-mib 1,16,64] [-iters 10] [-rounds 1]
 //
-// It prints one JSON object per world and size with gotune's figures and,
-// when /usr/bin/python3 can import torch, Gloo's and the ratio. With
+// It prints one JSON object per world and size with gotune's figures (and
+// cpu_s, the CPU time all ranks together spend per iteration) and, when
+// /usr/bin/python3 can import torch, Gloo's and the ratio of bus bandwidths. With
 // -rounds N the systems take turns N times and each reports the median of
 // its N medians.
 package main
