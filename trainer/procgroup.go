@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gotune/gotune/allreduce"
 	"github.com/gotune/gotune/workers"
 )
 
@@ -223,8 +224,8 @@ type groupEnv struct {
 	closeRdv   func()
 }
 
-// newGroupEnv picks the port for torch's store and, when the TCP transport
-// is wired in and the group has several workers, starts a rendezvous.
+// newGroupEnv picks the port for torch's store and, when the group has
+// several workers, starts the rendezvous their collectives form through.
 func (a *attempt) newGroupEnv() (groupEnv, error) {
 	ge := groupEnv{closeRdv: func() {}}
 	port, err := freePort()
@@ -232,8 +233,8 @@ func (a *attempt) newGroupEnv() (groupEnv, error) {
 		return ge, fmt.Errorf("pick a port for MASTER_PORT: %w", err)
 	}
 	ge.masterPort = port
-	if a.size() > 1 && startRendezvous != nil {
-		rdv, err := startRendezvous("127.0.0.1:0")
+	if a.size() > 1 {
+		rdv, err := allreduce.NewRendezvous("127.0.0.1:0")
 		if err != nil {
 			return ge, fmt.Errorf("start the group's rendezvous: %w", err)
 		}
