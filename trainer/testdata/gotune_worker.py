@@ -3,7 +3,9 @@
 Every rank hands over a shard of each checkpoint; rank 1 crashes once at
 step 2 (a marker file in config()["dir"] remembers). Rank 0 reports x times
 the step, and what it found in the checkpoint it resumed from. The ranks
-meet at a barrier before each step, as DDP ranks do in their collectives.
+meet at a barrier before each step, as DDP ranks do in their collectives,
+and the other ranks hand over their shards before rank 0 reports, as the
+command-worker protocol asks of ranks that contribute shards.
 """
 import os
 import sys
@@ -40,5 +42,11 @@ for step in range(start + 1, cfg["steps"] + 1):
     ckpt = gotune.checkpoint_dir()
     with open(os.path.join(ckpt, "shard_%d" % rank), "w") as f:
         f.write(str(step))
-    gotune.report(step=step, value=cfg["x"] * step, rank=rank, size=size, shards=shards,
-                  trial=gotune.trial_id(), checkpoint=ckpt)
+    def report():
+        gotune.report(step=step, value=cfg["x"] * step, rank=rank, size=size, shards=shards,
+                      trial=gotune.trial_id(), checkpoint=ckpt)
+    if rank != 0:
+        report()
+    barrier("%d-handed-over" % step)
+    if rank == 0:
+        report()
