@@ -18,6 +18,17 @@ type Config struct {
 	// ValFraction is the share of the rows held out for validation; default 0.2.
 	ValFraction float64 `toml:"val_fraction" json:"val_fraction,omitempty"`
 
+	// Command, instead of a built-in model, is the program each worker of a
+	// trial runs, with its arguments, e.g. ["python3", "train.py",
+	// "--lr={lr}"]. A {name} in an argument is replaced by the trial's
+	// value of parameter name, argument by argument and never through a
+	// shell; a {name} that names no parameter of the search space is a
+	// configuration error. Workers report by printing "@gotune {json}" lines.
+	Command []string `toml:"command" json:"command,omitempty"`
+	// Workdir is the directory a Command runs in; empty means the
+	// directory gotune runs in.
+	Workdir string `toml:"workdir" json:"workdir,omitempty"`
+
 	Scaling ScalingConfig `toml:"scaling" json:"scaling"`
 }
 
