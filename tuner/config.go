@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/trainer"
@@ -34,17 +36,49 @@ type Objective struct {
 	Mode string `toml:"mode" json:"mode"`
 }
 
-// SearchConfig says how configurations are chosen.
+// SearchConfig says how configurations are chosen: the [search] section of
+// a sweep file.
 type SearchConfig struct {
-	// Algorithm is "random" (the default).
+	// Algorithm is the searcher: "random" (the default) samples each
+	// configuration independently; "grid" is random search over a space
+	// that must have grid parameters; "tpe" and "cmaes" learn from finished
+	// trials (see TPE and CMAES; "cmaes" needs a numeric space). With every
+	// algorithm, grid parameters are expanded: each cell of their cartesian
+	// product is tried NumSamples times, as Ray Tune does (see GridSearch).
 	Algorithm string `toml:"algorithm" json:"algorithm,omitempty"`
-	// NumSamples is the number of trials; default 1.
+	// NumSamples is how many configurations to try for each cell of the
+	// grid; the sweep runs NumSamples × cells trials (cells is 1 without
+	// grid parameters). Default 1.
 	NumSamples int `toml:"num_samples" json:"num_samples,omitempty"`
-	// MaxConcurrent bounds the trials running at once; 0 means no bound
-	// beyond what the resources allow.
+	// MaxConcurrent bounds the trials running at once, through a Limiter
+	// around the searcher; 0 means no bound beyond what the resources allow.
+	// Model-based searchers suggest better with a small bound, since they
+	// learn only from trials that have ended.
 	MaxConcurrent int `toml:"max_concurrent" json:"max_concurrent,omitempty"`
+	// Seed seeds the searcher; nil means the experiment's Seed. The same
+	// seed gives the same configurations with random, grid and, when
+	// results arrive in the same order, cmaes; see TPE for what it does not
+	// make repeatable.
+	Seed *int64 `toml:"seed" json:"seed,omitempty"`
 	// Space is the search space. A sweep file gives it as [search.space].
+	// nil is an empty space.
 	Space *searchspace.Space `toml:"-" json:"-"`
+}
+
+// Algorithms lists the values SearchConfig.Algorithm accepts.
+var Algorithms = []string{"random", "grid", "tpe", "cmaes"}
+
+// maxTrials bounds the trials of one experiment (NumSamples × grid cells).
+const maxTrials = 1_000_000
+
+// Trials is the number of trials the search runs: NumSamples times the
+// number of grid cells, with defaults applied.
+func (s SearchConfig) Trials() int {
+	n := max(s.NumSamples, 1)
+	if s.Space == nil {
+		return n
+	}
+	return n * s.Space.GridSize()
 }
 
 // SchedulerConfig chooses the trial scheduler and its settings.
@@ -92,6 +126,9 @@ func (c Config) withDefaults() Config {
 	if c.Search.NumSamples == 0 {
 		c.Search.NumSamples = 1
 	}
+	if c.Search.Space == nil {
+		c.Search.Space = &searchspace.Space{}
+	}
 	if c.Scheduler.Kind == "" {
 		c.Scheduler.Kind = "fifo"
 	}
@@ -117,8 +154,8 @@ func (c Config) Validate() error {
 		return fieldErr("objective.metric", "%q is not a metric name (letters, digits, _ . / -)", c.Objective.Metric)
 	case c.Objective.Mode != "min" && c.Objective.Mode != "max":
 		return fieldErr("objective.mode", "must be \"min\" or \"max\", got %q", c.Objective.Mode)
-	case c.Search.Algorithm != "random":
-		return fieldErr("search.algorithm", "unknown algorithm %q (have random)", c.Search.Algorithm)
+	case !slices.Contains(Algorithms, c.Search.Algorithm):
+		return fieldErr("search.algorithm", "unknown algorithm %q (have %s)", c.Search.Algorithm, strings.Join(Algorithms, ", "))
 	case c.Search.NumSamples < 1:
 		return fieldErr("search.num_samples", "must be at least 1, got %d", c.Search.NumSamples)
 	case c.Search.MaxConcurrent < 0:
@@ -126,12 +163,71 @@ func (c Config) Validate() error {
 	case c.Scheduler.Kind != "fifo":
 		return fieldErr("scheduler.kind", "unknown scheduler %q (have fifo)", c.Scheduler.Kind)
 	}
+	if err := c.validateSearch(); err != nil {
+		return err
+	}
 	if err := c.Trainer.Validate(); err != nil {
 		var fe *trainer.FieldError
 		if errors.As(err, &fe) {
 			return &ConfigError{Key: "trainer." + fe.Key, Err: fe.Err}
 		}
 		return &ConfigError{Key: "trainer", Err: err}
+	}
+	return c.validateCommand()
+}
+
+// validateSearch checks the search space against the algorithm, by
+// building the searcher the config describes.
+func (c Config) validateSearch() error {
+	cells := c.Search.Space.GridSize()
+	if cells > searchspace.MaxGridCells || cells*c.Search.NumSamples > maxTrials {
+		return fieldErr("search.num_samples", "%d samples × %s grid cells is more than %d trials",
+			c.Search.NumSamples, gridCells(cells), maxTrials)
+	}
+	if c.Search.Algorithm == "grid" && c.Search.Space.Len() == c.Search.Space.WithoutGrid().Len() {
+		return fieldErr("search.algorithm", "\"grid\" needs at least one grid parameter in [search.space], such as batch = { grid = [32, 64] }")
+	}
+	_, err := newSearcher(c.Search, c.searchSeed())
+	return err
+}
+
+func gridCells(n int) string {
+	if n > searchspace.MaxGridCells {
+		return fmt.Sprintf("more than %d", searchspace.MaxGridCells)
+	}
+	return fmt.Sprint(n)
+}
+
+// searchSeed is the searcher's seed: [search] seed, else the experiment's.
+func (c Config) searchSeed() int64 {
+	if c.Search.Seed != nil {
+		return *c.Search.Seed
+	}
+	return c.Seed
+}
+
+// placeholder matches a {name} in a trainer command argument. Names are
+// what a bare TOML key may be: letters, digits, _ and -.
+var placeholder = regexp.MustCompile(`\{([A-Za-z0-9_-]+)\}`)
+
+// validateCommand checks that every {name} in the trainer's command names
+// a parameter of the search space.
+func (c Config) validateCommand() error {
+	for i, arg := range c.Trainer.Command {
+		for _, m := range placeholder.FindAllStringSubmatch(arg, -1) {
+			if c.Search.Space.Domain(m[1]) != nil {
+				continue
+			}
+			names := make([]string, 0, c.Search.Space.Len())
+			for _, p := range c.Search.Space.Params() {
+				names = append(names, p.Name)
+			}
+			have := "the space has none"
+			if len(names) > 0 {
+				have = "have " + strings.Join(names, ", ")
+			}
+			return fieldErr("trainer.command", "%s in argument %d (%q) names no parameter of [search.space] (%s)", m[0], i+1, arg, have)
+		}
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/gotune/gotune/schedulers"
-	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
@@ -32,7 +31,10 @@ type Option func(*Tuner)
 // WithTrainFunc makes every trial run f instead of a built-in model.
 func WithTrainFunc(f trainer.TrainFunc) Option { return func(t *Tuner) { t.train = f } }
 
-// WithSearcher replaces the searcher the config names.
+// WithSearcher replaces the searcher the config's [search] algorithm names
+// with s, a built-in searcher or one of your own (see Searcher). The
+// config still bounds the experiment: at most NumSamples × grid cells
+// trials, at most MaxConcurrent at once (New wraps s in a Limiter).
 func WithSearcher(s Searcher) Option { return func(t *Tuner) { t.searcher = s } }
 
 // WithScheduler replaces the scheduler the config names.
@@ -66,9 +68,6 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 	for _, o := range opts {
 		o(t)
 	}
-	if t.cfg.Search.Space == nil {
-		t.cfg.Search.Space = &searchspace.Space{}
-	}
 	if t.train == nil {
 		if t.cfg.Trainer.Model == "" {
 			return nil, &ConfigError{Key: "trainer.model", Err: errors.New("name a built-in model, or give the tuner a training function")}
@@ -80,7 +79,18 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 		t.train = f
 	}
 	if t.searcher == nil {
-		t.searcher = NewRandomSearch(t.cfg.Search.Space, t.cfg.Seed)
+		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed())
+		if err != nil {
+			return nil, err
+		}
+		t.searcher = s
+	}
+	if n := t.cfg.Search.MaxConcurrent; n > 0 {
+		l, err := NewLimiter(t.searcher, n)
+		if err != nil {
+			return nil, err
+		}
+		t.searcher = l
 	}
 	if t.scheduler == nil {
 		t.scheduler = schedulers.FIFO{}
