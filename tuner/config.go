@@ -57,8 +57,9 @@ type SearchConfig struct {
 	MaxConcurrent int `toml:"max_concurrent" json:"max_concurrent,omitempty"`
 	// Seed seeds the searcher; nil means the experiment's Seed. The same
 	// seed gives the same configurations with random, grid and, when
-	// results arrive in the same order, cmaes; see TPE for what it does not
-	// make repeatable.
+	// results arrive in the same order, cmaes; with tpe, only its random
+	// startup trials unless the process runs with GODEBUG=randautoseed=0
+	// (see TPE).
 	Seed *int64 `toml:"seed" json:"seed,omitempty"`
 	// Space is the search space. A sweep file gives it as [search.space].
 	// nil is an empty space.

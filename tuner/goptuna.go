@@ -148,23 +148,26 @@ func (s *study) config() map[string]any {
 // onTrialEnd finishes the goptuna trial: a completed trial with its last
 // score, a stopped one as PRUNED with its last result as the value at its
 // last step (goptuna's TPE ranks it, as Optuna does, after every complete
-// trial and by how far it got), a failed or scoreless one as FAIL.
+// trial and by how far it got), a failed or scoreless one as FAIL. It
+// returns the finished trial when samplers learn from it.
 //
 // goptuna's in-memory storage refuses a write only to an unknown or
 // finished trial, which the tuner's call order rules out; such a failure
 // is a bug in gotune, so it panics.
-func (s *study) onTrialEnd(trial int, end TrialEnd) {
+func (s *study) onTrialEnd(trial int, end TrialEnd) (goptuna.FrozenTrial, bool) {
 	id, ok := s.ids[trial]
 	if !ok {
-		return
+		return goptuna.FrozenTrial{}, false
 	}
 	delete(s.ids, trial)
-	if err := s.finish(id, end); err != nil {
+	t, learnt, err := s.finish(id, end)
+	if err != nil {
 		panic(fmt.Sprintf("tuner: goptuna storage refused to finish trial %d: %v", trial, err))
 	}
+	return t, learnt
 }
 
-func (s *study) finish(id int, end TrialEnd) error {
+func (s *study) finish(id int, end TrialEnd) (goptuna.FrozenTrial, bool, error) {
 	value, scored := end.value()
 	state := goptuna.TrialStateFail
 	switch {
@@ -172,14 +175,14 @@ func (s *study) finish(id int, end TrialEnd) error {
 	case end.Status == TrialStopped && !s.prunedAsComplete:
 		state = goptuna.TrialStatePruned
 		if err := s.store.SetTrialIntermediateValue(id, int(math.Round(end.Last.Step)), value); err != nil {
-			return err
+			return goptuna.FrozenTrial{}, false, err
 		}
 	default:
 		state = goptuna.TrialStateComplete
 	}
 	if scored {
 		if err := s.store.SetTrialValue(id, value); err != nil {
-			return err
+			return goptuna.FrozenTrial{}, false, err
 		}
 	}
 	return s.store.finish(id, state)
@@ -193,59 +196,40 @@ func (s *study) finish(id int, end TrialEnd) error {
 // per suggestion. history keeps the trials that samplers learn from
 // (complete and pruned) and hands them out without copying; running and
 // failed trials, which goptuna's samplers skip anyway, are left out.
-//
-// With sortedViews, the history also keeps, for each parameter, the
-// finished trials sorted by that parameter's value, and while view names a
-// parameter GetAllTrials returns that order (see TPE for why).
 type history struct {
 	*goptuna.InMemoryStorage
 	// finished holds the trials samplers learn from, in the order they finished.
-	finished    []goptuna.FrozenTrial
-	sortedViews bool
-	byParam     map[string][]goptuna.FrozenTrial
-	view        string
+	finished []goptuna.FrozenTrial
+	// view, when not nil, is what GetAllTrials returns instead of
+	// finished: a searcher's choice of what a sampler sees (see TPE).
+	view []goptuna.FrozenTrial
 }
 
-func newHistory() *history {
-	return &history{InMemoryStorage: goptuna.NewInMemoryStorage(), byParam: map[string][]goptuna.FrozenTrial{}}
-}
+func newHistory() *history { return &history{InMemoryStorage: goptuna.NewInMemoryStorage()} }
 
 // GetAllTrials implements goptuna.Storage. The slice is shared: samplers
 // only read it.
 func (h *history) GetAllTrials(int) ([]goptuna.FrozenTrial, error) {
 	ts := h.finished
-	if h.view != "" {
-		ts = h.byParam[h.view]
+	if h.view != nil {
+		ts = h.view
 	}
 	return ts[:len(ts):len(ts)], nil
 }
 
 // finish moves trial id to state and, when samplers learn from that
-// state, adds it to the history.
-func (h *history) finish(id int, state goptuna.TrialState) error {
+// state, adds it to the history and returns it.
+func (h *history) finish(id int, state goptuna.TrialState) (goptuna.FrozenTrial, bool, error) {
 	if err := h.SetTrialState(id, state); err != nil {
-		return err
+		return goptuna.FrozenTrial{}, false, err
 	}
 	if state != goptuna.TrialStateComplete && state != goptuna.TrialStatePruned {
-		return nil
+		return goptuna.FrozenTrial{}, false, nil
 	}
 	t, err := h.GetTrial(id)
 	if err != nil {
-		return err
+		return goptuna.FrozenTrial{}, false, err
 	}
 	h.finished = append(h.finished, t)
-	if h.sortedViews {
-		for name, x := range t.InternalParams {
-			ts := h.byParam[name]
-			// After any equal values, so that ties keep finishing order.
-			i, _ := slices.BinarySearchFunc(ts, x, func(t goptuna.FrozenTrial, x float64) int {
-				if t.InternalParams[name] <= x {
-					return -1
-				}
-				return 1
-			})
-			h.byParam[name] = slices.Insert(ts, i, t)
-		}
-	}
-	return nil
+	return t, true, nil
 }

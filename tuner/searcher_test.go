@@ -2,8 +2,12 @@ package tuner
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"reflect"
 	"slices"
 	"sort"
@@ -164,9 +168,9 @@ func TestModelBasedSearchersStayInDomain(t *testing.T) {
 	}))
 }
 
-// TestTPERepeatability documents what a seed repeats with goptuna's TPE:
-// the random startup trials, and not the modelled ones after them, which
-// draw from the process-wide math/rand generator.
+// TestTPERepeatability documents what a seed repeats with goptuna's TPE in
+// one process: the random startup trials, and not the modelled ones after
+// them, which draw from the process-wide math/rand generator.
 func TestTPERepeatability(t *testing.T) {
 	space := mixedSpace(t)
 	run := func() []map[string]any {
@@ -183,6 +187,40 @@ func TestTPERepeatability(t *testing.T) {
 	if reflect.DeepEqual(a[TPEStartupTrials:], b[TPEStartupTrials:]) {
 		t.Error("goptuna's TPE repeated 30 modelled configurations with the same seed: " +
 			"it no longer draws from the global math/rand; update the TPE and SearchConfig.Seed docs")
+	}
+}
+
+// TestTPERepeatsWithRandAutoseedOff checks the documented way to make TPE
+// repeatable: a process started with GODEBUG=randautoseed=0, whose global
+// math/rand generator then starts from a fixed state, gives the same
+// sequence every time. The test runs itself twice as such a process.
+func TestTPERepeatsWithRandAutoseedOff(t *testing.T) {
+	if os.Getenv("GOTUNE_TPE_HELPER") == "1" {
+		s, err := NewTPE(mixedSpace(t), 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := json.Marshal(drive(t, s, TPEStartupTrials+20, score))
+		fmt.Printf("configs: %s\n", out)
+		return
+	}
+	run := func() string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestTPERepeatsWithRandAutoseedOff$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "GOTUNE_TPE_HELPER=1", "GODEBUG=randautoseed=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("helper: %v\n%s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "configs: ") {
+				return line
+			}
+		}
+		t.Fatalf("helper printed no configurations:\n%s", out)
+		return ""
+	}
+	if a, b := run(), run(); a != b {
+		t.Errorf("two processes with GODEBUG=randautoseed=0 and the same seed gave different TPE sequences:\n%s\n%s", a, b)
 	}
 }
 
@@ -276,10 +314,9 @@ func TestTPEHistory(t *testing.T) {
 
 	// Finish more trials, then check each parameter's sorted view.
 	drive(t, s, 30, func(cfg map[string]any) float64 { return cfg["x"].(float64) })
+	s.refreshViews()
 	for _, name := range []string{"x", "n"} {
-		h.view = name
-		view, _ := h.GetAllTrials(0)
-		h.view = ""
+		view := s.views[name]
 		if len(view) != len(h.finished) {
 			t.Fatalf("view of %s has %d trials, history %d", name, len(view), len(h.finished))
 		}
@@ -287,6 +324,59 @@ func TestTPEHistory(t *testing.T) {
 			return cmp.Compare(a.InternalParams[name], b.InternalParams[name])
 		}) {
 			t.Errorf("view of %s is not sorted by its value", name)
+		}
+	}
+}
+
+// TestTPEModelsTheBestTrials checks that TPE hands goptuna the
+// TPEModelled best trials in goptuna's order: complete trials by value,
+// then stopped ones by how far they got, then by value.
+func TestTPEModelsTheBestTrials(t *testing.T) {
+	space := mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
+	s, err := NewTPE(space, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		trial   int
+		stopped bool
+		step    float64
+		score   float64
+	}
+	var all []result
+	for trial := 1; trial <= 2*TPEModelled; trial++ {
+		cfg, err := s.Suggest(trial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := result{trial: trial, score: cfg["x"].(float64), step: 9}
+		if trial%10 != 0 { // nine trials in ten are stopped, at step 1 to 3
+			r.stopped, r.step = true, float64(1+trial%7%3)
+		}
+		obs := Observation{Step: r.step, Score: r.score}
+		end := TrialEnd{Status: TrialCompleted, Last: &obs}
+		if r.stopped {
+			end.Status = TrialStopped
+		}
+		s.OnTrialEnd(trial, end)
+		all = append(all, r)
+	}
+	if len(s.best) != TPEModelled {
+		t.Fatalf("TPE models %d trials, want %d", len(s.best), TPEModelled)
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.stopped != b.stopped {
+			return !a.stopped
+		}
+		if a.stopped && a.step != b.step {
+			return a.step > b.step
+		}
+		return a.score < b.score
+	})
+	for i, got := range s.best {
+		if got.Value != all[i].score {
+			t.Fatalf("modelled trial %d: value %v, want %v (trial %d)", i, got.Value, all[i].score, all[i].trial)
 		}
 	}
 }
