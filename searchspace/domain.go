@@ -173,9 +173,11 @@ func (d Constant) Validate() error {
 
 func (d Constant) String() string { return literal(d.Value) }
 
+// logUniform draws from [low, high) log-uniformly; the clamp guards
+// against exp(log(x)) rounding past a bound.
 func logUniform(r *rand.Rand, low, high float64) float64 {
 	lo, hi := math.Log(low), math.Log(high)
-	return min(max(math.Exp(lo+r.Float64()*(hi-lo)), low), high)
+	return min(max(math.Exp(lo+r.Float64()*(hi-lo)), low), math.Nextafter(high, low))
 }
 
 func checkRange(low, high float64) error {

@@ -113,8 +113,8 @@ func TestSampleStaysInDomain(t *testing.T) {
 	seenMomentum := map[float64]bool{}
 	for range 5000 {
 		c := space.Sample(r)
-		if lr := c["lr"].(float64); lr < 1e-4 || lr > 1e-1 {
-			t.Fatalf("lr %g outside [1e-4, 1e-1]", lr)
+		if lr := c["lr"].(float64); lr < 1e-4 || lr >= 1e-1 {
+			t.Fatalf("lr %g outside [1e-4, 1e-1)", lr)
 		}
 		if d := c["dropout"].(float64); d < 0 || d >= 0.5 {
 			t.Fatalf("dropout %g outside [0, 0.5)", d)

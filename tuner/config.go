@@ -180,23 +180,11 @@ func (c Config) Validate() error {
 // validateSearch checks the search space against the algorithm, by
 // building the searcher the config describes.
 func (c Config) validateSearch() error {
-	cells := c.Search.Space.GridSize()
-	if cells > searchspace.MaxGridCells || cells*c.Search.NumSamples > maxTrials {
-		return fieldErr("search.num_samples", "%d samples × %s grid cells is more than %d trials",
-			c.Search.NumSamples, gridCells(cells), maxTrials)
-	}
 	if c.Search.Algorithm == "grid" && c.Search.Space.Len() == c.Search.Space.WithoutGrid().Len() {
 		return fieldErr("search.algorithm", "\"grid\" needs at least one grid parameter in [search.space], such as batch = { grid = [32, 64] }")
 	}
 	_, err := newSearcher(c.Search, c.searchSeed())
 	return err
-}
-
-func gridCells(n int) string {
-	if n > searchspace.MaxGridCells {
-		return fmt.Sprintf("more than %d", searchspace.MaxGridCells)
-	}
-	return fmt.Sprint(n)
 }
 
 // searchSeed is the searcher's seed: [search] seed, else the experiment's.

@@ -72,11 +72,11 @@ func toGoptuna(p searchspace.Param) (param, error) {
 	switch d := p.Domain.(type) {
 	case searchspace.Uniform:
 		gp.dist = goptuna.UniformDistribution{Low: d.Low, High: d.High}
-		gp.external = func(x float64) any { return min(max(x, d.Low), d.High) }
+		gp.external = func(x float64) any { return halfOpen(x, d.Low, d.High) }
 		gp.internal = asFloat
 	case searchspace.LogUniform:
 		gp.dist = goptuna.LogUniformDistribution{Low: d.Low, High: d.High}
-		gp.external = func(x float64) any { return min(max(x, d.Low), d.High) }
+		gp.external = func(x float64) any { return halfOpen(x, d.Low, d.High) }
 		gp.internal = asFloat
 	case searchspace.QUniform:
 		gp.dist = goptuna.DiscreteUniformDistribution{Low: d.Low, High: d.Value(d.Steps()), Q: d.Q}
@@ -105,6 +105,11 @@ func toGoptuna(p searchspace.Param) (param, error) {
 		return param{}, fmt.Errorf("cannot model a domain of type %T: use random search, or one of the searchspace domains", p.Domain)
 	}
 	return gp, nil
+}
+
+// halfOpen clamps x into [low, high): CMA-ES may return a bound itself.
+func halfOpen(x, low, high float64) float64 {
+	return min(max(x, low), math.Nextafter(high, low))
 }
 
 // categorical maps a choice onto goptuna's categorical distribution, whose

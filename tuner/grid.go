@@ -26,13 +26,19 @@ var _ Searcher = (*GridSearch)(nil)
 
 // NewGridSearch returns a grid search over space's grid parameters that
 // takes the rest of each configuration from inner, which should search
-// space.WithoutGrid(). numSamples must be at least 1.
+// space.WithoutGrid(). numSamples must be at least 1, and numSamples ×
+// cells at most a million; otherwise the error is a *ConfigError on
+// search.num_samples.
 func NewGridSearch(space *searchspace.Space, numSamples int, inner Searcher) (*GridSearch, error) {
 	if numSamples < 1 {
-		return nil, fmt.Errorf("grid search: num_samples must be at least 1, got %d", numSamples)
+		return nil, fieldErr("search.num_samples", "must be at least 1, got %d", numSamples)
 	}
 	if n := space.GridSize(); n > searchspace.MaxGridCells || n*numSamples > maxTrials {
-		return nil, fmt.Errorf("grid search: %d grid cells × %d samples is more than %d trials", n, numSamples, maxTrials)
+		cells := fmt.Sprint(n)
+		if n > searchspace.MaxGridCells {
+			cells = fmt.Sprintf("more than %d", searchspace.MaxGridCells)
+		}
+		return nil, fieldErr("search.num_samples", "%d samples × %s grid cells is more than %d trials", numSamples, cells, maxTrials)
 	}
 	cells := space.GridCells()
 	return &GridSearch{cells: cells, total: len(cells) * numSamples, inner: inner}, nil

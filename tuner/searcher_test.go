@@ -46,11 +46,11 @@ func mixedSpace(t testing.TB) *searchspace.Space {
 func inDomain(d searchspace.Domain, v any) string {
 	switch d := d.(type) {
 	case searchspace.Uniform:
-		if x, ok := v.(float64); !ok || x < d.Low || x > d.High {
+		if x, ok := v.(float64); !ok || x < d.Low || x >= d.High {
 			return "outside the range"
 		}
 	case searchspace.LogUniform:
-		if x, ok := v.(float64); !ok || x < d.Low || x > d.High {
+		if x, ok := v.(float64); !ok || x < d.Low || x >= d.High {
 			return "outside the range"
 		}
 	case searchspace.QUniform:
