@@ -14,7 +14,7 @@
 //
 // Run it from the repository root:
 //
-//	go run ./bench/search [-seeds 10] [-trials 200] [-checkpoints 50,200]
+//	go run ./bench/search [-seeds 10] [-first-seed 0] [-trials 200] [-checkpoints 50,200]
 //	    [-functions branin,hartmann6,rosenbrock10] [-lengths 1000,5000]
 //	    [-repeat 5] [-skip quality|overhead] [-python /usr/bin/python3]
 //
@@ -46,6 +46,7 @@ import (
 )
 
 type options struct {
+	firstSeed   int
 	seeds       int
 	trials      int
 	checkpoints []int
@@ -62,6 +63,7 @@ func main() {
 	var o options
 	var checkpoints, funcs, lengths, skip string
 	flag.IntVar(&o.seeds, "seeds", 10, "seeds per function and searcher; the median is reported")
+	flag.IntVar(&o.firstSeed, "first-seed", 0, "the first seed; runs use seeds first-seed, first-seed+1, …")
 	flag.IntVar(&o.trials, "trials", 200, "trials per run")
 	flag.StringVar(&checkpoints, "checkpoints", "50,200", "trial counts at which to report the best value")
 	flag.StringVar(&funcs, "functions", "branin,hartmann6,rosenbrock10", "functions to minimise")
@@ -117,7 +119,7 @@ func run(o options) error {
 				names[i] = fn.name
 			}
 			peer = startPeer(o, "quality", "--functions", strings.Join(names, ","), "--samplers", "tpe,cmaes",
-				"--seeds", strconv.Itoa(o.seeds), "--trials", strconv.Itoa(o.trials), "--checkpoints", joinInts(o.checkpoints))
+				"--first-seed", strconv.Itoa(o.firstSeed), "--seeds", strconv.Itoa(o.seeds), "--trials", strconv.Itoa(o.trials), "--checkpoints", joinInts(o.checkpoints))
 		}
 		ours, err := gotuneQuality(o)
 		if err != nil {
@@ -175,7 +177,7 @@ func gotuneQuality(o options) (map[string][]float64, error) {
 	res := map[string][]float64{}
 	for _, fn := range o.functions {
 		for _, system := range []string{"gotune_random", "gotune_tpe", "gotune_cmaes", "goptuna_tpe_defaults"} {
-			for seed := range int64(o.seeds) {
+			for seed := int64(o.firstSeed); seed < int64(o.firstSeed+o.seeds); seed++ {
 				var best []float64
 				var err error
 				if system == "goptuna_tpe_defaults" {
@@ -261,7 +263,7 @@ func goptunaDefaults(fn function, seed int64, n int) ([]float64, error) {
 func qualityLine(o options, fn function, c int, ours, theirs map[string][]float64) map[string]any {
 	line := map[string]any{
 		"bench": "search", "figure": "best_value", "statistic": "median", "function": fn.name,
-		"optimum": fn.optimum, "trials": c, "seeds": o.seeds,
+		"optimum": fn.optimum, "trials": c, "seeds": o.seeds, "first_seed": o.firstSeed,
 	}
 	for _, system := range []string{"gotune_random", "gotune_tpe", "gotune_cmaes", "goptuna_tpe_defaults"} {
 		line[system] = round(median(ours[key(system, fn.name, c)]))

@@ -15,7 +15,7 @@ that same length (asked trials are told FAIL, which TPE ignores):
 The functions match bench/search/functions.go.
 
 Usage (Debian's python3-optuna 3.1):
-  /usr/bin/python3 optuna_peer.py quality --functions branin,hartmann6 --samplers tpe,cmaes --seeds 10 --trials 200 --checkpoints 50,200
+  /usr/bin/python3 optuna_peer.py quality --functions branin,hartmann6 --samplers tpe,cmaes --first-seed 0 --seeds 10 --trials 200 --checkpoints 50,200
   /usr/bin/python3 optuna_peer.py overhead --lengths 1000,5000 --repeat 5
 Prints {"mode": "error", "error": "..."} and exits 3 when optuna is missing.
 """
@@ -82,7 +82,7 @@ def quality(args):
     for fname in args.functions.split(","):
         low, high, f = FUNCTIONS[fname]
         for sname in args.samplers.split(","):
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 study = optuna.create_study(sampler=sampler_for(sname, seed))
                 best = []
 
@@ -140,6 +140,7 @@ def main():
     q = sub.add_parser("quality")
     q.add_argument("--functions", default="branin,hartmann6,rosenbrock10")
     q.add_argument("--samplers", default="tpe,cmaes")
+    q.add_argument("--first-seed", type=int, default=0)
     q.add_argument("--seeds", type=int, default=10)
     q.add_argument("--trials", type=int, default=200)
     q.add_argument("--checkpoints", default="50,200")
