@@ -79,28 +79,36 @@ func TestValidateAcceptsCommandPlaceholders(t *testing.T) {
 	}
 }
 
-func TestSearchSeedOverridesExperimentSeed(t *testing.T) {
-	params := func(cfg Config) []map[string]any {
-		tu, err := New(cfg, WithTrainFunc(quadratic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := tu.Fit(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []map[string]any
-		for _, tr := range res.Trials {
-			out = append(out, tr.Params)
-		}
-		return out
+// mustFit runs cfg with the quadratic training function and opts.
+func mustFit(t *testing.T, cfg Config, opts ...Option) *Result {
+	t.Helper()
+	tu, err := New(cfg, append([]Option{WithTrainFunc(quadratic)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
+	res, err := tu.Fit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// fitParams runs cfg and returns each trial's configuration, in trial order.
+func fitParams(t *testing.T, cfg Config) []map[string]any {
+	var out []map[string]any
+	for _, tr := range mustFit(t, cfg).Trials {
+		out = append(out, tr.Params)
+	}
+	return out
+}
+
+func TestSearchSeedOverridesExperimentSeed(t *testing.T) {
 	seed := int64(1)
 	a := testConfig(t, 3)
 	a.Seed = 99
 	a.Search.Seed = &seed
 	b := testConfig(t, 3) // experiment seed 1, no search seed
-	pa, pb := params(a), params(b)
+	pa, pb := fitParams(t, a), fitParams(t, b)
 	for i := range pa {
 		if pa[i]["x"] != pb[i]["x"] {
 			t.Errorf("trial %d: x %v with search seed 1, %v with experiment seed 1", i+1, pa[i]["x"], pb[i]["x"])
@@ -116,14 +124,7 @@ func TestFitGridTimesSamples(t *testing.T) {
 		searchspace.Param{Name: "opt", Domain: searchspace.Grid{Values: []any{"sgd", "adam"}}},
 		searchspace.Param{Name: "steps", Domain: searchspace.Grid{Values: []any{int64(1), int64(2)}}},
 	)
-	tu, err := New(cfg, WithTrainFunc(quadratic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := tu.Fit(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustFit(t, cfg)
 	if len(res.Trials) != 12 {
 		t.Fatalf("got %d trials, want 3 samples × 4 cells", len(res.Trials))
 	}
@@ -152,14 +153,7 @@ func TestFitModelBasedSearchers(t *testing.T) {
 				searchspace.Param{Name: "y", Domain: searchspace.QUniform{Low: 0, High: 1, Q: 0.25}},
 				searchspace.Param{Name: "steps", Domain: searchspace.Grid{Values: []any{int64(2), int64(3)}}},
 			)
-			tu, err := New(cfg, WithTrainFunc(quadratic))
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := tu.Fit(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := mustFit(t, cfg)
 			if len(res.Trials) != 32 {
 				t.Errorf("got %d trials, want 16 samples × 2 cells", len(res.Trials))
 			}

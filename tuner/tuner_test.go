@@ -85,22 +85,7 @@ func TestFitRecordsEveryReport(t *testing.T) {
 }
 
 func TestFitSameSeedSameConfigs(t *testing.T) {
-	params := func() []map[string]any {
-		tu, err := New(testConfig(t, 5), WithTrainFunc(quadratic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := tu.Fit(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []map[string]any
-		for _, tr := range res.Trials {
-			out = append(out, tr.Params)
-		}
-		return out
-	}
-	a, b := params(), params()
+	a, b := fitParams(t, testConfig(t, 5)), fitParams(t, testConfig(t, 5))
 	for i := range a {
 		if a[i]["x"] != b[i]["x"] {
 			t.Errorf("trial %d: x %v vs %v with the same seed", i+1, a[i]["x"], b[i]["x"])
