@@ -10,24 +10,36 @@ import (
 // Parse turns the sweep-file form of one parameter into a Domain.
 //
 // raw is what a TOML decoder yields for the value: a plain number, string or
-// boolean is a constant; a table with exactly one key names the domain,
-// e.g. map[string]any{"loguniform": []any{1e-4, 0.1}}. The returned domain
-// has been validated. Errors name the domain key where there is one.
+// boolean is a constant; a table with exactly one key names the domain:
+//
+//	lr       = { loguniform = [1e-4, 1e-1] }
+//	dropout  = { uniform = [0.0, 0.5] }
+//	momentum = { quniform = [0.5, 0.99, 0.01] }      # low, high, step q
+//	wd       = { qloguniform = [1e-5, 1e-2, 1e-5] }
+//	layers   = { randint = [1, 4] }                  # high is exclusive
+//	width    = { lograndint = [16, 1024] }           # high is exclusive
+//	hidden   = { choice = [32, 64, 128] }            # numbers, strings or booleans
+//	batch    = { grid = [32, 64] }                   # every value is tried
+//	epochs   = 27                                    # a constant
+//
+// The returned domain has been validated. Errors start with the domain key
+// where there is one, e.g. "loguniform: log range [0, 0.1] touches zero: …".
 func Parse(raw any) (Domain, error) {
 	switch v := raw.(type) {
 	case map[string]any:
 		return parseTable(v)
 	case int64, float64, string, bool:
-		return Constant{v}, nil
+		d := Constant{v}
+		return d, d.Validate()
 	case int:
 		return Constant{int64(v)}, nil
 	default:
-		return nil, fmt.Errorf("a parameter is a plain value or a table such as { uniform = [0, 1] }, got %T", raw)
+		return nil, fmt.Errorf("a parameter is a plain value or a table such as { uniform = [0, 1] }, got %s", typeName(raw))
 	}
 }
 
-// DomainKeys lists the table keys Parse accepts.
-var DomainKeys = []string{"choice", "loguniform", "randint", "uniform"}
+// DomainKeys lists the table keys Parse accepts, sorted.
+var DomainKeys = []string{"choice", "grid", "loguniform", "lograndint", "qloguniform", "quniform", "randint", "uniform"}
 
 func parseTable(t map[string]any) (Domain, error) {
 	if len(t) != 1 {
@@ -41,10 +53,10 @@ func parseTable(t map[string]any) (Domain, error) {
 	}
 	for kind, args := range t {
 		d, err := parseKind(kind, args)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", kind, err)
+		if err == nil {
+			err = d.Validate()
 		}
-		if err := d.Validate(); err != nil {
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
 		return d, nil
@@ -55,48 +67,65 @@ func parseTable(t map[string]any) (Domain, error) {
 func parseKind(kind string, args any) (Domain, error) {
 	switch kind {
 	case "uniform", "loguniform":
-		lo, hi, err := floatPair(args)
+		xs, err := floats(args, "low, high")
 		if err != nil {
 			return nil, err
 		}
 		if kind == "uniform" {
-			return Uniform{lo, hi}, nil
+			return Uniform{xs[0], xs[1]}, nil
 		}
-		return LogUniform{lo, hi}, nil
-	case "randint":
+		return LogUniform{xs[0], xs[1]}, nil
+	case "quniform", "qloguniform":
+		xs, err := floats(args, "low, high, q")
+		if err != nil {
+			return nil, err
+		}
+		if kind == "quniform" {
+			return QUniform{xs[0], xs[1], xs[2]}, nil
+		}
+		return QLogUniform{xs[0], xs[1], xs[2]}, nil
+	case "randint", "lograndint":
 		lo, hi, err := intPair(args)
 		if err != nil {
 			return nil, err
 		}
-		return RandInt{lo, hi}, nil
-	case "choice":
-		vals, err := choiceValues(args)
+		if kind == "randint" {
+			return RandInt{lo, hi}, nil
+		}
+		return LogRandInt{lo, hi}, nil
+	case "choice", "grid":
+		vals, err := values(kind, args)
 		if err != nil {
 			return nil, err
 		}
-		return Choice{vals}, nil
+		if kind == "choice" {
+			return Choice{vals}, nil
+		}
+		return Grid{vals}, nil
 	default:
 		return nil, fmt.Errorf("unknown domain (want one of %s)", strings.Join(DomainKeys, ", "))
 	}
 }
 
-func list(args any, n int) ([]any, error) {
+// list checks that args is an array of as many elements as names lists.
+func list(args any, names string) ([]any, error) {
+	n := strings.Count(names, ",") + 1
 	xs, ok := args.([]any)
 	if !ok {
-		return nil, fmt.Errorf("want an array of %d numbers, got %T", n, args)
+		return nil, fmt.Errorf("want an array [%s], got %s", names, typeName(args))
 	}
 	if len(xs) != n {
-		return nil, fmt.Errorf("want an array of %d numbers, got %d elements", n, len(xs))
+		return nil, fmt.Errorf("want an array [%s] of %d numbers, got %d elements", names, n, len(xs))
 	}
 	return xs, nil
 }
 
-func floatPair(args any) (float64, float64, error) {
-	xs, err := list(args, 2)
+func floats(args any, names string) ([]float64, error) {
+	xs, err := list(args, names)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	var out [2]float64
+	out := make([]float64, len(xs))
 	for i, x := range xs {
 		switch v := x.(type) {
 		case float64:
@@ -104,14 +133,14 @@ func floatPair(args any) (float64, float64, error) {
 		case int64:
 			out[i] = float64(v)
 		default:
-			return 0, 0, fmt.Errorf("bounds must be numbers, got %T", x)
+			return nil, fmt.Errorf("[%s] must be numbers, got %s", names, typeName(x))
 		}
 	}
-	return out[0], out[1], nil
+	return out, nil
 }
 
 func intPair(args any) (int64, int64, error) {
-	xs, err := list(args, 2)
+	xs, err := list(args, "low, high")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -126,42 +155,28 @@ func intPair(args any) (int64, int64, error) {
 			}
 			out[i] = int64(v)
 		default:
-			return 0, 0, fmt.Errorf("bounds must be integers, got %T", x)
+			return 0, 0, fmt.Errorf("bounds must be integers, got %s", typeName(x))
 		}
 	}
 	return out[0], out[1], nil
 }
 
-// choiceValues checks that a choice holds values of one kind. Integers mixed
-// with floats become floats.
-func choiceValues(args any) ([]any, error) {
+// values checks that a choice or grid holds values of one kind. Integers
+// mixed with floats become floats.
+func values(kind string, args any) ([]any, error) {
 	xs, ok := args.([]any)
 	if !ok {
-		return nil, fmt.Errorf("want an array of values, got %T", args)
+		return nil, fmt.Errorf("want an array of values, got %s", typeName(args))
 	}
-	var hasInt, hasFloat, hasString, hasBool bool
+	hasFloat := false
 	for _, x := range xs {
 		switch x.(type) {
-		case int64:
-			hasInt = true
 		case float64:
 			hasFloat = true
-		case string:
-			hasString = true
-		case bool:
-			hasBool = true
+		case int64, string, bool:
 		default:
-			return nil, fmt.Errorf("choice values must be numbers, strings or booleans, got %T", x)
+			return nil, fmt.Errorf("%s values must be numbers, strings or booleans, got %s", kind, typeName(x))
 		}
-	}
-	kinds := 0
-	for _, b := range []bool{hasInt || hasFloat, hasString, hasBool} {
-		if b {
-			kinds++
-		}
-	}
-	if kinds > 1 {
-		return nil, fmt.Errorf("choice values must all be numbers, all strings or all booleans")
 	}
 	out := make([]any, len(xs))
 	for i, x := range xs {
@@ -172,4 +187,23 @@ func choiceValues(args any) ([]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// typeName names the TOML kind of a decoded value.
+func typeName(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case float64, int64, int:
+		return "a number"
+	case nil:
+		return "nothing"
+	}
+	return fmt.Sprintf("a %T", v)
 }

@@ -70,3 +70,65 @@ func (s *Space) Sample(r *rand.Rand) map[string]any {
 	}
 	return cfg
 }
+
+// MaxGridCells bounds the cartesian product of a space's grid parameters.
+const MaxGridCells = 1 << 20
+
+// GridSize is the number of cells of the cartesian product of the grid
+// parameters: 1 when the space has none. A product larger than
+// MaxGridCells is reported as MaxGridCells+1.
+func (s *Space) GridSize() int {
+	n := 1
+	for _, p := range s.params {
+		if g, ok := p.Domain.(Grid); ok {
+			n *= len(g.Values)
+			if n > MaxGridCells {
+				return MaxGridCells + 1
+			}
+		}
+	}
+	return n
+}
+
+// GridCells expands the grid parameters into their cartesian product: one
+// map from grid parameter to value per cell. Parameters vary in name
+// order, the last name fastest; values in the order they were given. A
+// space without grid parameters has one empty cell. It panics when the
+// product exceeds MaxGridCells: check GridSize first.
+func (s *Space) GridCells() []map[string]any {
+	if n := s.GridSize(); n > MaxGridCells {
+		panic(fmt.Sprintf("searchspace: grid of more than %d cells", MaxGridCells))
+	}
+	cells := []map[string]any{{}}
+	for _, p := range s.params {
+		g, ok := p.Domain.(Grid)
+		if !ok {
+			continue
+		}
+		next := make([]map[string]any, 0, len(cells)*len(g.Values))
+		for _, c := range cells {
+			for _, v := range g.Values {
+				cell := make(map[string]any, len(c)+1)
+				for k, x := range c {
+					cell[k] = x
+				}
+				cell[p.Name] = v
+				next = append(next, cell)
+			}
+		}
+		cells = next
+	}
+	return cells
+}
+
+// WithoutGrid returns the space of the parameters that are not grids: what
+// a searcher samples while grid expansion fixes the others.
+func (s *Space) WithoutGrid() *Space {
+	out := &Space{}
+	for _, p := range s.params {
+		if _, ok := p.Domain.(Grid); !ok {
+			out.params = append(out.params, p)
+		}
+	}
+	return out
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/searchspace"
@@ -39,17 +41,50 @@ type Objective struct {
 	Mode string `toml:"mode" json:"mode"`
 }
 
-// SearchConfig says how configurations are chosen.
+// SearchConfig says how configurations are chosen: the [search] section of
+// a sweep file.
 type SearchConfig struct {
-	// Algorithm is "random" (the default).
+	// Algorithm is the searcher: "random" (the default) samples each
+	// configuration independently; "grid" is random search over a space
+	// that must have grid parameters; "tpe" and "cmaes" learn from finished
+	// trials (see TPE and CMAES; "cmaes" needs a numeric space). With every
+	// algorithm, grid parameters are expanded: each cell of their cartesian
+	// product is tried NumSamples times, as Ray Tune does (see GridSearch).
 	Algorithm string `toml:"algorithm" json:"algorithm,omitempty"`
-	// NumSamples is the number of trials; default 1.
+	// NumSamples is how many configurations to try for each cell of the
+	// grid; the sweep runs NumSamples × cells trials (cells is 1 without
+	// grid parameters). Default 1.
 	NumSamples int `toml:"num_samples" json:"num_samples,omitempty"`
-	// MaxConcurrent bounds the trials running at once; 0 means no bound
-	// beyond what the resources allow.
+	// MaxConcurrent bounds the trials running at once, through a Limiter
+	// around the searcher; 0 means no bound beyond what the resources allow.
+	// Model-based searchers suggest better with a small bound, since they
+	// learn only from trials that have ended.
 	MaxConcurrent int `toml:"max_concurrent" json:"max_concurrent,omitempty"`
+	// Seed seeds the searcher; nil means the experiment's Seed. The same
+	// seed gives the same configurations with random, grid and, when
+	// results arrive in the same order, cmaes; with tpe, only its random
+	// startup trials unless the process runs with GODEBUG=randautoseed=0
+	// (see TPE).
+	Seed *int64 `toml:"seed" json:"seed,omitempty"`
 	// Space is the search space. A sweep file gives it as [search.space].
+	// nil is an empty space.
 	Space *searchspace.Space `toml:"-" json:"-"`
+}
+
+// Algorithms lists the values SearchConfig.Algorithm accepts.
+var Algorithms = []string{"random", "grid", "tpe", "cmaes"}
+
+// maxTrials bounds the trials of one experiment (NumSamples × grid cells).
+const maxTrials = 1_000_000
+
+// Trials is the number of trials the search runs: NumSamples times the
+// number of grid cells, with defaults applied.
+func (s SearchConfig) Trials() int {
+	n := max(s.NumSamples, 1)
+	if s.Space == nil {
+		return n
+	}
+	return n * s.Space.GridSize()
 }
 
 // SchedulerConfig is the [scheduler] section: the trial scheduler and its
@@ -89,6 +124,9 @@ func (c Config) withDefaults() Config {
 	if c.Search.NumSamples == 0 {
 		c.Search.NumSamples = 1
 	}
+	if c.Search.Space == nil {
+		c.Search.Space = &searchspace.Space{}
+	}
 	c.Scheduler = c.Scheduler.WithDefaults()
 	return c
 }
@@ -117,8 +155,8 @@ func (c Config) Validate() error {
 		return fieldErr("objective.metric", "%q is not a metric name (letters, digits, _ . / -)", c.Objective.Metric)
 	case c.Objective.Mode != "min" && c.Objective.Mode != "max":
 		return fieldErr("objective.mode", "must be \"min\" or \"max\", got %q", c.Objective.Mode)
-	case c.Search.Algorithm != "random":
-		return fieldErr("search.algorithm", "unknown algorithm %q (have random)", c.Search.Algorithm)
+	case !slices.Contains(Algorithms, c.Search.Algorithm):
+		return fieldErr("search.algorithm", "unknown algorithm %q (have %s)", c.Search.Algorithm, strings.Join(Algorithms, ", "))
 	case c.Search.NumSamples < 1:
 		return fieldErr("search.num_samples", "must be at least 1, got %d", c.Search.NumSamples)
 	case c.Search.MaxConcurrent < 0:
@@ -134,6 +172,9 @@ func (c Config) Validate() error {
 		}
 		return &ConfigError{Key: "resources", Err: err}
 	}
+	if err := c.validateSearch(); err != nil {
+		return err
+	}
 	if err := c.Trainer.Validate(); err != nil {
 		var fe *trainer.FieldError
 		if errors.As(err, &fe) {
@@ -141,9 +182,44 @@ func (c Config) Validate() error {
 		}
 		return &ConfigError{Key: "trainer", Err: err}
 	}
-	for _, name := range trainer.Placeholders(c.Trainer.Command) {
-		if c.Search.Space == nil || c.Search.Space.Domain(name) == nil {
-			return fieldErr("trainer.command", "{%s} names no parameter of search.space (write {{%s}} for a literal {%s})", name, name, name)
+	return c.validateCommand()
+}
+
+// validateSearch checks the search space against the algorithm, by
+// building the searcher the config describes.
+func (c Config) validateSearch() error {
+	if c.Search.Algorithm == "grid" && c.Search.Space.Len() == c.Search.Space.WithoutGrid().Len() {
+		return fieldErr("search.algorithm", "\"grid\" needs at least one grid parameter in [search.space], such as batch = { grid = [32, 64] }")
+	}
+	_, err := newSearcher(c.Search, c.searchSeed())
+	return err
+}
+
+// searchSeed is the searcher's seed: [search] seed, else the experiment's.
+func (c Config) searchSeed() int64 {
+	if c.Search.Seed != nil {
+		return *c.Search.Seed
+	}
+	return c.Seed
+}
+
+// validateCommand checks that every {name} in the trainer's command names
+// a parameter of the search space.
+func (c Config) validateCommand() error {
+	for i, arg := range c.Trainer.Command {
+		for _, name := range trainer.Placeholders([]string{arg}) {
+			if c.Search.Space.Domain(name) != nil {
+				continue
+			}
+			names := make([]string, 0, c.Search.Space.Len())
+			for _, p := range c.Search.Space.Params() {
+				names = append(names, p.Name)
+			}
+			have := "the space has none"
+			if len(names) > 0 {
+				have = "have " + strings.Join(names, ", ")
+			}
+			return fieldErr("trainer.command", "{%s} in argument %d (%q) names no parameter of [search.space] (%s; write {{%s}} for a literal {%s})", name, i+1, arg, have, name, name)
 		}
 	}
 	return nil

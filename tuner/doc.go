@@ -4,6 +4,11 @@
 // storage before the scheduler decides on it, and returns the experiment's
 // trials and best trial when it is done.
 //
+// Configurations come from a Searcher: RandomSearch, TPE and CMAES (the
+// last two through goptuna's samplers), crossed with grid parameters by a
+// GridSearch and bounded by a Limiter, as SearchConfig describes; or from
+// a Searcher of your own, given with WithSearcher.
+//
 // The smallest Go program that tunes a training function:
 //
 //	space, _ := searchspace.New(searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}})

@@ -39,31 +39,40 @@ type trialRun struct {
 	number int
 	record *storage.Trial
 	config map[string]any
-	// lastScore is the trial's latest score, owned by the loop.
-	lastScore float64
-	hasScore  bool
+	// last is the trial's latest result that carried the objective, owned
+	// by the loop; nil until there is one.
+	last *Observation
 }
 
 func (l *loop) run(ctx context.Context) error {
 	t := l.t
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	maxRunning := t.cfg.Search.MaxConcurrent
-	if maxRunning == 0 {
-		maxRunning = t.cfg.Search.NumSamples
-	}
+	trials := t.cfg.Search.Trials()
 	var runErr error
+	// waiting: the searcher asked to wait for a running trial's next event.
+	// exhausted: it has no more configurations.
+	waiting, exhausted := false, false
 	for {
-		for runErr == nil && l.running < maxRunning && l.started < t.cfg.Search.NumSamples {
-			if err := l.startTrial(ctx); err != nil {
+		for runErr == nil && ctx.Err() == nil && !waiting && !exhausted && l.started < trials {
+			switch err := l.startTrial(ctx); {
+			case errors.Is(err, ErrWait):
+				waiting = true
+			case errors.Is(err, ErrExhausted):
+				exhausted = true
+			case err != nil:
 				runErr = err
 				cancel()
 			}
 		}
 		if l.running == 0 {
+			if waiting && runErr == nil && ctx.Err() == nil {
+				runErr = fmt.Errorf("searcher: Suggest for trial %d returned ErrWait with no trial running to wait for", l.started+1)
+			}
 			break
 		}
 		ev := <-l.events
+		waiting = false
 		if ev.result != nil {
 			ev.reply <- l.onReport(ev.trial, *ev.result)
 			continue
@@ -90,6 +99,9 @@ func (l *loop) startTrial(ctx context.Context) error {
 	t := l.t
 	number := l.started + 1
 	config, err := t.searcher.Suggest(number)
+	if errors.Is(err, ErrWait) || errors.Is(err, ErrExhausted) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("searcher: suggest trial %d: %w", number, err)
 	}
@@ -147,7 +159,8 @@ func (s *sink) Event(_ context.Context, e trainer.Event) error {
 	return nil
 }
 
-// onReport asks the scheduler about a committed result.
+// onReport tells the searcher about a committed result and asks the
+// scheduler about it.
 func (l *loop) onReport(tr *trialRun, r trainer.Result) trainer.Action {
 	t := l.t
 	t.observer.OnReport(tr.number, r)
@@ -155,9 +168,14 @@ func (l *loop) onReport(tr *trialRun, r trainer.Result) trainer.Action {
 	if !ok {
 		return trainer.Continue
 	}
-	tr.lastScore, tr.hasScore = score, true
-	progress, ok := t.progress(r)
-	if !ok {
+	progress, hasProgress := t.progress(r)
+	step := progress
+	if !hasProgress {
+		step = float64(r.Iteration)
+	}
+	tr.last = &Observation{Step: step, Score: score, Metrics: r.Metrics}
+	t.searcher.OnResult(tr.number, *tr.last)
+	if !hasProgress {
 		return trainer.Continue
 	}
 	d := t.scheduler.OnResult(schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics})
@@ -190,7 +208,14 @@ func (l *loop) onTrialEnd(ctx context.Context, ev event) error {
 		return err
 	}
 	t.scheduler.OnTrialEnd(tr.number)
-	t.searcher.Observe(tr.number, tr.lastScore, tr.hasScore && status != storage.TrialError)
+	end := TrialEnd{Status: TrialCompleted, Last: tr.last}
+	switch status {
+	case storage.TrialError:
+		end.Status = TrialFailed
+	case storage.TrialStopped:
+		end.Status = TrialStopped
+	}
+	t.searcher.OnTrialEnd(tr.number, end)
 	t.observer.OnTrialEnd(tr.number, status, ev.err)
 	return nil
 }

@@ -1,25 +1,125 @@
 package tuner
 
 import (
+	"errors"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/gotune/gotune/searchspace"
 )
 
 // Searcher chooses the configuration of each new trial and learns from the
-// results. Implement it to plug a custom search into the tuner (see
-// WithSearcher). The tuner calls a Searcher from one goroutine only.
+// trials' results. The built-in searchers (random, grid, TPE, CMA-ES and the
+// concurrency limiter that wraps them) implement it; implement it yourself
+// to plug your own search into the tuner with WithSearcher.
+//
+// The tuner calls a Searcher from one goroutine, never concurrently, so an
+// implementation needs no locking. For each trial the calls come in this
+// order: one Suggest that returns a configuration; then an OnResult for each
+// of the trial's reports that carries the objective; then exactly one
+// OnTrialEnd. Calls for different trials interleave when trials run side by
+// side. When the experiment is interrupted (Fit's context ends), running
+// trials get no OnTrialEnd.
+//
+// Scores are always lower-is-better: the tuner negates the metric of a
+// "max" objective before a searcher sees it.
+//
+// A Searcher decides; it does no I/O of the tuner's. That keeps it testable
+// by feeding it events, as the built-in searchers' tests do.
 type Searcher interface {
-	// Suggest returns the configuration for trial number (from 1).
+	// Suggest returns the configuration of a new trial, numbered from 1 in
+	// the order trials start. The map holds a value for every parameter the
+	// training function reads (float64, int64, string or bool); the tuner
+	// records it as given and does not modify it.
+	//
+	// Return ErrWait to start no trial now: the tuner asks again, with the
+	// same trial number, after the next result or trial end, and fails the
+	// experiment if no trial is running to produce one. Return ErrExhausted
+	// when the search has no more configurations: the tuner starts no more
+	// trials and ends the experiment once the running ones end. Any other
+	// error aborts the experiment.
 	Suggest(trial int) (map[string]any, error)
-	// Observe is told the outcome of a finished trial: its last score
-	// (lower is better: the tuner negates "max" metrics) and whether it
-	// produced one at all.
-	Observe(trial int, score float64, ok bool)
+
+	// OnResult is told each intermediate result of a running trial that
+	// carries the objective, in report order, after the result is committed
+	// to the database and before the scheduler decides on it.
+	OnResult(trial int, obs Observation)
+
+	// OnTrialEnd is told how a trial ended. A trial the scheduler stopped
+	// early ends with TrialStopped and its last result, which a searcher
+	// should count as the trial's value, as Optuna counts pruned trials.
+	OnTrialEnd(trial int, end TrialEnd)
+}
+
+// ErrWait is returned by Suggest to start no trial until a running trial
+// reports or ends.
+var ErrWait = errors.New("searcher: wait for a running trial")
+
+// ErrExhausted is returned by Suggest when the search has no more
+// configurations to try.
+var ErrExhausted = errors.New("searcher: no more configurations")
+
+// Observation is one result of a trial, as a searcher sees it.
+type Observation struct {
+	// Step is the trial's progress when it reported: the value of the
+	// scheduler's time attribute (training_iteration, the number of reports
+	// so far, by default).
+	Step float64
+	// Score is the objective, lower is better.
+	Score float64
+	// Metrics is everything the trial reported. It must not be modified.
+	Metrics map[string]float64
+}
+
+// TrialEnd is how a trial ended, as a searcher sees it.
+type TrialEnd struct {
+	// Status says whether the trial ran to its end, was stopped early by
+	// the scheduler, or failed.
+	Status EndStatus
+	// Last is the trial's last result that carried the objective, or nil
+	// when it reported none.
+	Last *Observation
+}
+
+// EndStatus is how a trial ended.
+type EndStatus int
+
+const (
+	// TrialCompleted means the training function returned without error.
+	TrialCompleted EndStatus = iota + 1
+	// TrialStopped means the scheduler stopped the trial early. Its last
+	// result counts as its value.
+	TrialStopped
+	// TrialFailed means the training function failed. Searchers should not
+	// learn from its scores, which may be partial.
+	TrialFailed
+)
+
+func (s EndStatus) String() string {
+	switch s {
+	case TrialCompleted:
+		return "completed"
+	case TrialStopped:
+		return "stopped"
+	case TrialFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// value returns the score a searcher learns from a trial's end: the last
+// score of a completed or stopped trial, nothing for a failed one.
+func (e TrialEnd) value() (float64, bool) {
+	if e.Status == TrialFailed || e.Last == nil {
+		return 0, false
+	}
+	return e.Last.Score, true
 }
 
 // RandomSearch samples every configuration independently from the space.
-// The same seed yields the same sequence of configurations.
+// The same seed yields the same sequence of configurations. It learns
+// nothing from results. Grid parameters are drawn like choices; wrap it in
+// a GridSearch to expand them instead.
 type RandomSearch struct {
 	space *searchspace.Space
 	rng   *rand.Rand
@@ -29,11 +129,41 @@ var _ Searcher = (*RandomSearch)(nil)
 
 // NewRandomSearch returns a random searcher over space seeded with seed.
 func NewRandomSearch(space *searchspace.Space, seed int64) *RandomSearch {
-	return &RandomSearch{space: space, rng: rand.New(rand.NewPCG(uint64(seed), 0x7e57))}
+	return &RandomSearch{space: space, rng: newRand(seed)}
 }
+
+// newRand is the generator every built-in searcher draws from.
+func newRand(seed int64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0x7e57)) }
 
 // Suggest implements Searcher.
 func (s *RandomSearch) Suggest(int) (map[string]any, error) { return s.space.Sample(s.rng), nil }
 
-// Observe implements Searcher; random search learns nothing.
-func (s *RandomSearch) Observe(int, float64, bool) {}
+// OnResult implements Searcher; random search learns nothing.
+func (s *RandomSearch) OnResult(int, Observation) {}
+
+// OnTrialEnd implements Searcher; random search learns nothing.
+func (s *RandomSearch) OnTrialEnd(int, TrialEnd) {}
+
+// newSearcher builds the searcher a [search] section describes: the
+// algorithm over the non-grid parameters, inside a GridSearch that
+// expands the grid parameters and ends the search after
+// NumSamples × cells trials. search must have its defaults applied.
+func newSearcher(search SearchConfig, seed int64) (Searcher, error) {
+	rest := search.Space.WithoutGrid()
+	var inner Searcher
+	var err error
+	switch search.Algorithm {
+	case "random", "grid":
+		inner = NewRandomSearch(rest, seed)
+	case "tpe":
+		inner, err = NewTPE(rest, seed)
+	case "cmaes":
+		inner, err = NewCMAES(rest, seed)
+	default:
+		err = fieldErr("search.algorithm", "unknown algorithm %q (have %s)", search.Algorithm, strings.Join(Algorithms, ", "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return NewGridSearch(search.Space, search.NumSamples, inner)
+}

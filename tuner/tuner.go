@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/gotune/gotune/schedulers"
-	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
@@ -46,7 +45,10 @@ func WithWorkerProcess(name string) Option { return func(t *Tuner) { t.process =
 // instead of in a "checkpoints" folder beside the database.
 func WithCheckpointRoot(dir string) Option { return func(t *Tuner) { t.checkpoints = dir } }
 
-// WithSearcher replaces the searcher the config names.
+// WithSearcher replaces the searcher the config's [search] algorithm names
+// with s, a built-in searcher or one of your own (see Searcher). The
+// config still bounds the experiment: at most NumSamples × grid cells
+// trials, at most MaxConcurrent at once (New wraps s in a Limiter).
 func WithSearcher(s Searcher) Option { return func(t *Tuner) { t.searcher = s } }
 
 // WithScheduler replaces the scheduler the config names.
@@ -81,9 +83,6 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 	for _, o := range opts {
 		o(t)
 	}
-	if t.cfg.Search.Space == nil {
-		t.cfg.Search.Space = &searchspace.Space{}
-	}
 	runners := 0
 	for _, set := range []bool{t.train != nil, t.process != "", t.cfg.Trainer.Command != nil} {
 		if set {
@@ -103,7 +102,18 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 		t.train = f
 	}
 	if t.searcher == nil {
-		t.searcher = NewRandomSearch(t.cfg.Search.Space, t.cfg.Seed)
+		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed())
+		if err != nil {
+			return nil, err
+		}
+		t.searcher = s
+	}
+	if n := t.cfg.Search.MaxConcurrent; n > 0 {
+		l, err := NewLimiter(t.searcher, n)
+		if err != nil {
+			return nil, err
+		}
+		t.searcher = l
 	}
 	if t.scheduler == nil {
 		s, err := schedulers.New(t.cfg.Scheduler, t.cfg.schedulerEnv())

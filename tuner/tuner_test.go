@@ -85,22 +85,7 @@ func TestFitRecordsEveryReport(t *testing.T) {
 }
 
 func TestFitSameSeedSameConfigs(t *testing.T) {
-	params := func() []map[string]any {
-		tu, err := New(testConfig(t, 5), WithTrainFunc(quadratic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := tu.Fit(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []map[string]any
-		for _, tr := range res.Trials {
-			out = append(out, tr.Params)
-		}
-		return out
-	}
-	a, b := params(), params()
+	a, b := fitParams(t, testConfig(t, 5)), fitParams(t, testConfig(t, 5))
 	for i := range a {
 		if a[i]["x"] != b[i]["x"] {
 			t.Errorf("trial %d: x %v vs %v with the same seed", i+1, a[i]["x"], b[i]["x"])
@@ -128,24 +113,37 @@ func (s *stopAfter) OnTrialEnd(trial int) { s.ended = append(s.ended, trial) }
 type observing struct {
 	mu       sync.Mutex
 	observed map[int]float64
+	ends     map[int]EndStatus
+	results  map[int]int
+}
+
+func newObserving() *observing {
+	return &observing{observed: map[int]float64{}, ends: map[int]EndStatus{}, results: map[int]int{}}
 }
 
 func (s *observing) Suggest(trial int) (map[string]any, error) {
 	return map[string]any{"x": float64(trial), "steps": int64(5)}, nil
 }
 
-func (s *observing) Observe(trial int, score float64, ok bool) {
+func (s *observing) OnResult(trial int, obs Observation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ok {
-		s.observed[trial] = score
+	s.results[trial]++
+}
+
+func (s *observing) OnTrialEnd(trial int, end TrialEnd) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ends[trial] = end.Status
+	if end.Last != nil {
+		s.observed[trial] = end.Last.Score
 	}
 }
 
 func TestFitWithCustomSchedulerAndSearcher(t *testing.T) {
 	cfg := testConfig(t, 4)
 	sched := &stopAfter{n: 2}
-	search := &observing{observed: map[int]float64{}}
+	search := newObserving()
 	tu, err := New(cfg, WithTrainFunc(quadratic), WithScheduler(sched), WithSearcher(search))
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +161,9 @@ func TestFitWithCustomSchedulerAndSearcher(t *testing.T) {
 		if got := search.observed[tr.Number]; got != x*x/2 {
 			t.Errorf("searcher observed %v for trial %d, want %v", got, tr.Number, x*x/2)
 		}
+		if search.ends[tr.Number] != TrialStopped || search.results[tr.Number] != 2 {
+			t.Errorf("searcher told trial %d ended %v after %d results, want stopped after 2", tr.Number, search.ends[tr.Number], search.results[tr.Number])
+		}
 	}
 	if len(sched.ended) != 4 {
 		t.Errorf("scheduler told of %d ended trials, want 4", len(sched.ended))
@@ -172,7 +173,7 @@ func TestFitWithCustomSchedulerAndSearcher(t *testing.T) {
 func TestFitMaxModeNegatesScore(t *testing.T) {
 	cfg := testConfig(t, 3)
 	cfg.Objective.Mode = "max"
-	search := &observing{observed: map[int]float64{}}
+	search := newObserving()
 	tu, _ := New(cfg, WithTrainFunc(quadratic), WithSearcher(search))
 	res, err := tu.Fit(context.Background())
 	if err != nil {

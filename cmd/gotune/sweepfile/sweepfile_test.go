@@ -2,8 +2,10 @@ package sweepfile
 
 import (
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -64,12 +66,23 @@ func TestDecodeErrors(t *testing.T) {
 		{"misspelt nested table", [2]string{"[trainer.scaling]", "[trainer.scalling]"}, 21, "trainer.scalling", "unknown key"},
 		{"wrong type", [2]string{"num_samples = 4", `num_samples = "four"`}, 9, "search.num_samples", "want an integer, got a string"},
 		{"wrong type of table", [2]string{`mode = "min"`, `mode = 3`}, 6, "objective.mode", "want a string"},
-		{"bad domain", [2]string{"lr = { loguniform = [1e-4, 1e-1] }", "lr = { loguniform = [0, 1e-1] }"}, 13, "search.space.lr", "log range must be positive"},
+		{"bad domain", [2]string{"lr = { loguniform = [1e-4, 1e-1] }", "lr = { loguniform = [0, 1e-1] }"}, 13, "search.space.lr", "loguniform: log range [0, 0.1] touches zero: low must be positive"},
 		{"inverted range", [2]string{"lr = { loguniform = [1e-4, 1e-1] }", "lr = { uniform = [1, 0] }"}, 13, "search.space.lr", "inverted"},
 		{"invalid value", [2]string{`mode = "min"`, `mode = "minimum"`}, 6, "objective.mode", `"min" or "max"`},
 		{"missing key names its table", [2]string{`metric = "val_loss"`, ``}, 4, "objective.metric", "name the metric"},
 		{"bad nested value", [2]string{"num_workers = 2", "num_workers = -1"}, 22, "trainer.scaling.num_workers", "at least 1"},
 		{"syntax error", [2]string{"seed = 7", "seed = = 7"}, 2, "", "unexpected character"},
+		{"negative log range", [2]string{"lr = { loguniform = [1e-4, 1e-1] }", "lr = { loguniform = [-1, 1e-1] }"}, 13, "search.space.lr", "goes negative"},
+		{"q not positive", [2]string{"epochs = 3", "epochs = { quniform = [1, 9, 0] }"}, 15, "search.space.epochs", "quniform: step q must be positive, got 0"},
+		{"empty choice", [2]string{"hidden = { choice = [32, 64] }", "hidden = { choice = [] }"}, 14, "search.space.hidden", "choice needs at least one value"},
+		{"empty randint", [2]string{"epochs = 3", "epochs = { randint = [3, 3] }"}, 15, "search.space.epochs", "empty or inverted integer range [3, 3)"},
+		{"lograndint from zero", [2]string{"epochs = 3", "epochs = { lograndint = [0, 9] }"}, 15, "search.space.epochs", "touches zero"},
+		{"unknown domain", [2]string{"epochs = 3", "epochs = { gaussian = [0, 1] }"}, 15, "search.space.epochs", "gaussian: unknown domain"},
+		{"unknown algorithm", [2]string{"num_samples = 4", "num_samples = 4\nalgorithm = \"bayes\""}, 10, "search.algorithm", `unknown algorithm "bayes"`},
+		{"search seed of the wrong type", [2]string{"num_samples = 4", "num_samples = 4\nseed = \"x\""}, 10, "search.seed", "want an integer"},
+		{"cmaes with a choice names the choice", [2]string{"num_samples = 4", "num_samples = 4\nalgorithm = \"cmaes\""}, 15, "search.space.hidden", `cmaes searches numeric spaces only, and "hidden" is a choice`},
+		{"grid without grid parameters", [2]string{"num_samples = 4", "num_samples = 4\nalgorithm = \"grid\""}, 10, "search.algorithm", "needs at least one grid parameter"},
+		{"placeholder naming no parameter", [2]string{`model = "mlp"`, `command = ["python3", "train.py", "--lr={lr}", "--layers={layers}"]`}, 18, "trainer.command", `{layers} in argument 4 ("--layers={layers}") names no parameter of [search.space] (have epochs, hidden, lr; write {{layers}} for a literal {layers})`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +105,76 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeSearch checks the [search] section and every domain of [search.space].
+func TestDecodeSearch(t *testing.T) {
+	doc := `name = "all-domains"
+seed = 7
+
+[objective]
+metric = "loss"
+
+[search]
+algorithm = "tpe"
+num_samples = 5
+max_concurrent = 3
+seed = 11
+
+[search.space]
+lr = { loguniform = [1e-4, 1e-1] }
+dropout = { uniform = [0.0, 0.5] }
+momentum = { quniform = [0.5, 0.99, 0.01] }
+wd = { qloguniform = [1e-5, 1e-2, 1e-5] }
+layers = { randint = [1, 4] }
+width = { lograndint = [16, 1024] }
+hidden = { choice = [32, 64, 128] }
+act = { choice = ["relu", "tanh"] }
+bias = { choice = [true, false] }
+batch_size = { grid = [32, 64] }
+optimizer = "sgd"
+epochs = 27
+
+[trainer]
+command = ["python3", "train.py", "--lr={lr}", "--act={act}", "--batch={batch_size}"]
+workdir = "examples"
+`
+	cfg, err := Decode("sweep.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Search
+	if s.Algorithm != "tpe" || s.NumSamples != 5 || s.MaxConcurrent != 3 || s.Seed == nil || *s.Seed != 11 {
+		t.Errorf("[search]: got %+v", s)
+	}
+	if s.Trials() != 10 {
+		t.Errorf("trials: got %d, want 5 samples × 2 grid cells", s.Trials())
+	}
+	want := map[string]searchspace.Domain{
+		"lr":         searchspace.LogUniform{Low: 1e-4, High: 1e-1},
+		"dropout":    searchspace.Uniform{Low: 0, High: 0.5},
+		"momentum":   searchspace.QUniform{Low: 0.5, High: 0.99, Q: 0.01},
+		"wd":         searchspace.QLogUniform{Low: 1e-5, High: 1e-2, Q: 1e-5},
+		"layers":     searchspace.RandInt{Low: 1, High: 4},
+		"width":      searchspace.LogRandInt{Low: 16, High: 1024},
+		"hidden":     searchspace.Choice{Values: []any{int64(32), int64(64), int64(128)}},
+		"act":        searchspace.Choice{Values: []any{"relu", "tanh"}},
+		"bias":       searchspace.Choice{Values: []any{true, false}},
+		"batch_size": searchspace.Grid{Values: []any{int64(32), int64(64)}},
+		"optimizer":  searchspace.Constant{Value: "sgd"},
+		"epochs":     searchspace.Constant{Value: int64(27)},
+	}
+	if s.Space.Len() != len(want) {
+		t.Errorf("space has %d parameters, want %d", s.Space.Len(), len(want))
+	}
+	for name, d := range want {
+		if got := s.Space.Domain(name); !reflect.DeepEqual(got, d) {
+			t.Errorf("%s: got %#v, want %#v", name, got, d)
+		}
+	}
+	if len(cfg.Trainer.Command) != 5 || cfg.Trainer.Workdir != "examples" {
+		t.Errorf("trainer: command %q workdir %q", cfg.Trainer.Command, cfg.Trainer.Workdir)
+	}
+}
+
 func TestLoadShippedExamples(t *testing.T) {
 	files, _ := filepath.Glob("../../../examples/*.toml")
 	if len(files) == 0 {
@@ -111,20 +194,35 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-// FuzzDecode checks that no input makes the decoder panic, and that every
-// error it returns is located in the file.
+// FuzzDecode checks that no input makes the decoder panic, that every
+// error it returns is located in the file, and that what it accepts is a
+// valid config whose space samples and expands. The seed corpus is in
+// testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(valid))
 	f.Add([]byte("name = 1"))
 	f.Add([]byte("[search.space]\nx = { choice = [] }"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, err := Decode("fuzz.toml", data)
-		if err == nil {
+		cfg, err := Decode("fuzz.toml", data)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.File != "fuzz.toml" {
+				t.Fatalf("error %v (%T) is not a located *Error", err, err)
+			}
 			return
 		}
-		var e *Error
-		if !errors.As(err, &e) || e.File != "fuzz.toml" {
-			t.Fatalf("error %v (%T) is not a located *Error", err, err)
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("decoded a config that does not validate: %v", err)
+		}
+		space := cfg.Search.Space
+		r := rand.New(rand.NewPCG(1, 2))
+		for range 3 {
+			if c := space.Sample(r); len(c) != space.Len() {
+				t.Fatalf("sampled %d values for %d parameters", len(c), space.Len())
+			}
+		}
+		if n := space.GridSize(); n <= 1000 && len(space.GridCells()) != n {
+			t.Fatalf("grid of %d cells expanded to %d", n, len(space.GridCells()))
 		}
 	})
 }

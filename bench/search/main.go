@@ -1,0 +1,541 @@
+// Command search measures gotune's searchers, side by side with Optuna's
+// in the same run when /usr/bin/python3 has optuna:
+//
+//   - quality: the best value after 50 and 200 trials, median over 10
+//     seeds, on Branin, Hartmann6 and 10-D Rosenbrock, for gotune's
+//     random, TPE and CMA-ES searchers, goptuna's TPE with its default
+//     options (for reference: what gotune's way of driving it changes),
+//     and Optuna's TPESampler and CmaEsSampler. Trials run one at a time;
+//     each searcher is driven through the tuner.Searcher interface.
+//   - overhead: milliseconds for TPE to suggest the 1,000th and the
+//     5,000th configuration (median of -repeat suggestions at that history
+//     length), on the 3-parameter space of the Optuna overhead anchor
+//     (lr log-uniform, width a choice of 4, dropout uniform).
+//
+// Run it from the repository root:
+//
+//	go run ./bench/search [-seeds 10] [-first-seed 0] [-trials 200] [-checkpoints 50,200]
+//	    [-functions branin,hartmann6,rosenbrock10] [-lengths 1000,5000]
+//	    [-repeat 5] [-skip quality|overhead] [-python /usr/bin/python3]
+//
+// It prints one JSON object per line. Without optuna it prints a line
+// saying so and gotune's figures only.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/c-bata/goptuna"
+	"github.com/c-bata/goptuna/tpe"
+
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/tuner"
+)
+
+type options struct {
+	firstSeed   int
+	seeds       int
+	trials      int
+	checkpoints []int
+	functions   []function
+	lengths     []int
+	repeat      int
+	quality     bool
+	overhead    bool
+	python      string
+	peerScript  string
+}
+
+func main() {
+	var o options
+	var checkpoints, funcs, lengths, skip string
+	flag.IntVar(&o.seeds, "seeds", 10, "seeds per function and searcher; the median is reported")
+	flag.IntVar(&o.firstSeed, "first-seed", 0, "the first seed; runs use seeds first-seed, first-seed+1, …")
+	flag.IntVar(&o.trials, "trials", 200, "trials per run")
+	flag.StringVar(&checkpoints, "checkpoints", "50,200", "trial counts at which to report the best value")
+	flag.StringVar(&funcs, "functions", "branin,hartmann6,rosenbrock10", "functions to minimise")
+	flag.StringVar(&lengths, "lengths", "1000,5000", "TPE suggestions to time: the N-th, after N-1 finished trials")
+	flag.IntVar(&o.repeat, "repeat", 5, "suggestions timed at each history length; the median is reported")
+	flag.StringVar(&skip, "skip", "", `"quality" or "overhead" to skip that part`)
+	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python with optuna for the peer; empty to skip the peer")
+	flag.StringVar(&o.peerScript, "peer-script", "bench/search/optuna_peer.py", "the peer script")
+	flag.Parse()
+	var err error
+	if o.checkpoints, err = ints(checkpoints); err == nil {
+		o.lengths, err = ints(lengths)
+	}
+	if err == nil {
+		o.functions, err = pick(funcs)
+	}
+	if err == nil && (o.seeds < 1 || o.trials < 1 || o.repeat < 1) {
+		err = errors.New("-seeds, -trials and -repeat must be at least 1")
+	}
+	if err == nil && slices.Max(o.checkpoints) > o.trials {
+		err = fmt.Errorf("a checkpoint exceeds -trials %d", o.trials)
+	}
+	if err == nil && slices.Min(o.lengths) <= tuner.TPEStartupTrials {
+		err = fmt.Errorf("-lengths must exceed TPE's %d random startup trials", tuner.TPEStartupTrials)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "search:", err)
+		os.Exit(2)
+	}
+	o.quality, o.overhead = skip != "quality", skip != "overhead"
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "search:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	out := json.NewEncoder(os.Stdout)
+	peerOK := o.python != ""
+	if peerOK {
+		if _, err := os.Stat(o.peerScript); err != nil {
+			peerOK = false
+			out.Encode(map[string]any{"bench": "search", "peer": "optuna", "available": false, "reason": err.Error()})
+		}
+	}
+	if o.quality {
+		// The peer's quality runs take longest: start them first and run
+		// gotune's beside them (nothing here is timed).
+		var peer *peerRun
+		if peerOK {
+			names := make([]string, len(o.functions))
+			for i, fn := range o.functions {
+				names[i] = fn.name
+			}
+			peer = startPeer(o, "quality", "--functions", strings.Join(names, ","), "--samplers", "tpe,cmaes",
+				"--first-seed", strconv.Itoa(o.firstSeed), "--seeds", strconv.Itoa(o.seeds), "--trials", strconv.Itoa(o.trials), "--checkpoints", joinInts(o.checkpoints))
+		}
+		ours, err := gotuneQuality(o)
+		if err != nil {
+			return err
+		}
+		var theirs map[string][]float64
+		if peer != nil {
+			theirs, peerOK = peerQuality(out, peer)
+		}
+		for _, fn := range o.functions {
+			for _, c := range o.checkpoints {
+				out.Encode(qualityLine(o, fn, c, ours, theirs))
+			}
+		}
+	}
+	if o.overhead {
+		ours, err := gotuneOverhead(o)
+		if err != nil {
+			return err
+		}
+		defaults, err := goptunaDefaultsOverhead(o)
+		if err != nil {
+			return err
+		}
+		var theirs map[int]float64
+		if peerOK {
+			theirs = peerOverhead(out, startPeer(o, "overhead", "--lengths", joinInts(o.lengths), "--repeat", strconv.Itoa(o.repeat)))
+		}
+		for _, n := range o.lengths {
+			line := map[string]any{
+				"bench": "search", "figure": "tpe_suggest_ms", "suggestion": n, "history": n - 1,
+				"space": "lr loguniform, width choice of 4, dropout uniform", "repeat": o.repeat,
+				"gotune_ms": round(ours[n]), "goptuna_tpe_defaults_ms": round(defaults[n]),
+			}
+			if ms, ok := theirs[n]; ok {
+				line["optuna_ms"] = round(ms)
+				line["ratio"] = round(ours[n] / ms)
+				line["target_met"] = ours[n] <= ms
+			}
+			out.Encode(line)
+		}
+	}
+	return nil
+}
+
+// key names one series of results: a system's searcher on a function at
+// a checkpoint.
+func key(system, fn string, checkpoint int) string {
+	return fmt.Sprintf("%s/%s/%d", system, fn, checkpoint)
+}
+
+// gotuneQuality runs every gotune searcher on every function for every
+// seed and returns the best values by key.
+func gotuneQuality(o options) (map[string][]float64, error) {
+	res := map[string][]float64{}
+	for _, fn := range o.functions {
+		for _, system := range []string{"gotune_random", "gotune_tpe", "gotune_cmaes", "goptuna_tpe_defaults"} {
+			for seed := int64(o.firstSeed); seed < int64(o.firstSeed+o.seeds); seed++ {
+				var best []float64
+				var err error
+				if system == "goptuna_tpe_defaults" {
+					best, err = goptunaDefaults(fn, seed, o.trials)
+				} else {
+					best, err = minimise(fn, system, seed, o.trials)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("%s on %s, seed %d: %w", system, fn.name, seed, err)
+				}
+				for _, c := range o.checkpoints {
+					res[key(system, fn.name, c)] = append(res[key(system, fn.name, c)], best[c-1])
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+// minimise drives one of gotune's searchers on fn for n trials, one at a
+// time, and returns the best value after each trial.
+func minimise(fn function, system string, seed int64, n int) ([]float64, error) {
+	space := fn.space()
+	var s tuner.Searcher
+	var err error
+	switch system {
+	case "gotune_random":
+		s = tuner.NewRandomSearch(space, seed)
+	case "gotune_tpe":
+		s, err = tuner.NewTPE(space, seed)
+	case "gotune_cmaes":
+		s, err = tuner.NewCMAES(space, seed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	best := make([]float64, n)
+	for trial := 1; trial <= n; trial++ {
+		cfg, err := s.Suggest(trial)
+		if err != nil {
+			return nil, err
+		}
+		obs := tuner.Observation{Step: 1, Score: fn.eval(cfg)}
+		s.OnResult(trial, obs)
+		s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &obs})
+		best[trial-1] = obs.Score
+		if trial > 1 {
+			best[trial-1] = min(obs.Score, best[trial-2])
+		}
+	}
+	return best, nil
+}
+
+// goptunaDefaults minimises fn with goptuna's own Study.Optimize and a TPE
+// sampler with its default options.
+func goptunaDefaults(fn function, seed int64, n int) ([]float64, error) {
+	study, err := goptuna.CreateStudy("bench", goptuna.StudyOptionLogger(nil),
+		goptuna.StudyOptionSampler(tpe.NewSampler(tpe.SamplerOptionSeed(seed))))
+	if err != nil {
+		return nil, err
+	}
+	var best []float64
+	err = study.Optimize(func(t goptuna.Trial) (float64, error) {
+		x := make([]float64, len(fn.low))
+		for i := range x {
+			v, err := t.SuggestFloat(fmt.Sprintf("x%d", i), fn.low[i], fn.high[i])
+			if err != nil {
+				return 0, err
+			}
+			x[i] = v
+		}
+		v := fn.f(x)
+		b := v
+		if len(best) > 0 {
+			b = min(v, best[len(best)-1])
+		}
+		best = append(best, b)
+		return v, nil
+	}, n)
+	return best, err
+}
+
+func qualityLine(o options, fn function, c int, ours, theirs map[string][]float64) map[string]any {
+	line := map[string]any{
+		"bench": "search", "figure": "best_value", "statistic": "median", "function": fn.name,
+		"optimum": fn.optimum, "trials": c, "seeds": o.seeds, "first_seed": o.firstSeed,
+	}
+	for _, system := range []string{"gotune_random", "gotune_tpe", "gotune_cmaes", "goptuna_tpe_defaults"} {
+		line[system] = round(median(ours[key(system, fn.name, c)]))
+	}
+	if theirs == nil {
+		return line
+	}
+	for _, system := range []string{"optuna_tpe", "optuna_cmaes"} {
+		if vs := theirs[key(system, fn.name, c)]; len(vs) > 0 {
+			line[system] = round(median(vs))
+		}
+	}
+	g, gok := line["gotune_tpe"].(float64)
+	p, pok := line["optuna_tpe"].(float64)
+	if gok && pok {
+		// Distance to the optimum, gotune's over Optuna's: at most 1 when
+		// gotune's TPE is at least as good.
+		line["tpe_gap_ratio"] = round((g - fn.optimum) / (p - fn.optimum))
+		if c == o.trials {
+			line["tpe_target_met"] = g <= p
+		}
+	}
+	return line
+}
+
+// gotuneOverhead times gotune's TPE suggestions at each history length:
+// it runs TPE on the overhead space, one trial at a time, and when N-1
+// trials have finished times -repeat suggestions of trial N onwards (those
+// trials end as failed, which TPE does not learn from, so the history
+// length stays N-1).
+func gotuneOverhead(o options) (map[int]float64, error) {
+	space, err := searchspace.New(
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
+		searchspace.Param{Name: "width", Domain: searchspace.Choice{Values: []any{int64(32), int64(64), int64(128), int64(256)}}},
+		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}},
+	)
+	if err != nil {
+		return nil, err
+	}
+	s, err := tuner.NewTPE(space, 0)
+	if err != nil {
+		return nil, err
+	}
+	penalty := map[int64]float64{32: 0.12, 64: 0.05, 128: 0, 256: 0.02}
+	res := map[int]float64{}
+	finished, trial := 0, 0
+	for _, n := range slices.Sorted(slices.Values(o.lengths)) {
+		for ; finished < n-1; finished++ {
+			trial++
+			cfg, err := s.Suggest(trial)
+			if err != nil {
+				return nil, err
+			}
+			v := 0.05 + 0.15*math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) +
+				math.Pow(cfg["dropout"].(float64)-0.2, 2) + penalty[cfg["width"].(int64)]
+			s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &tuner.Observation{Step: 1, Score: v}})
+		}
+		ms := make([]float64, o.repeat)
+		for i := range ms {
+			trial++
+			start := time.Now()
+			if _, err := s.Suggest(trial); err != nil {
+				return nil, err
+			}
+			ms[i] = float64(time.Since(start).Microseconds()) / 1000
+			s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialFailed})
+		}
+		res[n] = median(ms)
+	}
+	return res, nil
+}
+
+// goptunaDefaultsOverhead times goptuna's TPE with its default options and
+// storage, driven as DESIGN.md describes (a trial created in the study's
+// storage, the sampler called for each parameter), after N-1 finished
+// trials of random configurations added to the storage directly, as the
+// peer adds Optuna's. It shows what gotune's history and options change.
+func goptunaDefaultsOverhead(o options) (map[int]float64, error) {
+	dists := []struct {
+		name string
+		dist any
+	}{
+		{"dropout", goptuna.UniformDistribution{Low: 0, High: 0.5}},
+		{"lr", goptuna.LogUniformDistribution{Low: 1e-4, High: 1e-1}},
+		{"width", goptuna.CategoricalDistribution{Choices: []string{"32", "64", "128", "256"}}},
+	}
+	penalty := []float64{0.12, 0.05, 0, 0.02}
+	r := rand.New(rand.NewPCG(0, 0))
+	res := map[int]float64{}
+	for _, n := range o.lengths {
+		storage := goptuna.NewInMemoryStorage()
+		sampler := tpe.NewSampler(tpe.SamplerOptionSeed(0))
+		study, err := goptuna.CreateStudy("bench", goptuna.StudyOptionLogger(nil),
+			goptuna.StudyOptionStorage(storage), goptuna.StudyOptionSampler(sampler))
+		if err != nil {
+			return nil, err
+		}
+		for range n - 1 {
+			dropout, lr, width := r.Float64()*0.5, math.Exp(math.Log(1e-4)+r.Float64()*math.Log(1e3)), r.IntN(4)
+			internal := map[string]float64{"dropout": dropout, "lr": lr, "width": float64(width)}
+			t := goptuna.FrozenTrial{
+				State: goptuna.TrialStateComplete, DatetimeStart: time.Now(), DatetimeComplete: time.Now(),
+				Value:              0.05 + 0.15*math.Pow(math.Log10(lr)+2, 2) + math.Pow(dropout-0.2, 2) + penalty[width],
+				InternalParams:     internal,
+				Params:             map[string]any{"dropout": dropout, "lr": lr, "width": strconv.Itoa(32 << width)},
+				Distributions:      map[string]any{},
+				IntermediateValues: map[int]float64{}, UserAttrs: map[string]string{}, SystemAttrs: map[string]string{},
+			}
+			for _, d := range dists {
+				t.Distributions[d.name] = d.dist
+			}
+			if _, err := storage.CloneTrial(study.ID, t); err != nil {
+				return nil, err
+			}
+		}
+		ms := make([]float64, o.repeat)
+		for i := range ms {
+			start := time.Now()
+			id, err := storage.CreateNewTrial(study.ID)
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range dists {
+				frozen, err := storage.GetTrial(id)
+				if err != nil {
+					return nil, err
+				}
+				v, err := sampler.Sample(study, frozen, d.name, d.dist)
+				if err != nil {
+					return nil, err
+				}
+				if err := storage.SetTrialParam(id, d.name, v, d.dist); err != nil {
+					return nil, err
+				}
+			}
+			ms[i] = float64(time.Since(start).Microseconds()) / 1000
+			if err := storage.SetTrialState(id, goptuna.TrialStateFail); err != nil {
+				return nil, err
+			}
+		}
+		res[n] = median(ms)
+	}
+	return res, nil
+}
+
+// peerRun is a running optuna_peer.py.
+type peerRun struct {
+	cmd    *exec.Cmd
+	stdout *bufio.Scanner
+	stderr *bytes.Buffer
+	err    error
+}
+
+func startPeer(o options, args ...string) *peerRun {
+	cmd := exec.Command(o.python, append([]string{o.peerScript}, args...)...)
+	p := &peerRun{cmd: cmd, stderr: &bytes.Buffer{}}
+	cmd.Stderr = p.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	p.err = err
+	p.stdout = bufio.NewScanner(stdout)
+	return p
+}
+
+// lines reads the peer's JSON lines until it exits. It reports the peer
+// unavailable (on out, once) when it could not start, said so, or failed.
+func (p *peerRun) lines(out *json.Encoder, each func(map[string]any)) bool {
+	if p.err != nil {
+		out.Encode(map[string]any{"bench": "search", "peer": "optuna", "available": false, "reason": p.err.Error()})
+		return false
+	}
+	reason := ""
+	for p.stdout.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(p.stdout.Bytes(), &m); err != nil {
+			continue
+		}
+		switch m["mode"] {
+		case "error":
+			reason = fmt.Sprint(m["error"])
+		case "version":
+			out.Encode(map[string]any{"bench": "search", "peer": "optuna", "available": true, "version": m["optuna"]})
+		default:
+			each(m)
+		}
+	}
+	if err := p.cmd.Wait(); err != nil && reason == "" {
+		reason = fmt.Sprintf("%v: %s", err, lastLine(p.stderr.String()))
+	}
+	if reason != "" {
+		out.Encode(map[string]any{"bench": "search", "peer": "optuna", "available": false, "reason": reason})
+		return false
+	}
+	return true
+}
+
+func peerQuality(out *json.Encoder, p *peerRun) (map[string][]float64, bool) {
+	res := map[string][]float64{}
+	ok := p.lines(out, func(m map[string]any) {
+		best, _ := m["best"].(map[string]any)
+		for c, v := range best {
+			n, _ := strconv.Atoi(c)
+			k := key("optuna_"+fmt.Sprint(m["sampler"]), fmt.Sprint(m["function"]), n)
+			res[k] = append(res[k], v.(float64))
+		}
+	})
+	if !ok {
+		return nil, false
+	}
+	return res, true
+}
+
+func peerOverhead(out *json.Encoder, p *peerRun) map[int]float64 {
+	res := map[int]float64{}
+	p.lines(out, func(m map[string]any) {
+		h, _ := m["history"].(float64)
+		ms, _ := m["median_ms"].(float64)
+		res[int(h)+1] = ms
+	})
+	return res
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return s[strings.LastIndexByte(s, '\n')+1:]
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n == 0 {
+		return math.NaN()
+	}
+	return (s[(n-1)/2] + s[n/2]) / 2
+}
+
+// round keeps 6 significant digits.
+func round(x float64) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 6, 64), 64)
+	return v
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a list of positive integers", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func pick(names string) ([]function, error) {
+	var out []function
+	for _, name := range strings.Split(names, ",") {
+		i := slices.IndexFunc(functions, func(f function) bool { return f.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown function %q", name)
+		}
+		out = append(out, functions[i])
+	}
+	return out, nil
+}

@@ -1,0 +1,114 @@
+package tuner
+
+import (
+	"fmt"
+
+	"github.com/c-bata/goptuna"
+	"github.com/c-bata/goptuna/cmaes"
+
+	"github.com/gotune/gotune/searchspace"
+)
+
+// CMAES is the covariance matrix adaptation evolution strategy (Hansen,
+// "The CMA Evolution Strategy: A Tutorial", arXiv:1604.00772) of goptuna
+// v0.9.0: it samples each generation from a multivariate normal over the
+// numeric parameters and moves the normal towards the best of the
+// generation once enough of its trials have ended. Log-scaled domains are
+// searched in log space; quantised and integer ones are rounded.
+//
+// It searches numeric spaces only: uniform, loguniform, quniform,
+// qloguniform, randint and lograndint parameters, at least two of them.
+// Constants are passed through. A choice has no order to move along, so
+// NewCMAES refuses it.
+//
+// A trial the scheduler stopped early counts with its last result as a
+// member of its generation (goptuna's CMA-ES ignores pruned trials, so
+// gotune records it as complete); otherwise a sweep whose scheduler stops
+// most trials would never finish a generation. Failed trials do not count:
+// the generation is filled by later trials.
+//
+// The same seed gives the same sequence of configurations when results
+// arrive in the same order, as they do when trials run one at a time.
+type CMAES struct {
+	s       *study
+	sampler *cmaes.Sampler
+	dists   map[string]any
+}
+
+var _ Searcher = (*CMAES)(nil)
+
+// NewCMAES returns a CMA-ES searcher over space. It fails with a
+// *ConfigError naming the parameter when space has a choice, a grid or a
+// domain it cannot model, and when fewer than two numeric parameters are
+// left to search. Wrap it in a GridSearch over space.WithoutGrid() to
+// cross it with grid parameters.
+func NewCMAES(space *searchspace.Space, seed int64) (*CMAES, error) {
+	numeric := 0
+	for _, p := range space.Params() {
+		switch p.Domain.(type) {
+		case searchspace.Choice, searchspace.Grid:
+			return nil, &ConfigError{Key: "search.space." + p.Name, Err: fmt.Errorf(
+				"cmaes searches numeric spaces only, and %q is a %s: use algorithm \"tpe\" or \"random\", or make it numeric (randint, quniform)",
+				p.Name, kindName(p.Domain))}
+		case searchspace.Constant:
+		default:
+			numeric++
+		}
+	}
+	if numeric < 2 {
+		return nil, &ConfigError{Key: "search.algorithm", Err: fmt.Errorf(
+			"cmaes needs at least two numeric parameters to search, the space has %d: use \"tpe\" or \"random\"", numeric)}
+	}
+	sampler := cmaes.NewSampler(cmaes.SamplerOptionSeed(seed))
+	s, err := newStudy(space, "cmaes", goptuna.StudyOptionRelativeSampler(sampler))
+	if err != nil {
+		return nil, err
+	}
+	s.prunedAsComplete = true
+	dists := make(map[string]any, len(s.params))
+	for _, p := range s.params {
+		dists[p.name] = p.dist
+	}
+	return &CMAES{s: s, sampler: sampler, dists: dists}, nil
+}
+
+func kindName(d searchspace.Domain) string {
+	if _, ok := d.(searchspace.Grid); ok {
+		return "grid"
+	}
+	return "choice"
+}
+
+// Suggest implements Searcher.
+func (c *CMAES) Suggest(trial int) (map[string]any, error) {
+	id, err := c.s.newTrial(trial)
+	if err != nil {
+		return nil, err
+	}
+	frozen, err := c.s.store.GetTrial(id)
+	if err != nil {
+		return nil, err
+	}
+	xs, err := c.sampler.SampleRelative(c.s.study, frozen, c.dists)
+	if err != nil {
+		return nil, fmt.Errorf("cmaes: %w", err)
+	}
+	cfg := c.s.config()
+	for _, p := range c.s.params {
+		x, ok := xs[p.name]
+		if !ok {
+			return nil, fmt.Errorf("cmaes: goptuna returned no value for %s", p.name)
+		}
+		if err := c.s.set(cfg, id, p, p.external(x)); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+// OnResult implements Searcher. CMA-ES learns from finished trials only; a
+// stopped trial's last result comes with OnTrialEnd.
+func (c *CMAES) OnResult(int, Observation) {}
+
+// OnTrialEnd implements Searcher: the trial counts towards its generation.
+func (c *CMAES) OnTrialEnd(trial int, end TrialEnd) { c.s.onTrialEnd(trial, end) }

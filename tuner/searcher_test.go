@@ -1,0 +1,612 @@
+package tuner
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/c-bata/goptuna"
+
+	"github.com/gotune/gotune/searchspace"
+)
+
+func mustSpace(t testing.TB, params ...searchspace.Param) *searchspace.Space {
+	t.Helper()
+	s, err := searchspace.New(params...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// mixedSpace has one parameter of every domain a model-based searcher handles.
+func mixedSpace(t testing.TB) *searchspace.Space {
+	return mustSpace(t,
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
+		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}},
+		searchspace.Param{Name: "momentum", Domain: searchspace.QUniform{Low: 0.5, High: 0.99, Q: 0.01}},
+		searchspace.Param{Name: "wd", Domain: searchspace.QLogUniform{Low: 1e-5, High: 1e-2, Q: 1e-5}},
+		searchspace.Param{Name: "layers", Domain: searchspace.RandInt{Low: 1, High: 4}},
+		searchspace.Param{Name: "width", Domain: searchspace.LogRandInt{Low: 16, High: 1024}},
+		searchspace.Param{Name: "act", Domain: searchspace.Choice{Values: []any{"relu", "tanh", "gelu"}}},
+		searchspace.Param{Name: "epochs", Domain: searchspace.Constant{Value: int64(9)}},
+	)
+}
+
+// inDomain reports why v is not a value of d, or "".
+func inDomain(d searchspace.Domain, v any) string {
+	switch d := d.(type) {
+	case searchspace.Uniform:
+		if x, ok := v.(float64); !ok || x < d.Low || x >= d.High {
+			return "outside the range"
+		}
+	case searchspace.LogUniform:
+		if x, ok := v.(float64); !ok || x < d.Low || x >= d.High {
+			return "outside the range"
+		}
+	case searchspace.QUniform:
+		x, ok := v.(float64)
+		k := math.Round((x - d.Low) / d.Q)
+		if !ok || k < 0 || k > float64(d.Steps()) || x != d.Value(int(k)) {
+			return "not on the grid of steps"
+		}
+	case searchspace.QLogUniform:
+		if x, ok := v.(float64); !ok || x != d.Round(x) || x < d.Low || x > d.High {
+			return "not on the grid of steps"
+		}
+	case searchspace.RandInt:
+		if x, ok := v.(int64); !ok || x < d.Low || x >= d.High {
+			return "outside the integer range"
+		}
+	case searchspace.LogRandInt:
+		if x, ok := v.(int64); !ok || x < d.Low || x >= d.High {
+			return "outside the integer range"
+		}
+	case searchspace.Choice:
+		if !slices.Contains(d.Values, v) {
+			return "not a choice"
+		}
+	case searchspace.Grid:
+		if !slices.Contains(d.Values, v) {
+			return "not a grid value"
+		}
+	case searchspace.Constant:
+		if v != d.Value {
+			return "not the constant"
+		}
+	}
+	return ""
+}
+
+// drive runs n trials one at a time, scoring each configuration with f,
+// and returns the configurations in order.
+func drive(t testing.TB, s Searcher, n int, f func(map[string]any) float64) []map[string]any {
+	t.Helper()
+	var cfgs []map[string]any
+	for trial := 1; trial <= n; trial++ {
+		cfg, err := s.Suggest(trial)
+		if err != nil {
+			t.Fatalf("suggest trial %d: %v", trial, err)
+		}
+		obs := Observation{Step: 1, Score: f(cfg)}
+		s.OnResult(trial, obs)
+		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &obs})
+		cfgs = append(cfgs, cfg)
+	}
+	return cfgs
+}
+
+func checkConfigs(t *testing.T, space *searchspace.Space, cfgs []map[string]any) {
+	t.Helper()
+	for i, cfg := range cfgs {
+		if len(cfg) != space.Len() {
+			t.Fatalf("trial %d: %d values for %d parameters: %v", i+1, len(cfg), space.Len(), cfg)
+		}
+		for _, p := range space.Params() {
+			if why := inDomain(p.Domain, cfg[p.Name]); why != "" {
+				t.Fatalf("trial %d: %s = %v (%T) is %s %s", i+1, p.Name, cfg[p.Name], cfg[p.Name], why, p.Domain)
+			}
+		}
+	}
+}
+
+// score is a smooth function of the mixed space, lowest at lr 0.01,
+// dropout 0.2 and act "tanh".
+func score(cfg map[string]any) float64 {
+	v := math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) + math.Pow(cfg["dropout"].(float64)-0.2, 2)
+	if cfg["act"] != "tanh" {
+		v += 0.5
+	}
+	return v
+}
+
+func TestRandomSearchRepeats(t *testing.T) {
+	space := mixedSpace(t)
+	a := drive(t, NewRandomSearch(space, 3), 20, score)
+	b := drive(t, NewRandomSearch(space, 3), 20, score)
+	c := drive(t, NewRandomSearch(space, 4), 20, score)
+	if !reflect.DeepEqual(a, b) {
+		t.Error("same seed, different sequences")
+	}
+	if reflect.DeepEqual(a, c) {
+		t.Error("seeds 3 and 4 gave the same sequence")
+	}
+	checkConfigs(t, space, a)
+}
+
+func TestModelBasedSearchersStayInDomain(t *testing.T) {
+	space := mixedSpace(t)
+	tpe, err := NewTPE(space, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkConfigs(t, space, drive(t, tpe, 40, score))
+
+	numeric := mustSpace(t,
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
+		searchspace.Param{Name: "momentum", Domain: searchspace.QUniform{Low: 0.5, High: 0.99, Q: 0.01}},
+		searchspace.Param{Name: "wd", Domain: searchspace.QLogUniform{Low: 1e-5, High: 1e-2, Q: 1e-5}},
+		searchspace.Param{Name: "layers", Domain: searchspace.RandInt{Low: 1, High: 4}},
+		searchspace.Param{Name: "width", Domain: searchspace.LogRandInt{Low: 16, High: 1024}},
+		searchspace.Param{Name: "epochs", Domain: searchspace.Constant{Value: int64(9)}},
+	)
+	cma, err := NewCMAES(numeric, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkConfigs(t, numeric, drive(t, cma, 40, func(cfg map[string]any) float64 {
+		return math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) + float64(cfg["layers"].(int64))
+	}))
+}
+
+// TestTPERepeatability documents what a seed repeats with goptuna's TPE in
+// one process: the random startup trials, and not the modelled ones after
+// them, which draw from the process-wide math/rand generator.
+func TestTPERepeatability(t *testing.T) {
+	space := mixedSpace(t)
+	run := func() []map[string]any {
+		s, err := NewTPE(space, 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drive(t, s, TPEStartupTrials+30, score)
+	}
+	a, b := run(), run()
+	if !reflect.DeepEqual(a[:TPEStartupTrials], b[:TPEStartupTrials]) {
+		t.Error("the startup trials differ with the same seed")
+	}
+	if reflect.DeepEqual(a[TPEStartupTrials:], b[TPEStartupTrials:]) {
+		t.Error("goptuna's TPE repeated 30 modelled configurations with the same seed: " +
+			"it no longer draws from the global math/rand; update the TPE and SearchConfig.Seed docs")
+	}
+}
+
+// TestTPERepeatsWithRandAutoseedOff checks the documented way to make TPE
+// repeatable: a process started with GODEBUG=randautoseed=0, whose global
+// math/rand generator then starts from a fixed state, gives the same
+// sequence every time. The test runs itself twice as such a process.
+func TestTPERepeatsWithRandAutoseedOff(t *testing.T) {
+	if os.Getenv("GOTUNE_TPE_HELPER") == "1" {
+		s, err := NewTPE(mixedSpace(t), 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := json.Marshal(drive(t, s, TPEStartupTrials+20, score))
+		fmt.Printf("configs: %s\n", out)
+		return
+	}
+	run := func() string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestTPERepeatsWithRandAutoseedOff$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "GOTUNE_TPE_HELPER=1", "GODEBUG=randautoseed=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("helper: %v\n%s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "configs: ") {
+				return line
+			}
+		}
+		t.Fatalf("helper printed no configurations:\n%s", out)
+		return ""
+	}
+	if a, b := run(), run(); a != b {
+		t.Errorf("two processes with GODEBUG=randautoseed=0 and the same seed gave different TPE sequences:\n%s\n%s", a, b)
+	}
+}
+
+// TestTPELearns checks that TPE's suggestions concentrate where the score
+// is low, more than random search's do.
+func TestTPELearns(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
+		searchspace.Param{Name: "c", Domain: searchspace.Choice{Values: []any{"a", "b", "c", "d"}}},
+	)
+	f := func(cfg map[string]any) float64 {
+		v := math.Abs(cfg["x"].(float64) - 0.3)
+		if cfg["c"] != "b" {
+			v += 0.5
+		}
+		return v
+	}
+	// The median score of trials 61..100, over 5 runs.
+	lateMedian := func(s Searcher) float64 {
+		var late []float64
+		for _, cfg := range drive(t, s, 100, f)[60:] {
+			late = append(late, f(cfg))
+		}
+		sort.Float64s(late)
+		return late[len(late)/2]
+	}
+	var tpeMed, randMed []float64
+	for seed := range int64(5) {
+		s, err := NewTPE(space, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpeMed = append(tpeMed, lateMedian(s))
+		randMed = append(randMed, lateMedian(NewRandomSearch(space, seed)))
+	}
+	sort.Float64s(tpeMed)
+	sort.Float64s(randMed)
+	t.Logf("median late score over 5 runs: TPE %.3f, random %.3f", tpeMed[2], randMed[2])
+	// Random search's median is about 0.5 + 0.25; TPE's should be well below.
+	if tpeMed[2] > 0.3 || tpeMed[2] > randMed[2]/2 {
+		t.Errorf("median late score: TPE %.3f, random %.3f; want TPE below 0.3 and half of random's", tpeMed[2], randMed[2])
+	}
+}
+
+// TestTPEHistory checks what TPE learns from each way a trial can end, and
+// that each parameter's view of the history is sorted by its value.
+func TestTPEHistory(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
+		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 100}},
+	)
+	s, err := NewTPE(space, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := []TrialEnd{
+		{Status: TrialCompleted, Last: &Observation{Step: 9, Score: 0.5}},
+		{Status: TrialStopped, Last: &Observation{Step: 3, Score: 0.7}},
+		{Status: TrialFailed, Last: &Observation{Step: 2, Score: 0.1}},
+		{Status: TrialCompleted},
+		{Status: TrialStopped},
+	}
+	for i, end := range ends {
+		if _, err := s.Suggest(i + 1); err != nil {
+			t.Fatal(err)
+		}
+		if end.Last != nil {
+			s.OnResult(i+1, *end.Last)
+		}
+		s.OnTrialEnd(i+1, end)
+	}
+	h := s.s.store
+	if len(h.finished) != 2 {
+		t.Fatalf("history holds %d trials, want the completed and the stopped one", len(h.finished))
+	}
+	done, stopped := h.finished[0], h.finished[1]
+	if done.State != goptuna.TrialStateComplete || done.Value != 0.5 {
+		t.Errorf("completed trial: %v with value %v, want COMPLETE 0.5", done.State, done.Value)
+	}
+	if stopped.State != goptuna.TrialStatePruned || stopped.Value != 0.7 || stopped.IntermediateValues[3] != 0.7 {
+		t.Errorf("stopped trial: %v value %v intermediate %v, want PRUNED 0.7 at step 3", stopped.State, stopped.Value, stopped.IntermediateValues)
+	}
+	all, _ := h.InMemoryStorage.GetAllTrials(0)
+	states := map[goptuna.TrialState]int{}
+	for _, tr := range all {
+		states[tr.State]++
+	}
+	if states[goptuna.TrialStateFail] != 3 {
+		t.Errorf("goptuna trial states %v, want 3 FAIL (the failed and the two scoreless trials)", states)
+	}
+
+	// Finish more trials, then check each parameter's sorted view.
+	drive(t, s, 30, func(cfg map[string]any) float64 { return cfg["x"].(float64) })
+	s.refreshViews()
+	for _, name := range []string{"x", "n"} {
+		view := s.views[name]
+		if len(view) != len(h.finished) {
+			t.Fatalf("view of %s has %d trials, history %d", name, len(view), len(h.finished))
+		}
+		if !slices.IsSortedFunc(view, func(a, b goptuna.FrozenTrial) int {
+			return cmp.Compare(a.InternalParams[name], b.InternalParams[name])
+		}) {
+			t.Errorf("view of %s is not sorted by its value", name)
+		}
+	}
+}
+
+// TestTPEModelsTheBestTrials checks that TPE hands goptuna the
+// TPEModelled best trials in goptuna's order: complete trials by value,
+// then stopped ones by how far they got, then by value.
+func TestTPEModelsTheBestTrials(t *testing.T) {
+	space := mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
+	s, err := NewTPE(space, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		trial   int
+		stopped bool
+		step    float64
+		score   float64
+	}
+	var all []result
+	for trial := 1; trial <= 2*TPEModelled; trial++ {
+		cfg, err := s.Suggest(trial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := result{trial: trial, score: cfg["x"].(float64), step: 9}
+		if trial%10 != 0 { // nine trials in ten are stopped, at step 1 to 3
+			r.stopped, r.step = true, float64(1+trial%7%3)
+		}
+		obs := Observation{Step: r.step, Score: r.score}
+		end := TrialEnd{Status: TrialCompleted, Last: &obs}
+		if r.stopped {
+			end.Status = TrialStopped
+		}
+		s.OnTrialEnd(trial, end)
+		all = append(all, r)
+	}
+	if len(s.best) != TPEModelled {
+		t.Fatalf("TPE models %d trials, want %d", len(s.best), TPEModelled)
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.stopped != b.stopped {
+			return !a.stopped
+		}
+		if a.stopped && a.step != b.step {
+			return a.step > b.step
+		}
+		return a.score < b.score
+	})
+	for i, got := range s.best {
+		if got.Value != all[i].score {
+			t.Fatalf("modelled trial %d: value %v, want %v (trial %d)", i, got.Value, all[i].score, all[i].trial)
+		}
+	}
+}
+
+func TestCMAESRefusesNonNumericSpaces(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		params []searchspace.Param
+		key    string
+		msg    string
+	}{
+		{"choice", []searchspace.Param{
+			{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
+			{Name: "act", Domain: searchspace.Choice{Values: []any{"relu", "tanh"}}},
+			{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
+		}, "search.space.act", `"act" is a choice`},
+		{"numeric choice", []searchspace.Param{
+			{Name: "hidden", Domain: searchspace.Choice{Values: []any{int64(32), int64(64)}}},
+			{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
+		}, "search.space.hidden", `"hidden" is a choice`},
+		{"grid", []searchspace.Param{
+			{Name: "batch", Domain: searchspace.Grid{Values: []any{int64(32), int64(64)}}},
+			{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
+			{Name: "y", Domain: searchspace.Uniform{Low: 0, High: 1}},
+		}, "search.space.batch", `"batch" is a grid`},
+		{"one dimension", []searchspace.Param{
+			{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
+			{Name: "epochs", Domain: searchspace.Constant{Value: int64(3)}},
+		}, "search.algorithm", "at least two numeric parameters"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewCMAES(mustSpace(t, tt.params...), 1)
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key != tt.key || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("got %v, want a ConfigError on %s mentioning %q", err, tt.key, tt.msg)
+			}
+		})
+	}
+}
+
+// custom is a Domain the model-based searchers cannot model.
+type custom struct{ searchspace.Uniform }
+
+func TestModelBasedSearchersRefuseCustomDomains(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "a", Domain: custom{searchspace.Uniform{Low: 0, High: 1}}},
+		searchspace.Param{Name: "b", Domain: searchspace.Uniform{Low: 0, High: 1}},
+		searchspace.Param{Name: "c", Domain: searchspace.Uniform{Low: 0, High: 1}},
+	)
+	for name, build := range map[string]func() (Searcher, error){
+		"tpe":   func() (Searcher, error) { return NewTPE(space, 1) },
+		"cmaes": func() (Searcher, error) { return NewCMAES(space, 1) },
+	} {
+		_, err := build()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Key != "search.space.a" || !strings.Contains(err.Error(), "cannot model") {
+			t.Errorf("%s: got %v, want a ConfigError on search.space.a", name, err)
+		}
+	}
+}
+
+func TestCMAESRepeatsAndConverges(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -5, High: 5}},
+		searchspace.Param{Name: "y", Domain: searchspace.Uniform{Low: -5, High: 5}},
+		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 10}},
+	)
+	f := func(cfg map[string]any) float64 {
+		x, y, n := cfg["x"].(float64), cfg["y"].(float64), float64(cfg["n"].(int64))
+		return (x-1)*(x-1) + (y+2)*(y+2) + (n-3)*(n-3)
+	}
+	run := func(seed int64) []map[string]any {
+		s, err := NewCMAES(space, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drive(t, s, 120, f)
+	}
+	a, b := run(5), run(5)
+	if !reflect.DeepEqual(a, b) {
+		t.Error("CMA-ES with the same seed and the same results gave different configurations")
+	}
+	best := math.Inf(1)
+	for _, cfg := range a {
+		best = min(best, f(cfg))
+	}
+	if best > 0.1 {
+		t.Errorf("best of 120 CMA-ES trials on a quadratic: %.3f, want below 0.1", best)
+	}
+}
+
+// TestCMAESCountsStoppedTrials checks that a generation fills with trials
+// the scheduler stopped, so that CMA-ES moves on when most trials stop.
+func TestCMAESCountsStoppedTrials(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -5, High: 5}},
+		searchspace.Param{Name: "y", Domain: searchspace.Uniform{Low: -5, High: 5}},
+	)
+	s, err := NewCMAES(space, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for trial := 1; trial <= 60; trial++ {
+		cfg, err := s.Suggest(trial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, y := cfg["x"].(float64), cfg["y"].(float64)
+		obs := Observation{Step: 1, Score: (x-3)*(x-3) + (y-3)*(y-3)}
+		s.OnTrialEnd(trial, TrialEnd{Status: TrialStopped, Last: &obs})
+	}
+	gens := map[string]bool{}
+	for _, tr := range s.s.store.finished {
+		if tr.State != goptuna.TrialStateComplete {
+			t.Fatalf("a stopped trial is %v in CMA-ES's history, want COMPLETE", tr.State)
+		}
+		gens[tr.SystemAttrs["goptuna:cmaes:generationId"]] = true
+	}
+	if len(gens) < 5 {
+		t.Errorf("60 stopped trials made %d generations, want CMA-ES to move on", len(gens))
+	}
+}
+
+// recorder is an inner searcher that records what reaches it.
+type recorder struct {
+	next    int
+	results []int
+	ends    []int
+}
+
+func (r *recorder) Suggest(int) (map[string]any, error) {
+	r.next++
+	return map[string]any{"x": float64(r.next)}, nil
+}
+func (r *recorder) OnResult(trial int, _ Observation) { r.results = append(r.results, trial) }
+func (r *recorder) OnTrialEnd(trial int, _ TrialEnd)  { r.ends = append(r.ends, trial) }
+
+func TestGridSearch(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "opt", Domain: searchspace.Grid{Values: []any{"sgd", "adam"}}},
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
+	)
+	inner := &recorder{}
+	g, err := NewGridSearch(space, 3, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for trial := 1; ; trial++ {
+		cfg, err := g.Suggest(trial)
+		if errors.Is(err, ErrExhausted) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg["x"] != float64(trial) {
+			t.Errorf("trial %d: x %v, want the inner searcher's %d", trial, cfg["x"], trial)
+		}
+		got = append(got, cfg["opt"].(string))
+		g.OnResult(trial, Observation{})
+		g.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted})
+	}
+	want := []string{"sgd", "adam", "sgd", "adam", "sgd", "adam"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("cells: got %v, want %v", got, want)
+	}
+	if len(inner.results) != 6 || len(inner.ends) != 6 {
+		t.Errorf("inner searcher saw %d results and %d ends, want 6 and 6", len(inner.results), len(inner.ends))
+	}
+	if _, err := NewGridSearch(space, 0, inner); err == nil {
+		t.Error("num_samples 0 accepted")
+	}
+}
+
+// waiter is an inner searcher that waits until told otherwise.
+type waiter struct {
+	recorder
+	wait bool
+}
+
+func (w *waiter) Suggest(trial int) (map[string]any, error) {
+	if w.wait {
+		return nil, ErrWait
+	}
+	return w.recorder.Suggest(trial)
+}
+
+func TestGridSearchWaitsWithoutUsingACell(t *testing.T) {
+	space := mustSpace(t, searchspace.Param{Name: "opt", Domain: searchspace.Grid{Values: []any{"a", "b"}}})
+	inner := &waiter{wait: true}
+	g, _ := NewGridSearch(space, 1, inner)
+	if _, err := g.Suggest(1); !errors.Is(err, ErrWait) {
+		t.Fatalf("got %v, want the inner searcher's ErrWait", err)
+	}
+	inner.wait = false
+	for i, want := range []string{"a", "b"} {
+		cfg, err := g.Suggest(i + 1)
+		if err != nil || cfg["opt"] != want {
+			t.Errorf("suggestion %d: %v %v, want opt %s", i+1, cfg, err, want)
+		}
+	}
+}
+
+func TestLimiter(t *testing.T) {
+	inner := &recorder{}
+	l, err := NewLimiter(inner, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for trial := 1; trial <= 2; trial++ {
+		if _, err := l.Suggest(trial); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+	}
+	if _, err := l.Suggest(3); !errors.Is(err, ErrWait) {
+		t.Fatalf("third running trial: got %v, want ErrWait", err)
+	}
+	l.OnResult(1, Observation{})
+	if _, err := l.Suggest(3); !errors.Is(err, ErrWait) {
+		t.Fatalf("after a result: got %v, want ErrWait", err)
+	}
+	l.OnTrialEnd(1, TrialEnd{Status: TrialFailed})
+	if _, err := l.Suggest(3); err != nil {
+		t.Fatalf("after trial 1 ended: %v", err)
+	}
+	if inner.next != 3 || len(inner.results) != 1 || len(inner.ends) != 1 {
+		t.Errorf("inner searcher: %d suggestions, %d results, %d ends; want 3, 1, 1", inner.next, len(inner.results), len(inner.ends))
+	}
+	if _, err := NewLimiter(inner, 0); err == nil {
+		t.Error("a limit of 0 accepted")
+	}
+}
