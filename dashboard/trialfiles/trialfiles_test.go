@@ -106,9 +106,9 @@ func TestFiles(t *testing.T) {
 		t.Fatalf("trial 1 events: %+v", evs)
 	}
 	want := []tfevents.Event{
-		{WallTime: 1700000001, Step: 1, Scalars: []tfevents.Scalar{{"acc", 0.25}, {"loss", 0.5}}},
-		{WallTime: 1700000002, Step: 2, Scalars: []tfevents.Scalar{{"acc", 0.5}, {"loss", 0.25}, {"lr", 1e-3}}},
-		{WallTime: 1700000003, Step: 3, Scalars: []tfevents.Scalar{{"loss", float32(math.Inf(1))}}},
+		{WallTime: 1700000001, Step: 1, Scalars: []tfevents.Scalar{{Tag: "acc", Value: 0.25}, {Tag: "loss", Value: 0.5}}},
+		{WallTime: 1700000002, Step: 2, Scalars: []tfevents.Scalar{{Tag: "acc", Value: 0.5}, {Tag: "loss", Value: 0.25}, {Tag: "lr", Value: 1e-3}}},
+		{WallTime: 1700000003, Step: 3, Scalars: []tfevents.Scalar{{Tag: "loss", Value: float32(math.Inf(1))}}},
 	}
 	for i, w := range want {
 		if got := fmt.Sprint(evs[i+1]); got != fmt.Sprint(w) {
