@@ -34,11 +34,11 @@ const CSVName = "reports.csv"
 // call Close once the sweep has ended.
 //
 // A trial's files are opened at its first report in this process and
-// closed when it ends. When a trial that already has files reports again
-// after its experiment was resumed, the CSV rows from the iteration it
-// resumes at on are dropped, and the new event file starts with a session
-// START at that step, which tells TensorBoard to drop those steps of the
-// older files.
+// closed when it ends. When a trial that already has files reports an
+// iteration again (its experiment was resumed, or a scheduler restarted it
+// from an earlier checkpoint), the CSV rows from that iteration on are
+// dropped, and a new event file starts with a session START at that step,
+// which tells TensorBoard to drop those steps of the older files.
 type Files struct {
 	dir     func(trial int) string
 	onError func(trial int, err error)
@@ -70,6 +70,16 @@ func (f *Files) OnReport(trial int, r trainer.Result) {
 	}
 	tf, ok := f.open[trial]
 	var err error
+	if ok && r.Iteration <= tf.last {
+		// The trial starts again from an earlier checkpoint (a scheduler's
+		// restart): reopen its files as for a resumed trial.
+		delete(f.open, trial)
+		if err := tf.close(); err != nil {
+			f.fail(trial, err)
+			return
+		}
+		ok = false
+	}
 	if !ok {
 		if tf, err = openTrial(f.dir(trial), r); err == nil {
 			f.open[trial] = tf
@@ -120,6 +130,7 @@ type trialFiles struct {
 	csv  *os.File
 	cols []string // the metric columns of the CSV, in header order
 	row  []string
+	last int // the last iteration written
 }
 
 // openTrial opens the files of a trial whose first report in this process
@@ -200,6 +211,7 @@ func (tf *trialFiles) write(r trainer.Result) error {
 	for i, k := range keys {
 		scalars[i] = tfevents.Scalar{Tag: k, Value: float32(r.Metrics[k])}
 	}
+	tf.last = r.Iteration
 	return tf.tb.Write(tfevents.Event{WallTime: tfevents.Seconds(r.Time), Step: int64(r.Iteration), Scalars: scalars})
 }
 

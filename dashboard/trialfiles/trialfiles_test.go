@@ -150,6 +150,25 @@ func TestFilesAfterResume(t *testing.T) {
 	}
 }
 
+// TestFilesRestartInProcess reports an earlier iteration again within one
+// run, as after a scheduler's restart from an older checkpoint.
+func TestFilesRestartInProcess(t *testing.T) {
+	root := t.TempDir()
+	dirs := trialDirs(root)
+	f := New(dirs, func(trial int, err error) { t.Errorf("trial %d: %v", trial, err) })
+	for i, it := range []int{1, 2, 3, 2, 3} {
+		f.OnReport(1, result(it, map[string]float64{"loss": float64(it*10 + i/3)}))
+	}
+	f.OnTrialEnd(1, storage.TrialTerminated, nil)
+	want := "iteration,time,loss\n1,1700000001,10\n2,1700000002,21\n3,1700000003,31\n"
+	if got := readFile(t, filepath.Join(dirs(1), CSVName)); got != want {
+		t.Errorf("CSV:\n%s\nwant:\n%s", got, want)
+	}
+	if files := eventFiles(t, dirs(1)); len(files) != 2 || files[1][1].SessionStatus != tfevents.SessionStart || files[1][1].Step != 2 {
+		t.Errorf("event files after the restart: %+v", files)
+	}
+}
+
 // TestFilesError makes one trial's folder impossible to create: the error
 // is reported once, and the other trials' files are written.
 func TestFilesError(t *testing.T) {
