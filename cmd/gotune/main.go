@@ -9,6 +9,7 @@
 //	gotune show quickstart 3
 //	gotune query "SELECT trial_id, best_metric FROM trials_v"
 //	gotune export quickstart --format csv
+//	gotune dashboard --addr 127.0.0.1:8265
 //
 // Exit codes: 0 success; 1 the sweep ran but every trial failed, or a query
 // failed; 2 bad usage or bad input.
@@ -82,6 +83,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			showCommand(dbFlag),
 			queryCommand(dbFlag),
 			exportCommand(dbFlag),
+			dashboardCommand(dbFlag),
 		},
 	}
 	for _, c := range app.Commands {

@@ -16,6 +16,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotune/gotune/cmd/gotune/sweepfile"
+	"github.com/gotune/gotune/dashboard"
+	"github.com/gotune/gotune/dashboard/trialfiles"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
@@ -30,6 +32,7 @@ func runCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "db", Usage: "the results database `FILE` (default: the sweep file's storage, else gotune.db)"},
 			&cli.StringFlag{Name: "resources", Usage: "declare the nodes to run on instead of this machine, as in `cpus=8,gpus=2,memory=32GiB` (keys nodes, cpus, gpus, memory); replaces the sweep file's [resources]"},
+			&cli.StringFlag{Name: "dashboard", Usage: "serve the web dashboard while the sweep runs, at `HOST:PORT` (without a host, on 127.0.0.1 only; e.g. " + dashboard.DefaultAddr + ")"},
 		},
 		Action: func(c *cli.Context) error {
 			path, err := oneArg(c, "the sweep file")
@@ -49,13 +52,42 @@ func runCommand() *cli.Command {
 				}
 			}
 			out := c.App.Writer
-			t, err := tuner.New(cfg, tuner.WithObserver(&linePrinter{w: out, start: time.Now()}))
+			var t *tuner.Tuner
+			files := trialfiles.New(func(n int) string { return t.TrialDir(n) }, func(_ int, err error) {
+				fmt.Fprintf(c.App.ErrWriter, "warning: the TensorBoard and CSV files of %v; the sweep goes on\n", err)
+			})
+			defer files.Close()
+			var progress tuner.Observer = &linePrinter{w: out, start: time.Now()}
+			var live *liveView
+			var ro *storage.DB // read by the live view once started
+			if f, ok := isTerminal(out); ok {
+				live = newLiveView(out, terminalWidth(f), func(ctx context.Context) liveSnapshot { return sweepSnapshot(ctx, ro, t) })
+				progress = live
+			}
+			t, err = tuner.New(cfg, tuner.WithObserver(observers{progress, files}))
 			if err != nil {
 				return badInput(fmt.Errorf("%s: %w", path, err))
 			}
+			if live != nil || c.String("dashboard") != "" {
+				if ro, err = openReader(t.Config().Storage); err != nil {
+					return err
+				}
+				defer ro.Close()
+			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			stopDashboard, err := startDashboard(ctx, c, ro, t)
+			if err != nil {
+				return err
+			}
+			if live != nil {
+				live.Start(liveInterval)
+			}
 			res, err := t.Fit(ctx)
+			if live != nil {
+				live.Close()
+			}
+			stopDashboard()
 			if res != nil {
 				printSummary(out, t.Config(), res)
 			}

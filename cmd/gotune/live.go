@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/term"
+
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
+)
+
+// The live status table `gotune run` keeps redrawn at the bottom of a
+// terminal, in the manner of Ray Tune's: elapsed time, resources in use,
+// trials by status, a progress bar and the best trials so far. Notable
+// lines (a trial's end, a restart) scroll above it.
+
+// liveSnapshot is what one frame of the table shows.
+type liveSnapshot struct {
+	Experiment string
+	Metric     string
+	Mode       string
+	Elapsed    time.Duration
+	// Usage is the resource manager's; nil when unknown.
+	Usage *workers.Usage
+	// Counts is the number of trials in each status.
+	Counts map[string]int
+	// NumSamples is the number of trials the sweep runs in all.
+	NumSamples int
+	// Top are the best trials so far, best first; Trials counts them all.
+	Top    []*storage.Trial
+	Trials int
+	// Err is why the results could not be read for this frame, "" if they were.
+	Err string
+}
+
+// renderLive renders a frame as lines of at most width characters (0: no
+// limit).
+func renderLive(s liveSnapshot, width int) []string {
+	var lines []string
+	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	add("== %s · running for %s ==", s.Experiment, formatElapsed(s.Elapsed))
+	if u := s.Usage; u != nil {
+		line := fmt.Sprintf("Resources in use: %s/%s CPUs, %s/%s GPUs", fmtAmount(u.InUse.CPUs), fmtAmount(u.Capacity.CPUs),
+			fmtAmount(u.InUse.GPUs), fmtAmount(u.Capacity.GPUs))
+		if u.Capacity.Memory > 0 {
+			line += fmt.Sprintf(", %s/%s memory", u.InUse.Memory.Human(), u.Capacity.Memory.Human())
+		}
+		if u.Waiting > 0 {
+			line += "; " + plural(u.Waiting, "group") + " waiting"
+		}
+		add("%s", line)
+	}
+	total := max(s.NumSamples, s.Trials)
+	var parts []string
+	for _, st := range storage.TrialStatuses {
+		if n := s.Counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	counts := ""
+	if len(parts) > 0 {
+		counts = " (" + strings.Join(parts, ", ") + ")"
+	}
+	add("Trials: %d of %d%s", s.Trials, total, counts)
+	finished := s.Counts[storage.TrialTerminated] + s.Counts[storage.TrialStopped] + s.Counts[storage.TrialError]
+	add("%s %d/%d finished", progressBar(finished, total, 30), finished, total)
+	if s.Err != "" {
+		add("cannot read the results: %s", s.Err)
+	}
+	if len(s.Top) > 0 {
+		lines = append(lines, topTable(s)...)
+		if more := s.Trials - len(s.Top); more > 0 {
+			add("... and %d more trials", more)
+		}
+	}
+	if width > 0 {
+		for i, l := range lines {
+			lines[i] = truncate(l, width)
+		}
+	}
+	return lines
+}
+
+// topTable renders the best trials as a bordered table: trial, status,
+// iterations, best metric and every parameter.
+func topTable(s liveSnapshot) []string {
+	params := map[string]bool{}
+	for _, t := range s.Top {
+		for k := range t.Params {
+			params[k] = true
+		}
+	}
+	names := slices.Sorted(maps.Keys(params))
+	header := append([]string{"trial", "status", "iter", s.Metric + " (" + s.Mode + ")"}, names...)
+	rows := [][]string{header}
+	for _, t := range s.Top {
+		row := []string{fmt.Sprint(t.Number), t.Status, fmt.Sprint(t.Iterations), optFloat(t.BestMetric)}
+		for _, n := range names {
+			v, ok := t.Params[n]
+			cell := ""
+			if ok {
+				cell = formatValue(v)
+			}
+			row = append(row, cell)
+		}
+		rows = append(rows, row)
+	}
+	widths := make([]int, len(header))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	rule := "+"
+	for _, w := range widths {
+		rule += strings.Repeat("-", w+2) + "+"
+	}
+	out := []string{rule}
+	for i, r := range rows {
+		line := "|"
+		for j, c := range r {
+			pad := strings.Repeat(" ", widths[j]-utf8.RuneCountInString(c))
+			if j == 1 || j > 3 && !isNumber(c) {
+				line += " " + c + pad + " |"
+			} else {
+				line += " " + pad + c + " |"
+			}
+		}
+		out = append(out, line)
+		if i == 0 {
+			out = append(out, rule)
+		}
+	}
+	return append(out, rule)
+}
+
+func isNumber(s string) bool {
+	var f float64
+	_, err := fmt.Sscan(s, &f)
+	return err == nil
+}
+
+// formatValue renders a parameter's value.
+func formatValue(v any) string {
+	if f, ok := v.(float64); ok {
+		return fmt.Sprintf("%.4g", f)
+	}
+	return fmt.Sprint(v)
+}
+
+// plural writes n things, as in "1 group" or "2 groups".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+func fmtAmount(v float64) string { return fmt.Sprintf("%.4g", v) }
+
+// progressBar draws done out of total in width cells.
+func progressBar(done, total, width int) string {
+	full := 0
+	if total > 0 {
+		full = min(width, done*width/total)
+	}
+	return "[" + strings.Repeat("#", full) + strings.Repeat(".", width-full) + "]"
+}
+
+func formatElapsed(d time.Duration) string {
+	s := int(d.Round(time.Second).Seconds())
+	return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+// truncate shortens s to width characters, marking the cut with "…".
+func truncate(s string, width int) string {
+	if utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:width-1]) + "…"
+}
+
+// liveView keeps the status table drawn at the bottom of a terminal. It is
+// a tuner observer: the end of a trial and a restart are printed above the
+// table. One goroutine, started by newLiveView and stopped by Close, redraws
+// the table every interval; the observer methods only queue lines.
+type liveView struct {
+	w        io.Writer
+	width    func() int
+	snapshot func(context.Context) liveSnapshot
+	start    time.Time
+
+	mu      sync.Mutex
+	pending []string // lines to print above the next frame
+	drawn   int      // lines of the frame on screen
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// liveInterval is how often the table is redrawn.
+const liveInterval = time.Second
+
+// newLiveView returns a view that draws frames of snapshot on w once
+// started; width gives the terminal's width (0: no limit).
+func newLiveView(w io.Writer, width func() int, snapshot func(context.Context) liveSnapshot) *liveView {
+	return &liveView{w: w, width: width, snapshot: snapshot, start: time.Now()}
+}
+
+// Start draws a frame every interval until Close.
+func (v *liveView) Start(interval time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	v.cancel, v.done = cancel, make(chan struct{})
+	v.start = time.Now()
+	go v.loop(ctx, interval)
+}
+
+func (v *liveView) loop(ctx context.Context, interval time.Duration) {
+	defer close(v.done)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		v.draw(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// draw replaces the frame on screen with the queued lines and a new frame.
+func (v *liveView) draw(ctx context.Context) {
+	s := v.snapshot(ctx)
+	s.Elapsed = time.Since(v.start)
+	lines := renderLive(s, v.width())
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var b strings.Builder
+	if v.drawn > 0 {
+		// Up to the frame's first line, then clear to the end of the screen.
+		fmt.Fprintf(&b, "\x1b[%dA\r\x1b[J", v.drawn)
+	}
+	for _, l := range v.pending {
+		b.WriteString(l + "\n")
+	}
+	v.pending = v.pending[:0]
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	v.drawn = len(lines)
+	io.WriteString(v.w, b.String())
+}
+
+func (v *liveView) queue(line string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if w := v.width(); w > 0 {
+		line = truncate(line, w)
+	}
+	v.pending = append(v.pending, line)
+}
+
+// OnReport does nothing: the table shows the reports.
+func (v *liveView) OnReport(int, trainer.Result) {}
+
+// OnTrialEnd prints the trial's end above the table.
+func (v *liveView) OnTrialEnd(trial int, status string, err error) {
+	line := fmt.Sprintf("%s  trial %d %s", formatElapsed(time.Since(v.start)), trial, status)
+	if err != nil {
+		line += ": " + firstLine(err.Error())
+	}
+	v.queue(line)
+}
+
+// OnEvent prints a restart or a resize above the table.
+func (v *liveView) OnEvent(trial int, e trainer.Event) {
+	v.queue(fmt.Sprintf("%s  trial %d %s with %d workers from iteration %d: %s",
+		formatElapsed(time.Since(v.start)), trial, e.Kind, e.Workers, e.Iteration, firstLine(e.Cause)))
+}
+
+// Close stops the redraws and leaves a last frame on screen. It must
+// follow Start.
+func (v *liveView) Close() {
+	v.cancel()
+	<-v.done
+	v.draw(context.Background())
+}
+
+// terminalWidth returns f's width when it is a terminal, else 0.
+func terminalWidth(f *os.File) func() int {
+	return func() int {
+		w, _, err := term.GetSize(int(f.Fd()))
+		if err != nil {
+			return 0
+		}
+		return w
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) (*os.File, bool) {
+	f, ok := w.(*os.File)
+	return f, ok && term.IsTerminal(int(f.Fd()))
+}
+
+// liveTop is how many of the best trials the table lists.
+const liveTop = 10
+
+// readLive reads a frame's results from db in one snapshot.
+func readLive(ctx context.Context, db *storage.DB, exp string) (counts map[string]int, top []*storage.Trial, trials int, err error) {
+	err = db.Snapshot(ctx, func(view *storage.DB) error {
+		all, err := view.Trials(ctx, exp)
+		if err != nil {
+			return err
+		}
+		counts = map[string]int{}
+		for _, t := range all {
+			counts[t.Status]++
+		}
+		trials = len(all)
+		e, err := view.Experiment(ctx, exp)
+		if err != nil {
+			return err
+		}
+		top, err = view.QueryTrials(ctx, exp, storage.TrialQuery{Sort: e.Metric, Limit: liveTop})
+		return err
+	})
+	return counts, top, trials, err
+}

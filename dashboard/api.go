@@ -1,0 +1,630 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gotune/gotune/storage"
+)
+
+// The JSON API. Every response is one JSON document read from one
+// consistent snapshot of the database; times are RFC 3339, NaN and
+// infinite metrics are the strings "NaN", "Infinity" and "-Infinity" (as
+// in the CLI's --json output), and an error is {"error": "..."} with a
+// 4xx or 5xx status.
+
+// apiError is an error with the HTTP status it answers with.
+type apiError struct {
+	code int
+	err  error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+func (e *apiError) Unwrap() error { return e.err }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, fmt.Errorf(format, args...)}
+}
+
+// api serves handler h's result as JSON, read in one snapshot.
+func (s *Server) api(h func(r *http.Request, db *storage.DB) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var out any
+		err := s.db.Snapshot(r.Context(), func(db *storage.DB) error {
+			var err error
+			out, err = h(r, db)
+			return err
+		})
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		body, err := json.Marshal(out)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(append(body, '\n'))
+	}
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		code = ae.code
+	case errors.Is(err, storage.ErrNotFound):
+		code = http.StatusNotFound
+	}
+	body, _ := json.Marshal(map[string]string{"error": err.Error()})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	w.Write(append(body, '\n'))
+}
+
+// num is a float64 that JSON can always hold: NaN and infinities become
+// strings.
+type num float64
+
+func (n num) MarshalJSON() ([]byte, error) {
+	v := float64(n)
+	switch {
+	case math.IsNaN(v):
+		return []byte(`"NaN"`), nil
+	case math.IsInf(v, 1):
+		return []byte(`"Infinity"`), nil
+	case math.IsInf(v, -1):
+		return []byte(`"-Infinity"`), nil
+	}
+	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+}
+
+func optNum(p *float64) *num {
+	if p == nil {
+		return nil
+	}
+	n := num(*p)
+	return &n
+}
+
+// nums converts metrics for JSON.
+func nums(m map[string]float64) map[string]num {
+	out := make(map[string]num, len(m))
+	for k, v := range m {
+		out[k] = num(v)
+	}
+	return out
+}
+
+// Experiment is an experiment as the API shows it.
+type Experiment struct {
+	Name      string    `json:"name"`
+	Status    string    `json:"status"`
+	Metric    string    `json:"metric"`
+	Mode      string    `json:"mode"`
+	CreatedAt time.Time `json:"created_at"`
+	Trials    int       `json:"trials"`
+	Best      *num      `json:"best"`
+	// Counts is the number of trials in each status, every status present.
+	Counts map[string]int `json:"counts"`
+	// NumSamples is the number of trials the sweep runs in all, 0 when its
+	// configuration does not say.
+	NumSamples int `json:"num_samples"`
+}
+
+// ExperimentDetail adds what the page needs to draw an experiment.
+type ExperimentDetail struct {
+	Experiment
+	// Metrics names every metric any report carries, sorted.
+	Metrics []string `json:"metrics"`
+	// Params are the search space's parameters, by name.
+	Params []Param `json:"params"`
+	// Config is the sweep's configuration as recorded.
+	Config json.RawMessage `json:"config"`
+}
+
+// Param is one hyperparameter of the search space.
+type Param struct {
+	Name string `json:"name"`
+	// Domain is the parameter's domain in sweep-file syntax, as in
+	// "loguniform(0.001, 0.1)"; a constant's value for a constant.
+	Domain string `json:"domain"`
+	// Log says the domain is logarithmic (loguniform), for plotting.
+	Log bool `json:"log"`
+}
+
+// recordedConfig is what the API reads of an experiment's recorded
+// configuration (tuner.Config plus the space in sweep-file syntax).
+type recordedConfig struct {
+	Search struct {
+		NumSamples int `json:"num_samples"`
+	} `json:"search"`
+	Space map[string]string `json:"space"`
+}
+
+func parseConfig(raw json.RawMessage) recordedConfig {
+	var c recordedConfig
+	json.Unmarshal(raw, &c) // a config of another shape just says less
+	return c
+}
+
+func experimentOf(e *storage.Experiment, counts map[string]int) Experiment {
+	full := make(map[string]int, len(storage.TrialStatuses))
+	for _, st := range storage.TrialStatuses {
+		full[st] = counts[st]
+	}
+	return Experiment{
+		Name: e.Name, Status: e.Status, Metric: e.Metric, Mode: e.Mode, CreatedAt: e.CreatedAt,
+		Trials: e.Trials, Best: optNum(e.Best), Counts: full,
+		NumSamples: parseConfig(e.Config).Search.NumSamples,
+	}
+}
+
+// statusCounts counts every experiment's trials by status, through the
+// public trials_v view.
+func statusCounts(r *http.Request, db *storage.DB) (map[string]map[string]int, error) {
+	rows, err := db.Query(r.Context(), `SELECT experiment, status, count(*) FROM trials_v GROUP BY experiment, status`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]map[string]int{}
+	for rows.Next() {
+		var exp, status string
+		var n int
+		if err := rows.Scan(&exp, &status, &n); err != nil {
+			return nil, err
+		}
+		if out[exp] == nil {
+			out[exp] = map[string]int{}
+		}
+		out[exp][status] = n
+	}
+	return out, rows.Err()
+}
+
+// GET /api/experiments: every experiment, oldest first.
+func (s *Server) experiments(r *http.Request, db *storage.DB) (any, error) {
+	exps, err := db.Experiments(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	counts, err := statusCounts(r, db)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Experiment, len(exps))
+	for i, e := range exps {
+		out[i] = experimentOf(e, counts[e.Name])
+	}
+	return out, nil
+}
+
+// GET /api/experiments/{exp}: one experiment, its metric names and its
+// search space.
+func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
+	name := r.PathValue("exp")
+	e, err := db.Experiment(r.Context(), name)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := statusCounts(r, db)
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := db.MetricNames(r.Context(), name)
+	if err != nil {
+		return nil, err
+	}
+	d := ExperimentDetail{Experiment: experimentOf(e, counts[name]), Metrics: metrics, Params: []Param{}, Config: e.Config}
+	if d.Metrics == nil {
+		d.Metrics = []string{}
+	}
+	space := parseConfig(e.Config).Space
+	for _, p := range slices.Sorted(maps.Keys(space)) {
+		d.Params = append(d.Params, Param{Name: p, Domain: space[p], Log: strings.HasPrefix(space[p], "loguniform(")})
+	}
+	return d, nil
+}
+
+// Trial is a trial as the API shows it.
+type Trial struct {
+	Number     int            `json:"trial_id"`
+	Status     string         `json:"status"`
+	Params     map[string]any `json:"params"`
+	Iterations int            `json:"iterations"`
+	LastMetric *num           `json:"last_metric"`
+	BestMetric *num           `json:"best_metric"`
+	Restarts   int            `json:"restarts"`
+	Error      string         `json:"error,omitempty"`
+}
+
+func trialOf(t *storage.Trial) Trial {
+	return Trial{Number: t.Number, Status: t.Status, Params: t.Params, Iterations: t.Iterations,
+		LastMetric: optNum(t.LastMetric), BestMetric: optNum(t.BestMetric), Restarts: t.Restarts, Error: t.Error}
+}
+
+// GET /api/experiments/{exp}/trials[?status=S,S&sort=METRIC&limit=N]: the
+// experiment's trials, as storage.TrialQuery selects and orders them.
+func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
+	q := storage.TrialQuery{Sort: r.FormValue("sort")}
+	if st := r.FormValue("status"); st != "" {
+		q.Status = strings.Split(st, ",")
+	}
+	if l := r.FormValue("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			return nil, badRequest("limit must be a non-negative whole number, got %q", l)
+		}
+		q.Limit = n
+	}
+	ts, err := db.QueryTrials(r.Context(), r.PathValue("exp"), q)
+	if err != nil {
+		if errors.Is(err, storage.ErrNotFound) && len(q.Status) > 0 {
+			if _, lookErr := db.Experiment(r.Context(), r.PathValue("exp")); lookErr == nil {
+				return nil, &apiError{http.StatusBadRequest, err}
+			}
+		}
+		return nil, err
+	}
+	out := make([]Trial, len(ts))
+	for i, t := range ts {
+		out[i] = trialOf(t)
+	}
+	return out, nil
+}
+
+// maxCurves bounds the trials one curves request may ask for.
+const maxCurves = 100
+
+// Curve is one trial's values of a metric against x.
+type Curve struct {
+	Number int `json:"trial_id"`
+	// Points are [x, y] pairs in report order, from the reports that carry
+	// both as finite numbers.
+	Points [][2]float64 `json:"points"`
+}
+
+// Curves answers a curves request.
+type Curves struct {
+	Metric string  `json:"metric"`
+	X      string  `json:"x"`
+	Curves []Curve `json:"curves"`
+}
+
+// GET /api/experiments/{exp}/curves?metric=M&trials=1,2[&x=X]: each
+// trial's values of metric M against X: "iteration" (the default), "time"
+// (seconds since the experiment was created) or another metric.
+func (s *Server) curves(r *http.Request, db *storage.DB) (any, error) {
+	name := r.PathValue("exp")
+	metric, x := r.FormValue("metric"), r.FormValue("x")
+	if metric == "" {
+		return nil, badRequest("name the metric to draw: ?metric=NAME")
+	}
+	if x == "" {
+		x = "iteration"
+	}
+	var numbers []int
+	for f := range strings.SplitSeq(r.FormValue("trials"), ",") {
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, badRequest("trials must be trial numbers separated by commas, got %q", r.FormValue("trials"))
+		}
+		numbers = append(numbers, n)
+	}
+	if len(numbers) > maxCurves {
+		return nil, badRequest("at most %d trials per request, got %d", maxCurves, len(numbers))
+	}
+	e, err := db.Experiment(r.Context(), name)
+	if err != nil {
+		return nil, err
+	}
+	out := Curves{Metric: metric, X: x, Curves: []Curve{}}
+	for _, n := range numbers {
+		reps, err := db.Reports(r.Context(), name, n)
+		if err != nil {
+			return nil, err
+		}
+		c := Curve{Number: n, Points: [][2]float64{}}
+		for _, rep := range reps {
+			y, ok := rep.Metrics[metric]
+			var xv float64
+			switch x {
+			case "iteration":
+				xv = float64(rep.Iteration)
+			case "time":
+				xv = rep.Time.Sub(e.CreatedAt).Seconds()
+			default:
+				v, has := rep.Metrics[x]
+				xv, ok = v, ok && has
+			}
+			if ok && finite(xv) && finite(y) {
+				c.Points = append(c.Points, [2]float64{xv, y})
+			}
+		}
+		out.Curves = append(out.Curves, c)
+	}
+	return out, nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// StragglerFraction marks a straggler: a worker whose step rate is below
+// this fraction of the median step rate of its attempt's workers.
+const StragglerFraction = 0.75
+
+// Worker is one worker of a trial's group as the API shows it.
+type Worker struct {
+	Attempt int    `json:"attempt"`
+	Rank    int    `json:"rank"`
+	Node    string `json:"node"`
+	PID     int    `json:"pid,omitempty"`
+	Status  string `json:"status"`
+	// StepRate is in steps per second, null when unknown.
+	StepRate *num `json:"step_rate"`
+	// Straggler marks a worker much slower than its attempt's others (see
+	// StragglerFraction).
+	Straggler bool      `json:"straggler"`
+	LogPath   string    `json:"log_path,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// GPUs is the worker's devices as last sampled, empty when none were.
+	GPUs []GPUSample `json:"gpus"`
+}
+
+// GPUSample is one device's latest utilisation sample.
+type GPUSample struct {
+	Node  string    `json:"node"`
+	Index int       `json:"index"`
+	Time  time.Time `json:"time"`
+	// Util is in percent; memory in bytes.
+	Util        num   `json:"util"`
+	MemoryUsed  int64 `json:"memory_used"`
+	MemoryTotal int64 `json:"memory_total"`
+}
+
+// TrialDetail is one trial with its workers, checkpoints and events.
+type TrialDetail struct {
+	Trial
+	Workers     []Worker     `json:"workers"`
+	Checkpoints []Checkpoint `json:"checkpoints"`
+	Events      []Event      `json:"events"`
+}
+
+// Checkpoint is a committed checkpoint of a trial.
+type Checkpoint struct {
+	Iteration int            `json:"iteration"`
+	Path      string         `json:"path"`
+	Metrics   map[string]num `json:"metrics"`
+	CreatedAt time.Time      `json:"created_at"`
+	// Kept says its files are still on disk.
+	Kept bool `json:"kept"`
+}
+
+// Event is something that happened to an experiment or a trial.
+type Event struct {
+	// Number is the trial's, 0 for the whole experiment's.
+	Number  int             `json:"trial_id"`
+	Time    time.Time       `json:"time"`
+	Kind    string          `json:"kind"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func eventsOf(evs []storage.Event) []Event {
+	out := make([]Event, len(evs))
+	for i, e := range evs {
+		out[i] = Event{Number: e.Trial, Time: e.Time, Kind: e.Kind, Message: e.Message, Data: e.Data}
+	}
+	return out
+}
+
+// sampleWindow is how far back before its workers' last update a trial's
+// GPU samples are looked for.
+const sampleWindow = 2 * time.Minute
+
+// GET /api/experiments/{exp}/trials/{trial}: the trial, its workers (with
+// their GPUs' latest samples and stragglers marked), checkpoints and events.
+func (s *Server) trial(r *http.Request, db *storage.DB) (any, error) {
+	ctx := r.Context()
+	name := r.PathValue("exp")
+	n, err := strconv.Atoi(r.PathValue("trial"))
+	if err != nil {
+		return nil, badRequest("trial must be a trial number, got %q", r.PathValue("trial"))
+	}
+	t, err := db.Trial(ctx, name, n)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := db.Workers(ctx, name, n)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := db.CheckpointRecords(ctx, name, n)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := db.Events(ctx, name, n)
+	if err != nil {
+		return nil, err
+	}
+	d := TrialDetail{Trial: trialOf(t), Workers: make([]Worker, len(ws)), Checkpoints: make([]Checkpoint, len(cps)), Events: eventsOf(evs)}
+	for i, c := range cps {
+		d.Checkpoints[i] = Checkpoint{Iteration: c.Iteration, Path: c.Path, Metrics: nums(c.Metrics), CreatedAt: c.CreatedAt, Kept: c.Kept()}
+	}
+	var last time.Time
+	for i, w := range ws {
+		d.Workers[i] = Worker{Attempt: w.Attempt, Rank: w.Rank, Node: w.Node, PID: w.PID, Status: w.Status,
+			LogPath: w.LogPath, StartedAt: w.StartedAt, UpdatedAt: w.UpdatedAt, GPUs: []GPUSample{}}
+		if w.StepRate > 0 {
+			rate := num(w.StepRate)
+			d.Workers[i].StepRate = &rate
+		}
+		if w.UpdatedAt.After(last) {
+			last = w.UpdatedAt
+		}
+	}
+	markStragglers(d.Workers)
+	if len(ws) > 0 {
+		samples, err := db.ResourceSamples(ctx, name, last.Add(-sampleWindow))
+		if err != nil {
+			return nil, err
+		}
+		latest := map[[2]int64]storage.ResourceSample{} // by worker id and GPU
+		for _, sm := range samples {
+			if sm.WorkerID != 0 && sm.GPU != storage.NoGPU {
+				latest[[2]int64{sm.WorkerID, int64(sm.GPU)}] = sm // samples come oldest first
+			}
+		}
+		for i, w := range ws {
+			for key, sm := range latest {
+				if key[0] == w.ID {
+					d.Workers[i].GPUs = append(d.Workers[i].GPUs, GPUSample{Node: sm.Node, Index: sm.GPU, Time: sm.Time,
+						Util: num(sm.Util), MemoryUsed: sm.MemoryUsed, MemoryTotal: sm.MemoryTotal})
+				}
+			}
+			sort.Slice(d.Workers[i].GPUs, func(a, b int) bool { return d.Workers[i].GPUs[a].Index < d.Workers[i].GPUs[b].Index })
+		}
+	}
+	return d, nil
+}
+
+// markStragglers marks, within each attempt, the workers whose step rate
+// is below StragglerFraction of the attempt's median; an attempt needs two
+// workers with known rates to have stragglers.
+func markStragglers(ws []Worker) {
+	rates := map[int][]float64{}
+	for _, w := range ws {
+		if w.StepRate != nil {
+			rates[w.Attempt] = append(rates[w.Attempt], float64(*w.StepRate))
+		}
+	}
+	for i, w := range ws {
+		rs := rates[w.Attempt]
+		if w.StepRate == nil || len(rs) < 2 {
+			continue
+		}
+		ws[i].Straggler = float64(*w.StepRate) < StragglerFraction*median(rs)
+	}
+}
+
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// maxEvents is the default and the most events one request returns.
+const maxEvents = 1000
+
+// GET /api/experiments/{exp}/events[?trial=N&limit=K]: the latest K
+// events (default and at most 1000) of the experiment, or of trial N,
+// oldest first.
+func (s *Server) events(r *http.Request, db *storage.DB) (any, error) {
+	trial, limit := 0, maxEvents
+	if v := r.FormValue("trial"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, badRequest("trial must be a trial number, got %q", v)
+		}
+		trial = n
+	}
+	if v := r.FormValue("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, badRequest("limit must be a positive whole number, got %q", v)
+		}
+		limit = min(n, maxEvents)
+	}
+	evs, err := db.Events(r.Context(), r.PathValue("exp"), trial)
+	if err != nil {
+		return nil, err
+	}
+	return eventsOf(evs[max(0, len(evs)-limit):]), nil
+}
+
+// Resources is what a sweep uses: the resource manager's view when the
+// dashboard runs inside the sweep, and the latest utilisation samples.
+type Resources struct {
+	// Manager is nil unless the dashboard runs inside `gotune run`.
+	Manager *Usage `json:"manager"`
+	// Samples are the latest sample of each GPU (index >= 0) and host
+	// (index -1) taken in the last two minutes.
+	Samples []GPUSample `json:"samples"`
+}
+
+// Usage is workers.Usage in the API's words; memory in bytes.
+type Usage struct {
+	CPUs          float64 `json:"cpus"`
+	CPUsInUse     float64 `json:"cpus_in_use"`
+	GPUs          float64 `json:"gpus"`
+	GPUsInUse     float64 `json:"gpus_in_use"`
+	Memory        int64   `json:"memory"`
+	MemoryInUse   int64   `json:"memory_in_use"`
+	WaitingGroups int     `json:"waiting_groups"`
+}
+
+func (s *Server) managerUsage() *Usage {
+	if s.usage == nil {
+		return nil
+	}
+	u := s.usage()
+	return &Usage{CPUs: u.Capacity.CPUs, CPUsInUse: u.InUse.CPUs, GPUs: u.Capacity.GPUs, GPUsInUse: u.InUse.GPUs,
+		Memory: int64(u.Capacity.Memory), MemoryInUse: int64(u.InUse.Memory), WaitingGroups: u.Waiting}
+}
+
+// latestSamples returns each device's latest sample of experiment exp
+// taken since, by node and index.
+func latestSamples(r *http.Request, db *storage.DB, exp string, since time.Time) ([]GPUSample, error) {
+	samples, err := db.ResourceSamples(r.Context(), exp, since)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		node string
+		gpu  int
+	}
+	latest := map[key]storage.ResourceSample{}
+	for _, sm := range samples {
+		latest[key{sm.Node, sm.GPU}] = sm
+	}
+	out := make([]GPUSample, 0, len(latest))
+	for _, sm := range latest {
+		out = append(out, GPUSample{Node: sm.Node, Index: sm.GPU, Time: sm.Time, Util: num(sm.Util),
+			MemoryUsed: sm.MemoryUsed, MemoryTotal: sm.MemoryTotal})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Node != out[j].Node {
+			return out[i].Node < out[j].Node
+		}
+		return out[i].Index < out[j].Index
+	})
+	return out, nil
+}
+
+// GET /api/experiments/{exp}/resources: what the sweep uses now.
+func (s *Server) resources(r *http.Request, db *storage.DB) (any, error) {
+	samples, err := latestSamples(r, db, r.PathValue("exp"), s.now().Add(-sampleWindow))
+	if err != nil {
+		return nil, err
+	}
+	return Resources{Manager: s.managerUsage(), Samples: samples}, nil
+}

@@ -1,0 +1,195 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/tuner"
+)
+
+// chromium finds Debian's chromium, or skips the test without it (fails
+// in CI, where .ci/run installs it).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "/usr/bin/chromium", "chromium-browser"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("GOTUNE_CI") == "1" {
+		t.Fatal("chromium is not installed (apt-get install chromium); CI needs it")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium)")
+	return ""
+}
+
+// finishedSweep runs a small real sweep and returns its database's path.
+func finishedSweep(t *testing.T) string {
+	t.Helper()
+	space, err := searchspace.New(
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-3, High: 1e-1}},
+		searchspace.Param{Name: "width", Domain: searchspace.Choice{Values: []any{int64(16), int64(32), int64(64)}}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gotune.db")
+	cfg := tuner.Config{
+		Name:      "browser",
+		Storage:   path,
+		Seed:      5,
+		Objective: tuner.Objective{Metric: "val_loss", Mode: "min"},
+		Search:    tuner.SearchConfig{NumSamples: 6, MaxConcurrent: 3, Space: space},
+		Trainer:   trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01}},
+	}
+	// A decaying loss whose floor depends on the parameters.
+	train := func(ctx context.Context, w *trainer.Worker) error {
+		lr, width := w.Float("lr", 0), float64(w.Int("width", 0))
+		floor := 0.1 + 10*(lr-0.03)*(lr-0.03) + 1/width
+		for step := 1; step <= 15; step++ {
+			loss := floor + 2/float64(step)
+			if err := w.Report(ctx, map[string]float64{"val_loss": loss, "train_loss": loss * 0.9, "epoch": float64(step)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tu, err := tuner.New(cfg, tuner.WithTrainFunc(train))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The workers of trial 1 as the trainer records them, one a straggler.
+	db, err := storage.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tr, err := db.Trial(t.Context(), "browser", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rank, rate := range []float64{12, 11.5, 5} {
+		if _, err := db.SetWorker(t.Context(), tr.ID(), storage.WorkerRecord{Rank: rank, Node: "node0", PID: 4000 + rank, Status: "EXITED", StepRate: rate}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// TestBrowser opens the dashboard of a finished sweep in headless Chromium,
+// checks that the trials table, the learning curves, the parallel
+// coordinates and a trial's workers are drawn, and saves a screenshot in
+// $GOTUNE_SCREENSHOTS (default: the test's temporary folder).
+func TestBrowser(t *testing.T) {
+	exe := chromium(t)
+	path := finishedSweep(t)
+	db, err := storage.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	srv := httptest.NewServer(New(db))
+	defer srv.Close()
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	}
+	// A bound on the whole browser session, so that a broken page fails
+	// the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	ctx, cancelBrowser := chromedp.NewContext(ctx)
+	defer cancelBrowser()
+
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/e/browser/t/1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#trial-panel table`)),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	type drawn struct {
+		Title      string `json:"title"`
+		Rows       int    `json:"rows"`
+		Curves     int    `json:"curves"`
+		FirstCurve string `json:"firstCurve"`
+		PCLines    int    `json:"pcLines"`
+		PanelRows  int    `json:"panelRows"`
+		Stragglers int    `json:"stragglers"`
+	}
+	page, err := chromedp.Run(ctx, chromedp.Evaluate[drawn](`({
+		title: document.title,
+		rows: document.querySelectorAll('#trials tbody tr').length,
+		curves: document.querySelectorAll('#curves path.curve').length,
+		firstCurve: (document.querySelector('#curves path.curve') || {getAttribute: () => ''}).getAttribute('d'),
+		pcLines: document.querySelectorAll('#parallel path.pc-line').length,
+		panelRows: document.querySelectorAll('#trial-panel tbody tr').length,
+		stragglers: document.querySelectorAll('#trial-panel .badge').length,
+	})`))
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	title, rows, curves, firstCurve, pcLines, workers, stragglers := page.Title, page.Rows, page.Curves, page.FirstCurve, page.PCLines, page.PanelRows, page.Stragglers
+	curvePoints := strings.Count(firstCurve, "L") + strings.Count(firstCurve, "M")
+	if title != "browser · gotune" {
+		t.Errorf("page title %q", title)
+	}
+	if rows != 6 {
+		t.Errorf("the trials table has %d rows, want 6", rows)
+	}
+	if curves != 6 || curvePoints != 15 {
+		t.Errorf("%d curves drawn, the first with %d points (d=%q); want 6 of 15", curves, curvePoints, firstCurve)
+	}
+	if pcLines != 6 {
+		t.Errorf("%d lines in the parallel coordinates, want 6", pcLines)
+	}
+	// Trial 1's panel: 3 workers and 2 events (start, complete), no checkpoint.
+	if workers < 3+2 || stragglers != 1 {
+		t.Errorf("trial panel: %d table rows, %d stragglers; want 3 workers and 2 events, 1 straggler", workers, stragglers)
+	}
+	dir := os.Getenv("GOTUNE_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "dashboard.png")
+	if err := os.WriteFile(file, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(fmt.Sprintf("screenshot: %s (%d bytes)", file, len(shot)))
+}

@@ -1,0 +1,645 @@
+// gotune dashboard: reads the JSON API of the server that serves it and
+// draws experiments, trials, curves and parameters with plain DOM and SVG.
+'use strict';
+
+const POLL_MS = 2000;
+const STATUSES = ['PENDING', 'RUNNING', 'PAUSED', 'TERMINATED', 'STOPPED', 'ERROR'];
+const FINISHED = ['TERMINATED', 'STOPPED', 'ERROR'];
+const STATUS_COLORS = {PENDING: '#9aa3b5', RUNNING: '#2f6fde', PAUSED: '#7a5bd1', TERMINATED: '#1b8a5a', STOPPED: '#d69e2e', ERROR: '#c9372c'};
+const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#6b6ecf'];
+const DEFAULT_CURVES = 8;
+const SVGNS = 'http://www.w3.org/2000/svg';
+
+const state = {
+  experiments: [],
+  exp: null,          // the selected experiment's name
+  detail: null,       // its ExperimentDetail
+  trials: [],
+  sort: {key: 'best', asc: true},
+  filter: '',
+  status: '',
+  chosen: new Set(),  // trial numbers ticked for curves
+  curveMetric: '',
+  curveX: 'iteration',
+  logY: false,
+  trial: null,        // the open trial's number
+  curves: null,
+  curvesKey: '',
+  tick: 0,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : String(c));
+  }
+  return e;
+}
+
+function svg(tag, attrs, parent) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+async function api(path) {
+  const resp = await fetch('api/' + path, {cache: 'no-store'});
+  const body = await resp.json();
+  if (!resp.ok) throw new Error(body.error || resp.statusText);
+  return body;
+}
+
+// num turns the API's numbers, where NaN and infinities are strings, into numbers.
+function num(v) {
+  if (v === null || v === undefined) return null;
+  return typeof v === 'string' ? Number(v) : v;
+}
+
+function fmt(v) {
+  v = num(v);
+  if (v === null) return '';
+  if (!Number.isFinite(v)) return String(v);
+  if (Number.isInteger(v) && Math.abs(v) < 1e9) return String(v);
+  const a = Math.abs(v);
+  if (a !== 0 && (a >= 1e5 || a < 1e-3)) return v.toExponential(2);
+  return String(Number(v.toPrecision(4)));
+}
+
+function fmtValue(v) {
+  return typeof v === 'number' ? fmt(v) : String(v);
+}
+
+function fmtBytes(b) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (b >= 1024 && i < units.length - 1) { b /= 1024; i++; }
+  return (i ? b.toFixed(1) : b) + ' ' + units[i];
+}
+
+function fmtTime(iso) {
+  const d = new Date(iso);
+  return d.toLocaleTimeString([], {hour12: false}) + (sameDay(d) ? '' : ' ' + d.toLocaleDateString());
+}
+
+function sameDay(d) {
+  const n = new Date();
+  return d.getFullYear() === n.getFullYear() && d.getMonth() === n.getMonth() && d.getDate() === n.getDate();
+}
+
+function colorOf(n) { return PALETTE[(n - 1) % PALETTE.length]; }
+
+// ---- routing: #/e/NAME and #/e/NAME/t/N
+
+function readHash() {
+  const m = location.hash.match(/^#\/e\/([^/]+)(?:\/t\/(\d+))?/);
+  return m ? {exp: decodeURIComponent(m[1]), trial: m[2] ? Number(m[2]) : null} : {exp: null, trial: null};
+}
+
+function go(exp, trial) {
+  let h = '#/e/' + encodeURIComponent(exp);
+  if (trial) h += '/t/' + trial;
+  if (location.hash !== h) location.hash = h;
+}
+
+window.addEventListener('hashchange', () => route());
+
+async function route() {
+  const {exp, trial} = readHash();
+  if (exp && exp !== state.exp) {
+    state.exp = exp;
+    state.detail = null;
+    state.trials = [];
+    state.chosen.clear();
+    state.curveMetric = '';
+    state.curvesKey = '';
+    state.curves = null;
+  }
+  state.trial = trial;
+  await refresh(true);
+}
+
+// ---- polling
+
+async function refresh(full) {
+  try {
+    state.experiments = await api('experiments');
+    if (!state.exp && state.experiments.length) {
+      const running = state.experiments.filter((e) => e.status === 'RUNNING');
+      go((running.length ? running[running.length - 1] : state.experiments[state.experiments.length - 1]).name);
+      return;
+    }
+    renderExperiments();
+    if (state.exp) {
+      const name = encodeURIComponent(state.exp);
+      const needDetail = full || !state.detail || state.tick % 5 === 0;
+      const [detail, trials, events, resources] = await Promise.all([
+        needDetail ? api('experiments/' + name) : Promise.resolve(state.detail),
+        api('experiments/' + name + '/trials'),
+        api('experiments/' + name + '/events?limit=200'),
+        api('experiments/' + name + '/resources'),
+      ]);
+      state.detail = detail;
+      state.trials = trials;
+      renderSummary(resources);
+      setupCurveControls();
+      renderTrials();
+      renderEvents(events);
+      await renderCurves(full);
+      renderParallel();
+      await renderTrial();
+    }
+    $('live').textContent = 'updated ' + new Date().toLocaleTimeString([], {hour12: false});
+    $('live').classList.remove('error');
+  } catch (err) {
+    $('live').textContent = 'cannot read: ' + err.message;
+    $('live').classList.add('error');
+  }
+  $('empty').hidden = state.experiments.length > 0;
+  document.body.dataset.ready = 'true';
+}
+
+async function poll() {
+  if (!document.hidden) {
+    state.tick++;
+    await refresh(false);
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+// ---- experiments and summary
+
+function renderExperiments() {
+  const list = $('exp-list');
+  list.replaceChildren(...state.experiments.map((e) => el('li', {},
+    el('a', {href: '#/e/' + encodeURIComponent(e.name), class: e.name === state.exp ? 'selected' : ''},
+      e.name,
+      el('span', {class: 'sub'}, `${e.status.toLowerCase()} · ${e.trials} trials` + (e.best !== null ? ` · best ${fmt(e.best)}` : ''))))));
+  const exp = currentExperiment();
+  $('exp-title').textContent = exp ? `${exp.name} · ${exp.metric} (${exp.mode})` : '';
+  document.title = exp ? `${exp.name} · gotune` : 'gotune';
+}
+
+function currentExperiment() {
+  return state.experiments.find((e) => e.name === state.exp) || null;
+}
+
+function card(label, value, extra, cls) {
+  return el('div', {class: 'card' + (cls ? ' ' + cls : '')}, el('div', {class: 'label'}, label), el('div', {class: 'value'}, value), extra);
+}
+
+function renderSummary(resources) {
+  const exp = currentExperiment();
+  if (!exp) return;
+  const c = exp.counts;
+  const finished = FINISHED.reduce((s, k) => s + c[k], 0);
+  const total = Math.max(exp.num_samples || 0, exp.trials);
+  const bar = el('div', {class: 'bar', title: `${finished} of ${total} trials finished`});
+  for (const s of STATUSES) {
+    if (c[s] && total) bar.append(el('span', {style: `width:${100 * c[s] / total}%;background:${STATUS_COLORS[s]}`, title: `${c[s]} ${s}`}));
+  }
+  const chips = el('div', {class: 'chips'}, ...STATUSES.filter((s) => c[s]).map((s) => el('span', {class: 'chip st-' + s}, `${c[s]} ${s}`)));
+  const best = bestTrial();
+  const cards = [
+    card('status', exp.status),
+    card('progress', `${finished} / ${total} finished`, el('div', {}, bar, chips), 'wide'),
+    card(`best ${exp.metric} (${exp.mode})`, exp.best === null ? '—' : fmt(exp.best), best ? el('div', {class: 'muted'}, `trial ${best.trial_id}`) : null),
+  ];
+  const m = resources.manager;
+  if (m) {
+    let used = `${fmt(m.cpus_in_use)}/${fmt(m.cpus)} CPUs · ${fmt(m.gpus_in_use)}/${fmt(m.gpus)} GPUs`;
+    if (m.memory) used += ` · ${fmtBytes(m.memory_in_use)}/${fmtBytes(m.memory)}`;
+    cards.push(card('resources in use', used, m.waiting_groups ? el('div', {class: 'muted'}, `${m.waiting_groups} groups waiting`) : null, 'wide'));
+  }
+  const gpus = resources.samples.filter((s) => s.index >= 0);
+  if (gpus.length) {
+    cards.push(card('GPU use', gpus.map((s) => `${s.node}/${s.index} ${fmt(s.util)}%`).join(' · '), null, 'wide'));
+  }
+  $('summary').replaceChildren(...cards);
+}
+
+// ---- trials table
+
+function bestTrial() {
+  const ranked = rankedTrials();
+  return ranked.length ? ranked[0] : null;
+}
+
+// rankedTrials are the trials that have the metric, best first.
+function rankedTrials() {
+  const exp = currentExperiment();
+  const sign = exp && exp.mode === 'max' ? -1 : 1;
+  return state.trials.filter((t) => Number.isFinite(num(t.best_metric)))
+    .sort((a, b) => sign * (num(a.best_metric) - num(b.best_metric)) || a.trial_id - b.trial_id);
+}
+
+function paramNames() {
+  const names = new Set((state.detail ? state.detail.params : []).map((p) => p.name));
+  for (const t of state.trials) for (const k of Object.keys(t.params)) names.add(k);
+  return [...names].sort();
+}
+
+function columns() {
+  const exp = currentExperiment();
+  const metric = exp ? exp.metric : 'metric';
+  const cols = [
+    {key: 'plot', label: '', sortable: false},
+    {key: 'trial', label: 'trial', get: (t) => t.trial_id, num: true},
+    {key: 'status', label: 'status', get: (t) => t.status},
+    {key: 'iterations', label: 'iter', get: (t) => t.iterations, num: true},
+    {key: 'best', label: 'best ' + metric, get: (t) => num(t.best_metric), num: true, metric: true},
+    {key: 'last', label: 'last ' + metric, get: (t) => num(t.last_metric), num: true, metric: true},
+    {key: 'restarts', label: 'restarts', get: (t) => t.restarts, num: true},
+  ];
+  for (const p of paramNames()) cols.push({key: 'param:' + p, label: p, get: (t) => t.params[p], param: p});
+  return cols;
+}
+
+// filterTrials keeps the trials every token of the filter matches: a
+// comparison such as lr<0.01, hidden=64 or status=running, or else text
+// found anywhere in the row.
+function filterTrials(trials, cols) {
+  const tokens = state.filter.trim().split(/\s+/).filter(Boolean);
+  const byName = {};
+  for (const c of cols) if (c.get) byName[c.param || c.key] = c;
+  byName.iter = byName.iterations;
+  return trials.filter((t) => {
+    if (state.status && t.status !== state.status) return false;
+    return tokens.every((tok) => {
+      const m = tok.match(/^([\w.\/-]+)(<=|>=|!=|=|<|>)(.+)$/);
+      if (m && byName[m[1]]) {
+        const v = byName[m[1]].get(t);
+        if (v === null || v === undefined) return false;
+        const want = Number(m[3]);
+        const cmp = typeof v === 'number' && !Number.isNaN(want) ? v - want : String(v).toLowerCase().localeCompare(m[3].toLowerCase());
+        return {'<': cmp < 0, '<=': cmp <= 0, '>': cmp > 0, '>=': cmp >= 0, '=': cmp === 0, '!=': cmp !== 0}[m[2]];
+      }
+      const text = [t.trial_id, t.status, t.error || '', ...Object.entries(t.params).map(([k, v]) => k + '=' + v)].join(' ').toLowerCase();
+      return text.includes(tok.toLowerCase());
+    });
+  });
+}
+
+function sortTrials(trials, cols) {
+  const col = cols.find((c) => c.key === state.sort.key) || cols[1];
+  const exp = currentExperiment();
+  // "asc" on a metric column means best first.
+  let dir = state.sort.asc ? 1 : -1;
+  if (col.metric && exp && exp.mode === 'max') dir = -dir;
+  return [...trials].sort((a, b) => {
+    const x = col.get(a), y = col.get(b);
+    const xm = x === null || x === undefined || Number.isNaN(x), ym = y === null || y === undefined || Number.isNaN(y);
+    if (xm || ym) return xm - ym || a.trial_id - b.trial_id;  // missing values last
+    const c = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+    return dir * c || a.trial_id - b.trial_id;
+  });
+}
+
+function renderTrials() {
+  const cols = columns();
+  const head = el('tr', {}, ...cols.map((c) => {
+    if (c.sortable === false) return el('th', {title: 'draw the curve'}, 'plot');
+    const sorted = state.sort.key === c.key;
+    return el('th', {
+      class: 'sortable' + (sorted ? ' sorted' + (state.sort.asc ? ' asc' : '') : ''),
+      'data-key': c.key,
+      onclick: () => {
+        state.sort = {key: c.key, asc: sorted ? !state.sort.asc : true};
+        renderTrials();
+      },
+    }, c.label);
+  }));
+  $('trials').tHead.replaceChildren(head);
+  const shown = sortTrials(filterTrials(state.trials, cols), cols);
+  const drawn = curveTrials();
+  const rows = shown.map((t) => {
+    const box = el('input', {type: 'checkbox', title: 'draw its curve', onclick: (ev) => {
+      ev.stopPropagation();
+      if (state.chosen.size === 0) for (const n of drawn) state.chosen.add(n);
+      if (box.checked) state.chosen.add(t.trial_id); else state.chosen.delete(t.trial_id);
+      renderTrials();
+      renderCurves(false);
+    }});
+    box.checked = drawn.includes(t.trial_id);
+    const cells = cols.map((c) => {
+      if (c.key === 'plot') return el('td', {}, box);
+      const v = c.get(t);
+      if (c.key === 'trial') return el('td', {class: 'num'}, el('span', {class: 'swatch', style: 'background:' + colorOf(t.trial_id)}), v);
+      if (c.key === 'status') return el('td', {class: 'st-' + v, title: t.error || ''}, v);
+      return el('td', {class: typeof v === 'number' || c.num ? 'num' : ''}, v === null || v === undefined ? '' : fmtValue(v));
+    });
+    return el('tr', {class: t.trial_id === state.trial ? 'selected' : '', 'data-trial': t.trial_id, onclick: () => go(state.exp, t.trial_id)}, ...cells);
+  });
+  $('trials').tBodies[0].replaceChildren(...rows);
+  $('trial-count').textContent = shown.length === state.trials.length ? `${state.trials.length} trials` : `${shown.length} of ${state.trials.length} trials`;
+}
+
+// ---- learning curves
+
+function curveTrials() {
+  if (state.chosen.size) return [...state.chosen].sort((a, b) => a - b);
+  const ranked = rankedTrials().slice(0, DEFAULT_CURVES).map((t) => t.trial_id);
+  if (ranked.length) return ranked.sort((a, b) => a - b);
+  return state.trials.slice(0, DEFAULT_CURVES).map((t) => t.trial_id);
+}
+
+function setupCurveControls() {
+  const d = state.detail;
+  if (!d) return;
+  if (!state.curveMetric || !d.metrics.includes(state.curveMetric)) {
+    state.curveMetric = d.metrics.includes(d.metric) ? d.metric : (d.metrics[0] || '');
+  }
+  fillSelect($('curve-metric'), d.metrics, state.curveMetric);
+  const xs = ['iteration', 'time', ...d.metrics.filter((m) => m !== state.curveMetric)];
+  if (!xs.includes(state.curveX)) state.curveX = 'iteration';
+  fillSelect($('curve-x'), xs, state.curveX, {time: 'seconds since start'});
+  $('pc-metric').textContent = 'best ' + d.metric;
+}
+
+function fillSelect(sel, values, current, labels) {
+  const key = values.join('\n');
+  if (sel.dataset.key !== key) {
+    sel.replaceChildren(...values.map((v) => el('option', {value: v}, (labels && labels[v]) || v)));
+    sel.dataset.key = key;
+  }
+  sel.value = current;
+}
+
+async function renderCurves(force) {
+  const trials = curveTrials();
+  const version = state.trials.filter((t) => trials.includes(t.trial_id)).map((t) => t.trial_id + ':' + t.iterations + ':' + t.status).join(',');
+  const key = [state.exp, state.curveMetric, state.curveX, version].join('|');
+  if (!state.curveMetric || !trials.length) {
+    drawLines($('curves'), [], {});
+    $('curves-legend').replaceChildren();
+    return;
+  }
+  if (force || key !== state.curvesKey || !state.curves) {
+    const q = `experiments/${encodeURIComponent(state.exp)}/curves?metric=${encodeURIComponent(state.curveMetric)}&x=${encodeURIComponent(state.curveX)}&trials=${trials.join(',')}`;
+    state.curves = await api(q);
+    state.curvesKey = key;
+  }
+  const series = state.curves.curves.map((c) => ({id: c.trial_id, color: colorOf(c.trial_id), points: c.points}));
+  drawLines($('curves'), series, {
+    xLabel: state.curveX === 'time' ? 'seconds since start' : state.curveX,
+    yLabel: state.curveMetric, logY: state.logY,
+  });
+  $('curves-legend').replaceChildren(...series.map((s) => el('span', {}, el('i', {style: 'background:' + s.color}), 'trial ' + s.id)));
+}
+
+// ---- scales and axes
+
+function linear(d0, d1, r0, r1) {
+  if (d0 === d1) { d0 -= 1; d1 += 1; }
+  const f = (v) => r0 + (v - d0) / (d1 - d0) * (r1 - r0);
+  f.ticks = (n) => niceTicks(d0, d1, n);
+  return f;
+}
+
+function logScale(d0, d1, r0, r1) {
+  if (d0 === d1) { d0 /= 10; d1 *= 10; }
+  const l0 = Math.log10(d0), l1 = Math.log10(d1);
+  const f = (v) => r0 + (Math.log10(v) - l0) / (l1 - l0) * (r1 - r0);
+  f.ticks = () => {
+    const out = [];
+    for (let e = Math.floor(l0); e <= Math.ceil(l1); e++) {
+      for (const m of (l1 - l0 < 2 ? [1, 2, 5] : [1])) {
+        const v = m * Math.pow(10, e);
+        if (v >= d0 && v <= d1) out.push(v);
+      }
+    }
+    return out.length >= 2 ? out : [d0, d1];
+  };
+  return f;
+}
+
+function niceTicks(lo, hi, n) {
+  const span = hi - lo;
+  const step0 = span / Math.max(n, 1);
+  const mag = Math.pow(10, Math.floor(Math.log10(step0)));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => span / s <= n) || 10 * mag;
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  return out;
+}
+
+function extent(values) {
+  let lo = Infinity, hi = -Infinity;
+  for (const v of values) { if (v < lo) lo = v; if (v > hi) hi = v; }
+  return [lo, hi];
+}
+
+function newChart(container) {
+  const w = Math.max(container.clientWidth, 300), h = Math.max(container.clientHeight, 200);
+  const root = svg('svg', {width: w, height: h, viewBox: `0 0 ${w} ${h}`});
+  container.replaceChildren(root);
+  return {root, w, h};
+}
+
+function noData(c, text) {
+  svg('text', {x: c.w / 2, y: c.h / 2, 'text-anchor': 'middle', class: 'nodata'}, c.root).textContent = text;
+}
+
+// drawLines draws series of [x, y] points as an SVG line chart.
+function drawLines(container, series, opts) {
+  const c = newChart(container);
+  const pts = series.flatMap((s) => s.points).filter((p) => !opts.logY || p[1] > 0);
+  if (!pts.length) {
+    noData(c, series.length ? 'no reports of this metric yet' : 'no trials to draw');
+    return;
+  }
+  const m = {l: 58, r: 14, t: 10, b: 36};
+  const [x0, x1] = extent(pts.map((p) => p[0]));
+  const [y0, y1] = extent(pts.map((p) => p[1]));
+  const x = linear(x0, x1, m.l, c.w - m.r);
+  const pad = (y1 - y0) * 0.05 || Math.abs(y0) * 0.05 || 1;
+  const y = opts.logY ? logScale(y0, y1, c.h - m.b, m.t) : linear(y0 - pad, y1 + pad, c.h - m.b, m.t);
+  const grid = svg('g', {class: 'grid'}, c.root);
+  const axis = svg('g', {class: 'axis'}, c.root);
+  for (const v of y.ticks(6)) {
+    svg('line', {x1: m.l, x2: c.w - m.r, y1: y(v), y2: y(v)}, grid);
+    svg('text', {x: m.l - 6, y: y(v) + 4, 'text-anchor': 'end'}, axis).textContent = fmt(v);
+  }
+  for (const v of x.ticks(8)) {
+    svg('line', {x1: x(v), x2: x(v), y1: c.h - m.b, y2: c.h - m.b + 4}, axis);
+    svg('text', {x: x(v), y: c.h - m.b + 16, 'text-anchor': 'middle'}, axis).textContent = fmt(v);
+  }
+  svg('line', {x1: m.l, x2: c.w - m.r, y1: c.h - m.b, y2: c.h - m.b}, axis);
+  svg('line', {x1: m.l, x2: m.l, y1: m.t, y2: c.h - m.b}, axis);
+  svg('text', {x: (m.l + c.w - m.r) / 2, y: c.h - 4, 'text-anchor': 'middle'}, axis).textContent = opts.xLabel || '';
+  svg('text', {x: 12, y: (m.t + c.h - m.b) / 2, 'text-anchor': 'middle', transform: `rotate(-90 12 ${(m.t + c.h - m.b) / 2})`}, axis).textContent = opts.yLabel || '';
+  for (const s of series) {
+    const p = s.points.filter((q) => !opts.logY || q[1] > 0);
+    if (!p.length) continue;
+    const d = p.map((q, i) => (i ? 'L' : 'M') + x(q[0]).toFixed(1) + ',' + y(q[1]).toFixed(1)).join('');
+    const path = svg('path', {d, class: 'curve', stroke: s.color, 'data-trial': s.id}, c.root);
+    svg('title', {}, path).textContent = `trial ${s.id}: last ${fmt(p[p.length - 1][1])}`;
+    if (p.length === 1) svg('circle', {cx: x(p[0][0]), cy: y(p[0][1]), r: 3, fill: s.color}, c.root);
+  }
+}
+
+// ---- parallel coordinates
+
+function renderParallel() {
+  const c = newChart($('parallel'));
+  const exp = currentExperiment();
+  const trials = state.trials.filter((t) => Number.isFinite(num(t.best_metric)));
+  if (!exp || !trials.length) {
+    noData(c, 'no trial has reported ' + (exp ? exp.metric : 'the metric') + ' yet');
+    return;
+  }
+  const domains = new Map((state.detail ? state.detail.params : []).map((p) => [p.name, p]));
+  const axes = [];
+  for (const p of paramNames()) {
+    const vals = trials.map((t) => t.params[p]).filter((v) => v !== undefined && v !== null);
+    const distinct = [...new Set(vals.map(String))];
+    if (distinct.length < 2) continue;  // a constant says nothing
+    const numeric = vals.every((v) => typeof v === 'number');
+    const d = domains.get(p);
+    // Choices, and whole numbers of few values, get one tick per value.
+    const categorical = !numeric || (d && d.domain.startsWith('choice')) || (vals.every(Number.isInteger) && distinct.length <= 10);
+    if (!categorical) {
+      axes.push({name: p, kind: d && d.log && vals.every((v) => v > 0) ? 'log' : 'linear', get: (t) => t.params[p], vals});
+    } else {
+      const cats = numeric ? distinct.map(Number).sort((a, b) => a - b).map(String) : distinct.sort();
+      axes.push({name: p, kind: 'cat', cats, get: (t) => t.params[p] === undefined ? undefined : String(t.params[p])});
+    }
+  }
+  axes.push({name: 'best ' + exp.metric, kind: 'linear', get: (t) => num(t.best_metric), vals: trials.map((t) => num(t.best_metric)), metric: true});
+  const m = {l: 40, r: 60, t: 22, b: 16};
+  const step = axes.length > 1 ? (c.w - m.l - m.r) / (axes.length - 1) : 0;
+  axes.forEach((a, i) => {
+    a.x = axes.length > 1 ? m.l + i * step : c.w / 2;
+    if (a.kind === 'cat') {
+      const n = a.cats.length;
+      a.y = (v) => c.h - m.b - (a.cats.indexOf(v) + 0.5) / n * (c.h - m.t - m.b);
+      a.ticks = a.cats;
+    } else {
+      const [lo, hi] = extent(a.vals);
+      a.y = (a.kind === 'log' ? logScale : linear)(lo, hi, c.h - m.b, m.t);
+      a.ticks = a.y.ticks(5);
+    }
+  });
+  // Colour by rank: dark is best.
+  const ranked = rankedTrials();
+  const rank = new Map(ranked.map((t, i) => [t.trial_id, ranked.length > 1 ? i / (ranked.length - 1) : 0]));
+  const lines = svg('g', {}, c.root);
+  for (const t of [...trials].sort((a, b) => rank.get(b.trial_id) - rank.get(a.trial_id))) {
+    const ys = axes.map((a) => a.get(t));
+    if (ys.some((v) => v === undefined || v === null)) continue;
+    const d = axes.map((a, i) => (i ? 'L' : 'M') + a.x.toFixed(1) + ',' + a.y(ys[i]).toFixed(1)).join('');
+    const path = svg('path', {d, class: 'pc-line' + (t.trial_id === state.trial ? ' selected' : ''), stroke: rampColor(rank.get(t.trial_id)), 'data-trial': t.trial_id}, lines);
+    svg('title', {}, path).textContent = `trial ${t.trial_id}: ${exp.metric} ${fmt(t.best_metric)}\n` + Object.entries(t.params).map(([k, v]) => `${k}=${fmtValue(v)}`).join(' ');
+    path.addEventListener('click', () => go(state.exp, t.trial_id));
+  }
+  const axisG = svg('g', {class: 'axis'}, c.root);
+  for (const a of axes) {
+    svg('line', {x1: a.x, x2: a.x, y1: m.t, y2: c.h - m.b}, axisG);
+    const label = svg('text', {x: a.x, y: 12, 'text-anchor': 'middle'}, axisG);
+    label.textContent = a.name + (a.kind === 'log' ? ' (log)' : '');
+    for (const v of a.ticks) {
+      svg('line', {x1: a.x - 3, x2: a.x, y1: a.y(v), y2: a.y(v)}, axisG);
+      svg('text', {x: a.x + 5, y: a.y(v) + 4}, axisG).textContent = typeof v === 'number' ? fmt(v) : v;
+    }
+  }
+}
+
+// rampColor maps 0 (best) to 1 (worst) onto a dark-blue to light-orange ramp.
+function rampColor(f) {
+  const stops = [[24, 54, 120], [44, 127, 184], [127, 205, 187], [253, 174, 97]];
+  const p = f * (stops.length - 1), i = Math.min(Math.floor(p), stops.length - 2), u = p - i;
+  const c = stops[i].map((v, k) => Math.round(v + (stops[i + 1][k] - v) * u));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+// ---- one trial
+
+async function renderTrial() {
+  const panel = $('trial-panel');
+  if (!state.trial) {
+    panel.hidden = true;
+    return;
+  }
+  let d;
+  try {
+    d = await api(`experiments/${encodeURIComponent(state.exp)}/trials/${state.trial}`);
+  } catch (err) {
+    panel.hidden = false;
+    panel.replaceChildren(el('p', {class: 'error-text'}, err.message));
+    return;
+  }
+  const params = el('dl', {class: 'kv'}, ...Object.entries(d.params).sort().flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, fmtValue(v))]));
+  const facts = el('dl', {class: 'kv'},
+    el('dt', {}, 'status'), el('dd', {class: 'st-' + d.status}, d.status),
+    el('dt', {}, 'iterations'), el('dd', {}, d.iterations),
+    el('dt', {}, 'best'), el('dd', {}, fmt(d.best_metric)),
+    el('dt', {}, 'last'), el('dd', {}, fmt(d.last_metric)),
+    el('dt', {}, 'restarts'), el('dd', {}, d.restarts));
+  const workers = table(['attempt', 'rank', 'node', 'pid', 'status', 'steps/s', 'GPU use', 'GPU memory', ''], d.workers.map((w) => [
+    w.attempt, w.rank, w.node, w.pid || '', w.status,
+    w.step_rate === null ? '' : fmt(w.step_rate),
+    w.gpus.map((g) => `${g.index}: ${fmt(g.util)}%`).join(', '),
+    w.gpus.map((g) => `${fmtBytes(g.memory_used)} / ${fmtBytes(g.memory_total)}`).join(', '),
+    w.straggler ? el('span', {class: 'badge', title: 'much slower than the median of its attempt'}, 'straggler') : '',
+  ]));
+  const checkpoints = table(['iteration', 'path', 'kept'], d.checkpoints.map((c) => [c.iteration, c.path, c.kept ? 'yes' : 'deleted']));
+  const events = table(['time', 'kind', 'message'], d.events.slice().reverse().map((e) => [fmtTime(e.time), e.kind, msgCell(e)]));
+  panel.hidden = false;
+  panel.replaceChildren(...[
+    el('div', {class: 'panel-head'}, el('h2', {}, `Trial ${d.trial_id}`),
+      el('button', {class: 'close', title: 'close', onclick: () => go(state.exp)}, '×')),
+    d.error ? el('p', {class: 'error-text'}, d.error) : null,
+    el('div', {class: 'detail-grid'},
+      el('div', {}, el('h3', {}, 'Outcome'), facts, el('h3', {}, 'Parameters'), params),
+      el('div', {},
+        el('h3', {}, 'Workers'), d.workers.length ? workers : el('p', {class: 'muted'}, 'no workers recorded'),
+        el('h3', {}, 'Checkpoints'), d.checkpoints.length ? checkpoints : el('p', {class: 'muted'}, 'none'),
+        el('h3', {}, 'Events'), events)),
+  ].filter(Boolean));
+  for (const tr of $('trials').tBodies[0].rows) tr.classList.toggle('selected', Number(tr.dataset.trial) === state.trial);
+}
+
+function msgCell(e) {
+  return e.data ? e.message + ' ' + JSON.stringify(e.data) : e.message;
+}
+
+function table(head, rows) {
+  return el('div', {class: 'table-wrap short'}, el('table', {class: 'data'},
+    el('thead', {}, el('tr', {}, ...head.map((h) => el('th', {}, h)))),
+    el('tbody', {}, ...rows.map((r) => el('tr', {}, ...r.map((v) => el('td', {class: typeof v === 'number' ? 'num' : ''}, v)))))));
+}
+
+// ---- events
+
+function renderEvents(events) {
+  $('events').tBodies[0].replaceChildren(...events.slice().reverse().map((e) => el('tr', {onclick: e.trial_id ? () => go(state.exp, e.trial_id) : null},
+    el('td', {}, fmtTime(e.time)), el('td', {class: 'num'}, e.trial_id || ''), el('td', {}, e.kind), el('td', {class: 'msg'}, msgCell(e)))));
+}
+
+// ---- controls
+
+function init() {
+  const sf = $('status-filter');
+  for (const s of STATUSES) sf.append(el('option', {value: s}, s));
+  sf.addEventListener('change', () => { state.status = sf.value; renderTrials(); });
+  $('filter').addEventListener('input', (ev) => { state.filter = ev.target.value; renderTrials(); });
+  $('curve-metric').addEventListener('change', (ev) => { state.curveMetric = ev.target.value; setupCurveControls(); renderCurves(true); });
+  $('curve-x').addEventListener('change', (ev) => { state.curveX = ev.target.value; renderCurves(true); });
+  $('curve-log').addEventListener('change', (ev) => { state.logY = ev.target.checked; renderCurves(false); });
+  let resize = 0;
+  window.addEventListener('resize', () => {
+    clearTimeout(resize);
+    resize = setTimeout(() => { renderCurves(false); renderParallel(); }, 150);
+  });
+  route().then(() => setTimeout(poll, POLL_MS));
+}
+
+init();
