@@ -40,6 +40,8 @@ type attempt struct {
 	slots   []Slot
 	resume  checkpointRef
 	scratch string
+	// workers tracks the workers' status for a WorkerSink.
+	workers *workerTable
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -64,6 +66,7 @@ func (r *runner) newAttempt(number int) *attempt {
 		scratch: r.attemptScratch(number),
 		iter:    r.latest.iteration,
 	}
+	a.workers = newWorkerTable(r.sink, a.slots)
 	// Workers see the caller's context values, but only the attempt's end
 	// cancels them, so that the reason is always known first.
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
@@ -133,8 +136,14 @@ func (a *attempt) setFailure(err error) {
 	}
 }
 
-// beat tells the watchdog that the group is alive.
-func (a *attempt) beat() {
+// beat tells the watchdog that the group is alive: rank reported.
+func (a *attempt) beat(rank int) {
+	a.workers.step(a.ctx, rank)
+	a.resetWatchdog()
+}
+
+// resetWatchdog restarts the heartbeat timeout.
+func (a *attempt) resetWatchdog() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.watchdog != nil && a.end.kind == endNone && !a.hbOff {
@@ -151,7 +160,7 @@ func (a *attempt) hold(on bool) {
 	}
 	a.mu.Unlock()
 	if !on {
-		a.beat()
+		a.resetWatchdog()
 	}
 }
 

@@ -162,6 +162,7 @@ func (k *commandKind) runAttempt(a *attempt) {
 		p, _ = pg.start(rank, spec, hooks)
 		close(ready)
 	})
+	a.workers.flush(a.ctx)
 	pg.wait()
 	col.close()
 	a.finish(attemptEnd{kind: endCompleted})
@@ -214,7 +215,7 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 		p.Logf("warning: ignored a malformed report line (%v): %s%s", err, ReportPrefix, clip(line))
 		return
 	}
-	c.a.beat()
+	c.a.beat(rank)
 	if dir != "" {
 		if dir, err = c.resolve(dir); err != nil {
 			p.Logf("warning: ignored the checkpoint of a report: %v", err)

@@ -14,7 +14,7 @@ type gather struct {
 	n       int
 	deliver func(metrics map[string]float64, shards []string) (Action, error)
 	// arrive is told of every rank's report, as a sign of life.
-	arrive func()
+	arrive func(rank int)
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -34,7 +34,7 @@ type pendingReport struct {
 	err     error
 }
 
-func newGather(n int, deliver func(map[string]float64, []string) (Action, error), arrive func()) *gather {
+func newGather(n int, deliver func(map[string]float64, []string) (Action, error), arrive func(rank int)) *gather {
 	g := &gather{n: n, deliver: deliver, arrive: arrive, counts: make([]int, n),
 		short: -1, pending: map[int]*pendingReport{}}
 	g.cond = sync.NewCond(&g.mu)
@@ -50,7 +50,7 @@ func (g *gather) report(ctx context.Context, rank int, metrics map[string]float6
 		g.mu.Unlock()
 	})
 	defer wake()
-	g.arrive()
+	g.arrive(rank)
 
 	g.mu.Lock()
 	defer g.mu.Unlock()

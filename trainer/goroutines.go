@@ -27,6 +27,10 @@ func (k goroutineKind) runAttempt(a *attempt) {
 		}
 	})
 	places := placeRanks(a.slots)
+	for rank := range n {
+		a.workers.start(rank, 0, "")
+	}
+	a.workers.flush(a.ctx)
 	var wg sync.WaitGroup
 	for rank := range n {
 		w := &Worker{
@@ -45,9 +49,12 @@ func (k goroutineKind) runAttempt(a *attempt) {
 		go func() {
 			defer wg.Done()
 			if err := runWorker(a.ctx, k.train, w); err != nil {
-				a.fail(fmt.Errorf("worker %d: %w", rank, err))
+				if a.fail(fmt.Errorf("worker %d: %w", rank, err)) {
+					a.workers.end(rank, WorkerFailed)
+				}
 				return
 			}
+			a.workers.end(rank, WorkerExited)
 			g.finish(rank)
 		}()
 	}

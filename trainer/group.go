@@ -337,6 +337,8 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 		r.kind.runAttempt(a)
 		a.cleanup()
 		end := a.ended()
+		a.workers.endAll(WorkerStopped)
+		a.workers.flush(ctx)
 		switch end.kind {
 		case endCompleted:
 			return r.summary(Completed), nil

@@ -124,6 +124,7 @@ func (k processKind) runAttempt(a *attempt) {
 			go serveControl(a, g, rank, p, st, &inflight)
 		}
 	})
+	a.workers.flush(a.ctx)
 	pg.wait()
 	inflight.Wait()
 	a.finish(attemptEnd{kind: endCompleted})

@@ -78,6 +78,7 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 		return nil, err
 	}
 	p.Logf("attempt %d: worker %d of %d, pid %d: %s", pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
+	pg.a.workers.start(rank, p.Pid(), p.LogPath())
 	pg.mu.Lock()
 	pg.procs = append(pg.procs, p)
 	if pg.down { // the attempt ended while this one started
@@ -115,6 +116,7 @@ func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
 	}
 	err := p.Err()
 	if err == nil && explain == nil {
+		pg.a.workers.end(rank, WorkerExited)
 		if hooks.finished != nil {
 			hooks.finished()
 		}
@@ -129,6 +131,9 @@ func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
 	pg.mu.Lock()
 	if pg.killedAt.IsZero() || p.ExitedAt().Before(pg.killedAt) {
 		pg.failures = append(pg.failures, rankFailure{p.ExitedAt(), cause})
+		pg.a.workers.end(rank, WorkerFailed)
+	} else {
+		pg.a.workers.end(rank, WorkerStopped) // the teardown ended it
 	}
 	pg.mu.Unlock()
 	pg.a.fail(cause)
