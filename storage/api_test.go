@@ -575,3 +575,47 @@ func TestConcurrentOpensOfANewDatabase(t *testing.T) {
 		t.Errorf("%d experiments, %v", len(exps), err)
 	}
 }
+
+func TestSetTrialParams(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	exp, _ := db.CreateExperiment(ctx, "e", "loss", "min", nil)
+	tr, err := db.CreateTrial(ctx, exp.ID, 1, map[string]any{"lr": 0.1, "hidden": int64(32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetTrialParams(ctx, tr.ID(), map[string]any{"lr": 0.2, "hidden": int64(64)}, "exploited trial 3"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Trial(ctx, "e", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Params["lr"] != 0.2 || got.Params["hidden"] != 64.0 {
+		t.Errorf("params after SetTrialParams: %v", got.Params)
+	}
+	rows, err := db.Query(ctx, `SELECT value FROM params WHERE trial_id = ? AND name = 'hidden'`, tr.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hidden any
+	for rows.Next() {
+		if err := rows.Scan(&hidden); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows.Close()
+	if hidden != int64(64) {
+		t.Errorf("params table: hidden = %v (%T), want int64 64", hidden, hidden)
+	}
+	evs, err := db.Events(ctx, "e", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; last.Kind != EventParams || last.Message != "exploited trial 3" {
+		t.Errorf("last event %+v, want a params event", last)
+	}
+	if err := db.SetTrialParams(ctx, 9999, map[string]any{}, ""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown trial: got %v, want ErrNotFound", err)
+	}
+}

@@ -149,6 +149,48 @@ func (d *CheckpointDir) Latest() (CheckpointInfo, bool) {
 	return d.list[len(d.list)-1], true
 }
 
+// DiscardAfter removes the committed checkpoints newer than iteration and
+// returns them: when a run was interrupted between committing a report's
+// checkpoint and recording the report, the checkpoint belongs to a report
+// that never was, and the resumed run commits that iteration again.
+func (d *CheckpointDir) DiscardAfter(iteration int) ([]CheckpointInfo, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var gone []CheckpointInfo
+	for len(d.list) > 0 && d.list[len(d.list)-1].Iteration > iteration {
+		last := d.list[len(d.list)-1]
+		if err := removeCheckpoint(last.Path); err != nil {
+			return gone, err
+		}
+		d.list = d.list[:len(d.list)-1]
+		gone = append(gone, last)
+	}
+	return gone, nil
+}
+
+// CommitCopy commits a copy of another checkpoint folder, from, as this
+// trial's checkpoint of the given iteration (as Population Based Training
+// does when a trial takes over a better trial's weights); from is left as
+// it is. Otherwise it is Commit.
+func (d *CheckpointDir) CommitCopy(iteration int, metrics map[string]float64, from string) (CheckpointInfo, []CheckpointInfo, error) {
+	if err := os.MkdirAll(d.ScratchDir(), 0o755); err != nil {
+		return CheckpointInfo{}, nil, fmt.Errorf("checkpoints: %w", err)
+	}
+	tmp, err := os.MkdirTemp(d.ScratchDir(), "copy-")
+	if err != nil {
+		return CheckpointInfo{}, nil, fmt.Errorf("checkpoints: %w", err)
+	}
+	if err := copyTree(from, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return CheckpointInfo{}, nil, fmt.Errorf("checkpoints: copy %s: %w", from, err)
+	}
+	info, removed, err := d.Commit(iteration, metrics, []string{tmp})
+	if err != nil {
+		os.RemoveAll(tmp)
+	}
+	return info, removed, err
+}
+
 // Commit merges shards, the folders the group's ranks handed over with the
 // report of the given iteration (in rank order), into one checkpoint and
 // commits it, then applies the retention. It takes the shards over: their

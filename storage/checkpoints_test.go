@@ -201,3 +201,38 @@ func TestCommitCopiesAcrossFileSystems(t *testing.T) {
 		t.Errorf("the shard on the other file system was not removed: %v", err)
 	}
 }
+
+func TestCommitCopyLeavesTheSource(t *testing.T) {
+	src := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"model.ckpt": "weights", "sub/opt": "state"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := OpenCheckpointDir(filepath.Join(t.TempDir(), "trial_2"), Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _, err := d.CommitCopy(7, map[string]float64{"loss": 0.5}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"model.ckpt": "weights", "sub/opt": "state"} {
+		got, err := os.ReadFile(filepath.Join(info.Path, name))
+		if err != nil || string(got) != body {
+			t.Errorf("copy's %s: %q, %v", name, got, err)
+		}
+		if got, err := os.ReadFile(filepath.Join(src, name)); err != nil || string(got) != body {
+			t.Errorf("source's %s after the copy: %q, %v", name, got, err)
+		}
+	}
+	if latest, ok := d.Latest(); !ok || latest.Iteration != 7 {
+		t.Errorf("latest checkpoint %+v, want iteration 7", latest)
+	}
+	if _, _, err := d.CommitCopy(7, nil, src); err == nil {
+		t.Error("a copy at an iteration that is not newer was committed")
+	}
+}

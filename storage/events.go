@@ -23,6 +23,8 @@ const (
 	EventPause     = "pause"     // the scheduler paused a trial
 	EventPromotion = "promotion" // the scheduler promoted a paused trial
 	EventDecision  = "decision"  // a scheduler decision; data e.g. action, rung, cutoff
+	EventParams    = "params"    // a trial's params changed (SetTrialParams); data: the new params
+	EventResize    = "resize"    // an elastic group changed size
 )
 
 // Event is something that happened to an experiment or one of its trials.

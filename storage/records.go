@@ -177,6 +177,42 @@ SELECT ?, mode = 'max' FROM experiments WHERE id = ?`, id, expID); err != nil {
 	return &Trial{Number: number, Status: TrialRunning, Params: params, id: id}, nil
 }
 
+// SetTrialParams replaces the params of the trial with database id trialID,
+// as when Population Based Training restarts it with a changed
+// configuration, and records a "params" event with the new values.
+func (db *DB) SetTrialParams(ctx context.Context, trialID int64, params map[string]any, reason string) error {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("encode params: %w", err)
+	}
+	values := make(map[string]any, len(params))
+	for k, v := range params {
+		if values[k], err = paramValue(v); err != nil {
+			return fmt.Errorf("encode param %s: %w", k, err)
+		}
+	}
+	now := unixSeconds(db.now())
+	return db.write(ctx, func(tx *wtx) error {
+		res, err := tx.exec(`UPDATE trials SET params_json = ? WHERE id = ?`, string(p), trialID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(fmt.Errorf("trial: %w", ErrNotFound), err)
+		}
+		if _, err := tx.exec(`DELETE FROM params WHERE trial_id = ?`, trialID); err != nil {
+			return err
+		}
+		for k, v := range values {
+			if _, err := tx.exec(insertParam, trialID, k, v); err != nil {
+				return err
+			}
+		}
+		_, err = tx.exec(insertEvent, nil, trialID, now, EventParams, reason, string(p))
+		return err
+	})
+}
+
 // paramValue is how a parameter is stored in the params table: numbers,
 // strings and booleans as themselves, anything else as JSON text.
 func paramValue(v any) (any, error) {
