@@ -139,7 +139,18 @@ const TrainingIteration = schedulers.DefaultTimeAttr
 // Checkpoints is false: ASHA runs in its stop mode, and HyperBand, PBT and
 // ASHA's promote mode are refused.
 func (c Config) schedulerEnv() schedulers.Env {
-	return schedulers.Env{Metric: c.Objective.Metric, Mode: c.Objective.Mode, Space: c.Search.Space, Seed: c.Seed}
+	return schedulers.Env{Metric: c.Objective.Metric, Mode: c.Objective.Mode, Space: c.Search.Space, Seed: c.Seed,
+		Checkpoints: c.checkpoints()}
+}
+
+// checkpoints reports whether the trials checkpoint, so that a paused
+// trial resumes where it stopped and PBT can copy one trial's state into
+// another: the built-in models always do, and a command or a Go function
+// says it does with a [trainer.checkpoint] section. Without checkpoints the
+// tuner still pauses and resumes trials, but a resumed trial starts over.
+func (c Config) checkpoints() bool {
+	cc := c.Trainer.Checkpoint
+	return c.Trainer.Model != "" || cc.NumToKeep > 0 || cc.ScoreAttribute != ""
 }
 
 // Validate checks c (with defaults applied) and returns the first problem

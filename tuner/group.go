@@ -3,9 +3,9 @@ package tuner
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
@@ -20,22 +20,27 @@ type EventObserver interface {
 	OnEvent(trial int, e trainer.Event)
 }
 
-// groupSpec builds the trainer's spec of a trial's group: what it runs, its
-// placement on the tuner's pool, and its checkpoint folder,
-// <root>/<experiment>/trial_<n>, with logs under the log root likewise.
-// done must be called once the group's run has ended.
-func (t *Tuner) groupSpec(number int, config map[string]any) (trainer.Spec, func(), error) {
+// groupSpec builds the trainer's spec of a trial's group: what it runs,
+// with the trial's current configuration, from its resume point, placed by
+// the resource manager, committing checkpoints into the trial's folder
+// (TrialDir) and writing logs under <log root>/<experiment>/trial_<n>.
+func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 	tc := t.cfg.Trainer
 	spec := trainer.Spec{
-		Experiment:  t.cfg.Name,
-		Trial:       number,
-		Seed:        trialSeed(t.cfg.Seed, number),
-		Config:      config,
-		Scaling:     tc.Scaling,
-		Failure:     tc.Failure,
-		KillTimeout: tc.Kill(),
-		Placer:      managerPlacer{m: t.manager, req: t.groupRequest(number)},
-		LogDir:      filepath.Join(t.logRoot(), t.cfg.Name, fmt.Sprintf("trial_%d", number)),
+		Experiment:      t.cfg.Name,
+		Trial:           tr.number,
+		Seed:            trialSeed(t.cfg.Seed, tr.number),
+		Config:          tr.config,
+		Scaling:         tc.Scaling,
+		Failure:         tc.Failure,
+		KillTimeout:     tc.Kill(),
+		Placer:          managerPlacer{m: t.manager, req: t.groupRequest(tr.number), trial: tr.number, watch: t.gpus},
+		LogDir:          filepath.Join(t.logRoot(), t.cfg.Name, fmt.Sprintf("trial_%d", tr.number)),
+		Checkpoints:     tr.ckpts,
+		ScratchDir:      tr.ckpts.dir.ScratchDir(),
+		ResumeDir:       tr.resumeDir,
+		ResumeIteration: tr.resumeIter,
+		Delivered:       tr.iterations,
 	}
 	switch {
 	case t.process != "":
@@ -45,16 +50,27 @@ func (t *Tuner) groupSpec(number int, config map[string]any) (trainer.Spec, func
 	default:
 		spec.Train = t.train
 	}
-	dir := t.TrialDir(number)
-	cd, err := storage.OpenCheckpointDir(dir, t.retention())
+	return spec
+}
+
+// openCheckpoints opens trial rec's checkpoint folder and learns which of
+// its checkpoints the database records, so that retention marks them deleted.
+func (t *Tuner) openCheckpoints(ctx context.Context, rec *storage.Trial) (*trialCheckpoints, error) {
+	cd, err := storage.OpenCheckpointDir(t.TrialDir(rec.Number), t.retention())
 	if err != nil {
-		return spec, nil, err
+		return nil, err
 	}
-	spec.Checkpoints = trialCheckpoints{cd}
-	spec.ScratchDir = cd.ScratchDir()
-	// A trial that never checkpointed leaves no empty folder behind.
-	done := func() { os.Remove(dir) }
-	return spec, done, nil
+	c := &trialCheckpoints{db: t.db, trialID: rec.ID(), dir: cd, ids: map[string]int64{}}
+	records, err := t.db.CheckpointRecords(ctx, t.cfg.Name, rec.Number)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range records {
+		if r.Kept() {
+			c.ids[r.Path] = r.ID
+		}
+	}
+	return c, nil
 }
 
 // retention is the trial checkpoints' retention: the checkpoint config,
@@ -94,12 +110,71 @@ func (t *Tuner) TrialDir(number int) string {
 
 func (t *Tuner) logRoot() string { return filepath.Join(t.dataRoot(), "logs") }
 
-// trialCheckpoints commits a trial's checkpoints into its folder.
-type trialCheckpoints struct{ dir *storage.CheckpointDir }
+// trialCheckpoints commits a trial's checkpoints into its folder and
+// records them in the database: every committed one, and which the
+// retention removed. The trial's group commits from its goroutine, the loop
+// (a PBT exploit) while no group runs.
+type trialCheckpoints struct {
+	db      *storage.DB
+	trialID int64
+	dir     *storage.CheckpointDir
 
-func (c trialCheckpoints) Commit(iteration int, metrics map[string]float64, shards []string) (string, error) {
-	info, _, err := c.dir.Commit(iteration, metrics, shards)
-	return info.Path, err
+	mu  sync.Mutex
+	ids map[string]int64 // committed path -> record id
+}
+
+// Commit implements trainer.CheckpointStore.
+func (c *trialCheckpoints) Commit(iteration int, metrics map[string]float64, shards []string) (string, error) {
+	info, removed, err := c.dir.Commit(iteration, metrics, shards)
+	if err != nil {
+		return "", err
+	}
+	return info.Path, c.recordCommit(info, removed)
+}
+
+// commitCopy commits a copy of another trial's checkpoint folder.
+func (c *trialCheckpoints) commitCopy(iteration int, metrics map[string]float64, from string) (storage.CheckpointInfo, error) {
+	info, removed, err := c.dir.CommitCopy(iteration, metrics, from)
+	if err != nil {
+		return info, err
+	}
+	return info, c.recordCommit(info, removed)
+}
+
+// discardAfter removes the checkpoints newer than iteration (see
+// storage.CheckpointDir.DiscardAfter) and marks them deleted.
+func (c *trialCheckpoints) discardAfter(iteration int) error {
+	gone, err := c.dir.DiscardAfter(iteration)
+	if err != nil {
+		return err
+	}
+	return c.markDeleted(gone)
+}
+
+func (c *trialCheckpoints) recordCommit(info storage.CheckpointInfo, removed []storage.CheckpointInfo) error {
+	id, err := c.db.RecordCheckpoint(context.Background(), c.trialID, info.Iteration, info.Path, info.Metrics)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.ids[info.Path] = id
+	c.mu.Unlock()
+	return c.markDeleted(removed)
+}
+
+// markDeleted records that the files of removed checkpoints are gone.
+func (c *trialCheckpoints) markDeleted(removed []storage.CheckpointInfo) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range removed {
+		if id, ok := c.ids[r.Path]; ok {
+			if err := c.db.MarkCheckpointDeleted(context.Background(), id); err != nil {
+				return err
+			}
+			delete(c.ids, r.Path)
+		}
+	}
+	return nil
 }
 
 // groupRequest is what a trial's group asks the resource manager for;
@@ -117,10 +192,40 @@ func (t *Tuner) groupRequest(trial int) workers.Request {
 	return r
 }
 
-// managerPlacer places a trial's group through the resource manager.
+// groupsThatFit is how many of the trials' groups (at their smallest size)
+// the manager's nodes hold at once, at least 1. It bounds the trials that
+// run at once when max_concurrent is not set.
+func (t *Tuner) groupsThatFit() int {
+	req := t.groupRequest(0)
+	lo := req.MinWorkers
+	if lo == 0 {
+		lo = req.Workers
+	}
+	per := req.Per
+	total := 0
+	for _, n := range t.manager.Nodes() {
+		fit := int(n.CPUs / per.CPUs)
+		switch {
+		case per.GPUs > 0 && per.GPUs < 1:
+			fit = min(fit, len(n.GPUs)*int(1/per.GPUs))
+		case per.GPUs >= 1:
+			fit = min(fit, len(n.GPUs)/int(per.GPUs))
+		}
+		if per.Memory > 0 && n.Memory > 0 {
+			fit = min(fit, int(n.Memory/per.Memory))
+		}
+		total += fit
+	}
+	return max(total/lo, 1)
+}
+
+// managerPlacer places a trial's group through the resource manager and
+// shows its allocation to the GPU watch.
 type managerPlacer struct {
-	m   *workers.Manager
-	req workers.Request
+	m     *workers.Manager
+	req   workers.Request
+	trial int
+	watch *gpuWatch
 }
 
 // Place asks the manager for hi workers, granted once lo fit.
@@ -134,11 +239,16 @@ func (p managerPlacer) Place(ctx context.Context, lo, hi int) (trainer.Placement
 	if err != nil {
 		return nil, err
 	}
-	return managedPlacement{a}, nil
+	p.watch.placed(p.trial, a)
+	return managedPlacement{a: a, trial: p.trial, watch: p.watch}, nil
 }
 
 // managedPlacement is a group's allocation from the resource manager.
-type managedPlacement struct{ a *workers.Allocation }
+type managedPlacement struct {
+	a     *workers.Allocation
+	trial int
+	watch *gpuWatch
+}
 
 func (p managedPlacement) Slots() []trainer.Slot {
 	ws := p.a.Workers()
@@ -159,4 +269,7 @@ func (p managedPlacement) Grow(int) int {
 	return k
 }
 
-func (p managedPlacement) Release() { p.a.Release() }
+func (p managedPlacement) Release() {
+	p.watch.released(p.trial, p.a)
+	p.a.Release()
+}

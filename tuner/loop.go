@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/storage"
@@ -11,90 +12,193 @@ import (
 )
 
 // loop is one run of an experiment. Its run method is the only goroutine
-// that touches the searcher, the scheduler and the observer; each trial runs
-// in a goroutine of its own and talks to the loop through events.
+// that touches the searcher, the scheduler, the observer and the trials'
+// states; each running trial's group runs in a goroutine of its own and
+// talks to the loop through events.
 type loop struct {
 	t      *Tuner
 	exp    *storage.Experiment
 	events chan event
 
+	trials map[int]*trialRun
+	// started counts the trials created, numbered 1..started; running the
+	// groups running now; succeeded the trials that ended without error.
 	started, running, succeeded int
+	// waiting: the searcher asked to wait for a running trial's next event.
+	// exhausted: it has no more configurations.
+	waiting, exhausted bool
+	// err ends the run: a database failure or a searcher's error.
+	err    error
+	cancel context.CancelFunc
 }
 
-// event is a message from a trial goroutine to the loop.
+// event is a message from a trial's goroutine to the loop.
 type event struct {
 	trial *trialRun
 	// A report: result, answered on reply.
 	result *trainer.Result
 	reply  chan trainer.Action
-	// A restart or a resize of the trial's group, for the observer.
+	// A restart or a resize of the trial's group.
 	group *trainer.Event
-	// Otherwise the trial has ended with outcome and err.
-	outcome trainer.Outcome
+	// Otherwise the group has ended, with summary and err.
+	summary trainer.Summary
 	err     error
 }
 
-// trialRun is one trial's state, shared between its goroutine and the loop.
+// trialState is where a trial is in its life.
+type trialState int
+
+const (
+	trialRunning trialState = iota // its group runs, or is about to
+	trialPaused                    // the scheduler paused it; it may be resumed
+	trialEnded
+)
+
+// trialRun is one trial's state. The loop owns it; a trial's goroutine
+// only reads what the loop gave it before starting the group.
 type trialRun struct {
 	number int
 	record *storage.Trial
 	config map[string]any
-	// last is the trial's latest result that carried the objective, owned
-	// by the loop; nil until there is one.
+	ckpts  *trialCheckpoints
+	state  trialState
+	// last is the trial's latest result that carried the objective; nil
+	// until there is one.
 	last *Observation
+	// iterations is the trial's last recorded report; resume is the
+	// committed checkpoint its group starts from next ("" for scratch).
+	iterations  int
+	resumeDir   string
+	resumeIter  int
+	pauseReason string
+	// pausing: the scheduler paused the trial and its group is stopping;
+	// pending is an order about it that came meanwhile.
+	pausing       bool
+	pending       *schedulers.Order
+	terminal      bool                // the scheduler stopped it at max_t: it completed
+	exploit       *schedulers.Exploit // a PBT restart waiting for the group to stop
+	exploitReason string
 }
 
+func newLoop(t *Tuner, exp *storage.Experiment) *loop {
+	return &loop{t: t, exp: exp, events: make(chan event), trials: map[int]*trialRun{}}
+}
+
+// run drives the experiment until every trial has ended, the run fails, or
+// ctx ends. Trials interrupted by ctx stay RUNNING in the database, as after
+// a crash, so that a later run resumes them.
 func (l *loop) run(ctx context.Context) error {
-	t := l.t
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	trials := t.cfg.Search.Trials()
-	var runErr error
-	// waiting: the searcher asked to wait for a running trial's next event.
-	// exhausted: it has no more configurations.
-	waiting, exhausted := false, false
+	l.cancel = cancel
 	for {
-		for runErr == nil && ctx.Err() == nil && !waiting && !exhausted && l.started < trials {
-			switch err := l.startTrial(ctx); {
-			case errors.Is(err, ErrWait):
-				waiting = true
-			case errors.Is(err, ErrExhausted):
-				exhausted = true
-			case err != nil:
-				runErr = err
-				cancel()
-			}
+		if l.err == nil && ctx.Err() == nil {
+			l.dispatch(ctx)
 		}
 		if l.running == 0 {
-			if waiting && runErr == nil && ctx.Err() == nil {
-				runErr = fmt.Errorf("searcher: Suggest for trial %d returned ErrWait with no trial running to wait for", l.started+1)
+			if l.err == nil && ctx.Err() == nil {
+				if l.waiting {
+					l.fail(fmt.Errorf("searcher: Suggest for trial %d returned ErrWait with no trial running to wait for", l.started+1))
+				} else if l.endPaused(ctx) {
+					continue
+				}
 			}
 			break
 		}
 		ev := <-l.events
-		waiting = false
-		if ev.result != nil {
-			ev.reply <- l.onReport(ev.trial, *ev.result)
-			continue
-		}
-		if ev.group != nil {
-			if o, ok := t.observer.(EventObserver); ok {
-				o.OnEvent(ev.trial.number, *ev.group)
-			}
-			continue
-		}
-		l.running--
-		if err := l.onTrialEnd(ctx, ev); err != nil && runErr == nil {
-			runErr = err
-			cancel()
+		l.waiting = false
+		switch {
+		case ev.result != nil:
+			ev.reply <- l.onReport(ctx, ev.trial, *ev.result)
+		case ev.group != nil:
+			l.onGroupEvent(ctx, ev.trial, *ev.group)
+		default:
+			l.running--
+			l.onGroupEnd(ctx, ev)
 		}
 	}
-	if runErr == nil {
-		runErr = ctx.Err()
+	if l.err != nil {
+		return l.err
 	}
-	return runErr
+	return ctx.Err()
 }
 
+// fail ends the run with err, the first failure winning.
+func (l *loop) fail(err error) {
+	if l.err == nil {
+		l.err = err
+		l.cancel()
+	}
+}
+
+// dispatch carries out the scheduler's orders about paused trials, then
+// starts new trials while there is room.
+func (l *loop) dispatch(ctx context.Context) {
+	for l.err == nil {
+		ord, ok := l.t.scheduler.Next(schedulers.Capacity{CanResume: l.hasRoom(), MoreTrials: l.moreTrials()})
+		if !ok {
+			break
+		}
+		l.order(ctx, ord)
+	}
+	for l.err == nil && !l.waiting && l.moreTrials() && l.hasRoom() {
+		switch err := l.startTrial(ctx); {
+		case errors.Is(err, ErrWait):
+			l.waiting = true
+		case errors.Is(err, ErrExhausted):
+			l.exhausted = true
+		case err != nil:
+			l.fail(err)
+		}
+	}
+}
+
+// moreTrials reports whether the searcher will still add trials.
+func (l *loop) moreTrials() bool {
+	return !l.exhausted && l.started < l.t.cfg.Search.Trials()
+}
+
+// hasRoom reports whether one more group may run: below max_concurrent, or
+// without it below the number of groups the resources hold at once (more
+// would only wait for resources, and a searcher suggests better when it
+// has seen more results).
+func (l *loop) hasRoom() bool {
+	if n := l.t.cfg.Search.MaxConcurrent; n > 0 {
+		return l.running < n
+	}
+	return l.running < l.t.groupsThatFit()
+}
+
+// order carries out a scheduler's order about a paused trial.
+func (l *loop) order(ctx context.Context, ord schedulers.Order) {
+	tr := l.trials[ord.Trial]
+	if tr != nil && tr.pausing {
+		// The scheduler counts the trial paused from its decision on; the
+		// order waits for the group to stop.
+		tr.pending = &ord
+		return
+	}
+	if tr == nil || tr.state != trialPaused {
+		l.fail(fmt.Errorf("scheduler: ordered %s for trial %d, which is not paused", ord.Action, ord.Trial))
+		return
+	}
+	switch ord.Action {
+	case schedulers.Continue:
+		if !l.hasRoom() {
+			l.fail(fmt.Errorf("scheduler: ordered trial %d resumed with no room to run it", ord.Trial))
+			return
+		}
+		l.record(l.t.db.SetTrialStatus(ctx, tr.record.ID(), storage.TrialRunning))
+		l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventPromotion, reasonOr(ord.Reason, "resumed by the scheduler"), nil))
+		l.launch(ctx, tr)
+	case schedulers.Stop:
+		l.endTrial(ctx, tr, l.stoppedStatus(tr), nil)
+	default:
+		l.fail(fmt.Errorf("scheduler: order %s for paused trial %d: want CONTINUE or STOP", ord.Action, ord.Trial))
+	}
+}
+
+// startTrial asks the searcher for a configuration and starts a new trial.
 func (l *loop) startTrial(ctx context.Context) error {
 	t := l.t
 	number := l.started + 1
@@ -110,29 +214,41 @@ func (l *loop) startTrial(ctx context.Context) error {
 		return err
 	}
 	l.started++
-	l.running++
+	tr, err := l.newTrialRun(ctx, rec, config)
+	if err != nil {
+		return err
+	}
 	t.scheduler.OnTrialAdd(number, config)
-	tr := &trialRun{number: number, record: rec, config: config}
-	go l.runTrial(ctx, tr)
+	l.launch(ctx, tr)
 	return nil
 }
 
-// runTrial runs the trial's group, which places itself, and tells the loop
-// how it ended. It runs in the trial's own goroutine.
-func (l *loop) runTrial(ctx context.Context, tr *trialRun) {
-	spec, done, err := l.t.groupSpec(tr.number, tr.config)
+// newTrialRun opens the trial's checkpoint folder and registers the trial.
+func (l *loop) newTrialRun(ctx context.Context, rec *storage.Trial, config map[string]any) (*trialRun, error) {
+	ckpts, err := l.t.openCheckpoints(ctx, rec)
 	if err != nil {
-		l.events <- event{trial: tr, err: err}
-		return
+		return nil, err
 	}
-	summary, err := trainer.Run(ctx, spec, &sink{l: l, trial: tr})
-	done()
-	l.events <- event{trial: tr, outcome: summary.Outcome, err: err}
+	tr := &trialRun{number: rec.Number, record: rec, config: config, ckpts: ckpts}
+	l.trials[tr.number] = tr
+	return tr, nil
+}
+
+// launch starts the trial's group from its resume point.
+func (l *loop) launch(ctx context.Context, tr *trialRun) {
+	tr.state = trialRunning
+	spec := l.t.groupSpec(tr)
+	l.running++
+	go func() {
+		summary, err := trainer.Run(ctx, spec, &sink{l: l, trial: tr})
+		l.events <- event{trial: tr, summary: summary, err: err}
+	}()
 }
 
 // sink persists a trial's reports and asks the loop for a decision. Each
 // report is committed before the scheduler sees it, so a decision never
-// rests on a result that a crash could lose.
+// rests on a result that a crash could lose. Its methods run in the
+// trial's goroutine.
 type sink struct {
 	l     *loop
 	trial *trialRun
@@ -146,6 +262,8 @@ func (s *sink) Report(ctx context.Context, r trainer.Result) (trainer.Action, er
 	}
 	rep := storage.Report{Iteration: r.Iteration, Time: r.Time, Metrics: r.Metrics}
 	if err := s.l.t.db.AddReport(ctx, s.trial.record.ID(), rep, objective); err != nil {
+		// The group fails with the error; a full disk ends the run (the
+		// trial stays resumable), anything else fails the trial.
 		return trainer.Stop, err
 	}
 	reply := make(chan trainer.Action, 1)
@@ -159,10 +277,16 @@ func (s *sink) Event(_ context.Context, e trainer.Event) error {
 	return nil
 }
 
+// Workers records the status of the trial's workers.
+func (s *sink) Workers(ctx context.Context, ws []trainer.WorkerStatus) error {
+	return s.l.t.recordWorkers(ctx, s.trial, ws)
+}
+
 // onReport tells the searcher about a committed result and asks the
 // scheduler about it.
-func (l *loop) onReport(tr *trialRun, r trainer.Result) trainer.Action {
+func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) trainer.Action {
 	t := l.t
+	tr.iterations = r.Iteration
 	t.observer.OnReport(tr.number, r)
 	_, score, ok := t.score(r.Metrics)
 	if !ok {
@@ -178,44 +302,204 @@ func (l *loop) onReport(tr *trialRun, r trainer.Result) trainer.Action {
 	if !hasProgress {
 		return trainer.Continue
 	}
-	d := t.scheduler.OnResult(schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics})
-	if d.Action == schedulers.Continue {
-		return trainer.Continue
+	d := t.scheduler.OnResult(schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics,
+		Checkpoint: r.CheckpointPath != "" || len(r.Checkpoint) > 0})
+	l.recordDecision(ctx, tr, d, progress)
+	switch d.Action {
+	case schedulers.Stop:
+		tr.terminal = l.t.cfg.Scheduler.MaxT > 0 && progress >= l.t.cfg.Scheduler.MaxT
+		return trainer.Stop
+	case schedulers.Pause:
+		tr.pauseReason, tr.pausing = d.Reason, true
+		return trainer.Pause
+	case schedulers.Restart:
+		if d.Exploit == nil {
+			l.fail(fmt.Errorf("scheduler: RESTART of trial %d without an exploit", tr.number))
+			return trainer.Stop
+		}
+		tr.exploit, tr.exploitReason = d.Exploit, d.Reason
+		return trainer.Pause
 	}
-	return trainer.Stop
+	return trainer.Continue
 }
 
-// onTrialEnd records how a trial ended and tells the searcher and the
-// scheduler. It fails only when the database does.
-func (l *loop) onTrialEnd(ctx context.Context, ev event) error {
-	t := l.t
-	tr := ev.trial
-	status, msg := storage.TrialTerminated, ""
+// onGroupEvent records a restart or a resize of a trial's group.
+func (l *loop) onGroupEvent(ctx context.Context, tr *trialRun, e trainer.Event) {
+	if o, ok := l.t.observer.(EventObserver); ok {
+		o.OnEvent(tr.number, e)
+	}
+	switch e.Kind {
+	case trainer.EventRestart:
+		// The restarted group does not deliver the reports already recorded
+		// again, so every report is kept.
+		l.record(l.t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, e.Cause))
+	default:
+		l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), string(e.Kind), e.Cause,
+			map[string]any{"attempt": e.Attempt, "workers": e.Workers}))
+	}
+}
+
+// onGroupEnd decides what becomes of a trial whose group has stopped.
+func (l *loop) onGroupEnd(ctx context.Context, ev event) {
+	tr, sum, err := ev.trial, ev.summary, ev.err
+	tr.pausing = false
+	if sum.Checkpoint != "" {
+		tr.resumeDir, tr.resumeIter = sum.Checkpoint, sum.CheckpointIteration
+	}
+	tr.iterations = max(tr.iterations, sum.Iterations)
 	switch {
-	case ev.err != nil && ctx.Err() != nil && errors.Is(ev.err, ctx.Err()):
-		// Interrupted: the trial stays RUNNING in the database, as after a
-		// crash, so that a resumed experiment knows to run it again.
-		return nil
-	case ev.err != nil:
-		status, msg = storage.TrialError, ev.err.Error()
-	case ev.outcome == trainer.Stopped:
-		status = storage.TrialStopped
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// Interrupted: the trial stays RUNNING for a resumed run.
+	case errors.Is(err, storage.ErrDiskFull):
+		l.fail(fmt.Errorf("trial %d: %w", tr.number, err))
+	case err != nil:
+		l.endTrial(ctx, tr, storage.TrialError, err)
+	case sum.Outcome == trainer.Paused && tr.exploit != nil:
+		l.exploit(ctx, tr)
+	case sum.Outcome == trainer.Paused:
+		tr.state = trialPaused
+		l.record(l.t.db.SetTrialStatus(ctx, tr.record.ID(), storage.TrialPaused))
+		l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventPause, reasonOr(tr.pauseReason, "paused by the scheduler"), nil))
+		if ord := tr.pending; ord != nil {
+			tr.pending = nil
+			l.order(ctx, *ord)
+		}
+	case sum.Outcome == trainer.Stopped:
+		l.endTrial(ctx, tr, l.stoppedStatus(tr), nil)
+	default:
+		l.endTrial(ctx, tr, storage.TrialTerminated, nil)
+	}
+}
+
+// stoppedStatus is the status of a trial the scheduler stopped: TERMINATED
+// when it had reached max_t (it ran its course), STOPPED otherwise.
+func (l *loop) stoppedStatus(tr *trialRun) string {
+	if tr.terminal {
+		return storage.TrialTerminated
+	}
+	return storage.TrialStopped
+}
+
+// endTrial records how a trial ended and tells the scheduler, the searcher
+// and the observer.
+func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err error) {
+	t := l.t
+	tr.state = trialEnded
+	msg := ""
+	if err != nil {
+		msg = err.Error()
 	}
 	if status != storage.TrialError {
 		l.succeeded++
 	}
-	if err := t.db.FinishTrial(context.WithoutCancel(ctx), tr.record.ID(), status, msg); err != nil {
-		return err
-	}
+	l.record(t.db.FinishTrial(context.WithoutCancel(ctx), tr.record.ID(), status, msg))
 	t.scheduler.OnTrialEnd(tr.number)
-	end := TrialEnd{Status: TrialCompleted, Last: tr.last}
+	t.searcher.OnTrialEnd(tr.number, searcherEnd(status, tr.last))
+	t.observer.OnTrialEnd(tr.number, status, err)
+	// A trial that never checkpointed leaves no empty folder behind.
+	os.Remove(tr.ckpts.dir.Path())
+}
+
+// searcherEnd is how a searcher sees a trial that ended with status.
+func searcherEnd(status string, last *Observation) TrialEnd {
+	end := TrialEnd{Status: TrialCompleted, Last: last}
 	switch status {
 	case storage.TrialError:
 		end.Status = TrialFailed
 	case storage.TrialStopped:
 		end.Status = TrialStopped
 	}
-	t.searcher.OnTrialEnd(tr.number, end)
-	t.observer.OnTrialEnd(tr.number, status, ev.err)
-	return nil
+	return end
+}
+
+// endPaused ends the trials still paused when nothing runs and nothing
+// more will start: the scheduler had no more use for them. It reports
+// whether it ended any.
+func (l *loop) endPaused(ctx context.Context) bool {
+	if l.moreTrials() {
+		return false
+	}
+	ended := false
+	for n := 1; n <= l.started; n++ {
+		if tr := l.trials[n]; tr != nil && tr.state == trialPaused {
+			l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventDecision,
+				"the experiment ended with the trial paused", map[string]any{"action": "STOP"}))
+			l.endTrial(ctx, tr, l.stoppedStatus(tr), nil)
+			ended = true
+		}
+	}
+	return ended
+}
+
+// record fails the run on a database error: results that cannot be
+// recorded must not be produced.
+func (l *loop) record(err error) {
+	if err != nil {
+		l.fail(err)
+	}
+}
+
+// recordDecision keeps a scheduler decision that says why in the trial's
+// history, with the rung and the cutoff it was measured against.
+func (l *loop) recordDecision(ctx context.Context, tr *trialRun, d schedulers.Decision, progress float64) {
+	if d.Reason == "" {
+		return
+	}
+	data := map[string]any{"action": d.Action.String(), "time": progress}
+	if d.Rung != 0 {
+		data["rung"] = d.Rung
+	}
+	if d.HasCutoff {
+		data["cutoff"] = d.Cutoff
+	}
+	if d.Exploit != nil {
+		data["exploit_from"] = d.Exploit.From
+	}
+	l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventDecision, d.Reason, data))
+}
+
+func reasonOr(reason, fallback string) string {
+	if reason != "" {
+		return reason
+	}
+	return fallback
+}
+
+// exploit restarts a trial that Population Based Training told to take
+// over a better trial's latest checkpoint with a new configuration: the
+// checkpoint is copied into the trial's own folder as its next iteration,
+// its params are recorded, and its group starts again from the copy. When
+// the better trial has no checkpoint (its trainable does not checkpoint),
+// the trial only explores: it restarts from its own state with the new
+// configuration.
+func (l *loop) exploit(ctx context.Context, tr *trialRun) {
+	ex, reason := tr.exploit, tr.exploitReason
+	tr.exploit = nil
+	donor := l.trials[ex.From]
+	if donor == nil {
+		l.fail(fmt.Errorf("scheduler: trial %d exploits trial %d, which does not exist", tr.number, ex.From))
+		return
+	}
+	reason = reasonOr(reason, fmt.Sprintf("took over trial %d's checkpoint", ex.From))
+	// The donor may run on and prune the checkpoint being copied: try its
+	// newest one again.
+	for attempt := 0; ; attempt++ {
+		latest, ok := donor.ckpts.dir.Latest()
+		if !ok {
+			reason += fmt.Sprintf(" (trial %d has no checkpoint: only the configuration changes)", ex.From)
+			break
+		}
+		copied, err := tr.ckpts.commitCopy(tr.iterations+1, latest.Metrics, latest.Path)
+		if err == nil {
+			tr.resumeDir, tr.resumeIter, tr.iterations = copied.Path, copied.Iteration, copied.Iteration
+			break
+		}
+		if attempt == 2 {
+			l.fail(fmt.Errorf("trial %d exploits trial %d: %w", tr.number, ex.From, err))
+			return
+		}
+	}
+	tr.config = ex.Config
+	l.record(l.t.db.SetTrialParams(ctx, tr.record.ID(), ex.Config, reason))
+	l.launch(ctx, tr)
 }

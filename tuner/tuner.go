@@ -3,7 +3,7 @@ package tuner
 import (
 	"context"
 	"errors"
-	"fmt"
+	"time"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/storage"
@@ -27,10 +27,30 @@ type Tuner struct {
 	// processes; checkpoints is the checkpoint root, "" for the default.
 	process     string
 	checkpoints string
+	// resumeOnly makes Fit refuse to start a new experiment.
+	resumeOnly bool
+	// gpuReader samples the GPUs of running trials every gpuEvery; nil
+	// samples through NVML when this node has GPUs.
+	gpuReader workers.GPUReader
+	gpuEvery  time.Duration
+	// gpus ties GPU samples to workers while Fit runs.
+	gpus *gpuWatch
 }
 
 // Option customises a Tuner.
 type Option func(*Tuner)
+
+// WithResumeOnly makes Fit continue the config's experiment, which must be
+// in the database and unfinished, and never start a new one
+// (ErrNothingToResume).
+func WithResumeOnly() Option { return func(t *Tuner) { t.resumeOnly = true } }
+
+// WithGPUSampling samples the GPUs of running trials through r every
+// interval, instead of through NVML every workers.DefaultSampleInterval
+// (which happens when this node has GPUs and Resources is not declared).
+func WithGPUSampling(r workers.GPUReader, interval time.Duration) Option {
+	return func(t *Tuner) { t.gpuReader, t.gpuEvery = r, interval }
+}
 
 // WithTrainFunc makes every trial run f instead of a built-in model.
 func WithTrainFunc(f trainer.TrainFunc) Option { return func(t *Tuner) { t.train = f } }
@@ -48,7 +68,8 @@ func WithCheckpointRoot(dir string) Option { return func(t *Tuner) { t.checkpoin
 // WithSearcher replaces the searcher the config's [search] algorithm names
 // with s, a built-in searcher or one of your own (see Searcher). The
 // config still bounds the experiment: at most NumSamples × grid cells
-// trials, at most MaxConcurrent at once (New wraps s in a Limiter).
+// trials, at most MaxConcurrent groups running at once (paused trials do
+// not count).
 func WithSearcher(s Searcher) Option { return func(t *Tuner) { t.searcher = s } }
 
 // WithScheduler replaces the scheduler the config names.
@@ -108,13 +129,6 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 		}
 		t.searcher = s
 	}
-	if n := t.cfg.Search.MaxConcurrent; n > 0 {
-		l, err := NewLimiter(t.searcher, n)
-		if err != nil {
-			return nil, err
-		}
-		t.searcher = l
-	}
 	if t.scheduler == nil {
 		s, err := schedulers.New(t.cfg.Scheduler, t.cfg.schedulerEnv())
 		if err != nil {
@@ -155,9 +169,13 @@ type Result struct {
 // experiment ran but no trial succeeded.
 var ErrAllTrialsFailed = errors.New("every trial failed")
 
-// Fit runs the experiment to the end and returns its trials. When ctx ends
-// first, running trials are cancelled and Fit returns ctx's error; what was
-// reported until then stays in the database.
+// Fit runs the experiment to the end and returns its trials. When the
+// database already has the experiment unfinished (a run was interrupted or
+// crashed), Fit continues it: finished trials are kept, interrupted ones
+// restart from their latest checkpoints, and the searcher and the scheduler
+// learn the recorded history first. When ctx ends first, running trials are
+// cancelled and Fit returns ctx's error; what was reported until then stays
+// in the database, and a later Fit continues from there.
 func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	if t.db == nil {
 		db, err := storage.Open(t.cfg.Storage)
@@ -174,15 +192,15 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer lock.Release()
-	exp, err := t.db.CreateExperiment(ctx, t.cfg.Name, t.cfg.Objective.Metric, t.cfg.Objective.Mode, t.cfg.record())
+	t.gpus = newGPUWatch(t.db, 0, t.manager.Nodes())
+	l, err := t.prepare(ctx)
 	if err != nil {
-		if _, lookErr := t.db.Experiment(ctx, t.cfg.Name); lookErr == nil {
-			return nil, fmt.Errorf("experiment %q already exists in %s: choose another name", t.cfg.Name, t.db.Path())
-		}
 		return nil, err
 	}
-	l := &loop{t: t, exp: exp, events: make(chan event)}
+	t.gpus.expID = l.exp.ID
+	stopSampling := t.sampleGPUs()
 	runErr := l.run(ctx)
+	stopSampling()
 
 	status := storage.ExperimentFinished
 	if runErr != nil {
@@ -192,7 +210,7 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		status = storage.ExperimentFailed
 	}
 	if status != storage.ExperimentRunning {
-		if err := t.db.FinishExperiment(context.WithoutCancel(ctx), exp.ID, status); err != nil {
+		if err := t.db.FinishExperiment(context.WithoutCancel(ctx), l.exp.ID, status); err != nil {
 			return nil, err
 		}
 	}
@@ -207,6 +225,36 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		return res, ErrAllTrialsFailed
 	}
 	return res, nil
+}
+
+// sampleGPUs samples the GPUs of running trials into the database, through
+// the configured reader or, when this node has GPUs, NVML, and returns the
+// function that stops it.
+func (t *Tuner) sampleGPUs() (stop func()) {
+	reader, every, closeReader := t.gpuReader, t.gpuEvery, func() {}
+	if reader == nil {
+		hasGPUs := false
+		for _, n := range t.manager.Nodes() {
+			hasGPUs = hasGPUs || len(n.GPUs) > 0
+		}
+		if !hasGPUs || !t.cfg.Resources.IsZero() {
+			return func() {}
+		}
+		nv, err := workers.OpenNVML()
+		if err != nil {
+			return func() {}
+		}
+		reader, every, closeReader = nv, workers.DefaultSampleInterval, func() { nv.Close() }
+	}
+	s := &workers.Sampler{Reader: reader, Interval: every, OnSample: t.gpus.record}
+	if err := s.Open(); err != nil {
+		closeReader()
+		return func() {}
+	}
+	return func() {
+		s.Close(context.Background())
+		closeReader()
+	}
 }
 
 func (t *Tuner) result(ctx context.Context) (*Result, error) {
@@ -225,14 +273,7 @@ func (t *Tuner) result(ctx context.Context) (*Result, error) {
 // record is the configuration stored with the experiment: the config plus
 // the search space rendered in sweep-file syntax.
 func (c Config) record() any {
-	space := map[string]string{}
-	for _, p := range c.Search.Space.Params() {
-		space[p.Name] = p.Domain.String()
-	}
-	return struct {
-		Config
-		Space map[string]string `json:"space"`
-	}{c, space}
+	return recordedConfig{c, c.spaceRecord()}
 }
 
 // trialSeed derives a trial's seed from the experiment's with SplitMix64, so

@@ -271,7 +271,7 @@ func TestFitRefusesExistingExperiment(t *testing.T) {
 	for i := range 2 {
 		tu, _ := New(cfg, WithTrainFunc(quadratic))
 		_, err := tu.Fit(context.Background())
-		if i == 1 && (err == nil || !strings.Contains(err.Error(), "already exists")) {
+		if i == 1 && !errors.Is(err, ErrExperimentExists) {
 			t.Errorf("second run of the same experiment: got %v", err)
 		}
 	}

@@ -1,0 +1,234 @@
+package tuner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+)
+
+// ErrExperimentExists is returned by Fit when the database already has an
+// experiment of the config's name that it cannot continue: one that has
+// finished, or that was started with a different configuration.
+var ErrExperimentExists = errors.New("experiment exists")
+
+// ErrNothingToResume is returned by Fit with WithResumeOnly when the
+// database has no experiment of the config's name.
+var ErrNothingToResume = errors.New("nothing to resume")
+
+// prepare creates the experiment, or continues it when the database has it
+// unfinished, and returns the loop that runs it.
+func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
+	exp, err := t.db.Experiment(ctx, t.cfg.Name)
+	if errors.Is(err, storage.ErrNotFound) {
+		if t.resumeOnly {
+			return nil, fmt.Errorf("%w: %s has no experiment %q", ErrNothingToResume, t.db.Path(), t.cfg.Name)
+		}
+		exp, err = t.db.CreateExperiment(ctx, t.cfg.Name, t.cfg.Objective.Metric, t.cfg.Objective.Mode, t.cfg.record())
+		if err != nil {
+			return nil, err
+		}
+		return newLoop(t, exp), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if exp.Status != storage.ExperimentRunning {
+		return nil, fmt.Errorf("%w: experiment %q in %s has already ended (%s): choose another name",
+			ErrExperimentExists, t.cfg.Name, t.db.Path(), exp.Status)
+	}
+	if what := t.cfg.differsFrom(exp.Config); what != "" {
+		return nil, fmt.Errorf("%w: experiment %q in %s was started with a different %s: run it with its own sweep file to continue it, or choose another name",
+			ErrExperimentExists, t.cfg.Name, t.db.Path(), what)
+	}
+	st, err := t.db.ResumeState(ctx, t.cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.db.ResumeExperiment(ctx, exp.ID); err != nil {
+		return nil, err
+	}
+	l := newLoop(t, exp)
+	if err := l.restore(ctx, st); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// identity is what an experiment's configuration must keep for a later run
+// to continue it. Where results go, the resources and max_concurrent may
+// change between runs.
+type identity struct {
+	Seed      int64
+	Objective Objective
+	Search    struct {
+		Algorithm  string
+		NumSamples int
+		Seed       *int64
+		Space      map[string]string
+	}
+	Scheduler SchedulerConfig
+	Trainer   trainer.Config
+}
+
+func (c Config) identity(space map[string]string) identity {
+	var id identity
+	id.Seed, id.Objective, id.Scheduler, id.Trainer = c.Seed, c.Objective, c.Scheduler, c.Trainer
+	id.Search.Algorithm, id.Search.NumSamples, id.Search.Seed = c.Search.Algorithm, c.Search.NumSamples, c.Search.Seed
+	id.Search.Space = space
+	return id
+}
+
+// differsFrom compares c with the configuration recorded with an
+// experiment (Config.record) and names the first part that differs, or
+// returns "" when a run of c may continue the experiment.
+func (c Config) differsFrom(recorded json.RawMessage) string {
+	var rec recordedConfig
+	if err := json.Unmarshal(recorded, &rec); err != nil {
+		return "configuration (the recorded one cannot be read: " + err.Error() + ")"
+	}
+	now, then := c.identity(c.spaceRecord()), rec.Config.withDefaults().identity(rec.Space)
+	parts := []struct {
+		name      string
+		now, then any
+	}{
+		{"seed", now.Seed, then.Seed},
+		{"objective", now.Objective, then.Objective},
+		{"search space", now.Search.Space, then.Search.Space},
+		{"search", now.Search, then.Search},
+		{"scheduler", now.Scheduler, then.Scheduler},
+		{"trainer", now.Trainer, then.Trainer},
+	}
+	for _, p := range parts {
+		a, errA := json.Marshal(p.now)
+		b, errB := json.Marshal(p.then)
+		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+			return p.name
+		}
+	}
+	return ""
+}
+
+// recordedConfig is the JSON Config.record writes.
+type recordedConfig struct {
+	Config
+	Space map[string]string `json:"space"`
+}
+
+// restore replays a recorded experiment into the loop: every trial's
+// configuration to the searcher (see Replayer) and the scheduler, then its
+// reports and, for a trial that ended, its end. Trials the interruption
+// cut short are restarted from their latest checkpoints.
+func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
+	t := l.t
+	var interrupted []*trialRun
+	for _, ts := range st.Trials {
+		rec := ts.Trial
+		config := restoreTypes(t.cfg.Search.Space, rec.Params)
+		tr, err := l.newTrialRun(ctx, rec, config)
+		if err != nil {
+			return err
+		}
+		l.started = max(l.started, rec.Number)
+		switch err := replay(t.searcher, rec.Number, config); {
+		case errors.Is(err, ErrExhausted):
+			l.exhausted = true
+		case err != nil && !errors.Is(err, ErrWait):
+			return fmt.Errorf("searcher: replay trial %d: %w", rec.Number, err)
+		}
+		t.scheduler.OnTrialAdd(rec.Number, config)
+		last := l.replayReports(tr, ts)
+		// A group commits a report's checkpoint before the report itself,
+		// so an interruption may leave a checkpoint newer than the recorded
+		// reports: it is discarded, and the run resumes from the newest
+		// checkpoint the reports reach.
+		if err := tr.ckpts.discardAfter(tr.iterations); err != nil {
+			return fmt.Errorf("trial %d: %w", rec.Number, err)
+		}
+		if c, ok := tr.ckpts.dir.Latest(); ok {
+			tr.resumeDir, tr.resumeIter = c.Path, c.Iteration
+		}
+		switch rec.Status {
+		case storage.TrialTerminated, storage.TrialStopped, storage.TrialError:
+			l.replayEnd(tr, rec.Status)
+		case storage.TrialPaused:
+			tr.state = trialPaused
+		default: // RUNNING or PENDING: the interruption cut it short
+			switch last.Action {
+			case schedulers.Stop:
+				tr.terminal = t.cfg.Scheduler.MaxT > 0 && tr.last != nil && tr.last.Step >= t.cfg.Scheduler.MaxT
+				l.endTrial(ctx, tr, l.stoppedStatus(tr), nil)
+			case schedulers.Pause, schedulers.Restart:
+				tr.state = trialPaused
+				l.record(t.db.SetTrialStatus(ctx, rec.ID(), storage.TrialPaused))
+			default:
+				interrupted = append(interrupted, tr)
+			}
+		}
+	}
+	for _, tr := range interrupted {
+		from := "from scratch"
+		if tr.resumeDir != "" {
+			from = fmt.Sprintf("from its checkpoint of iteration %d", tr.resumeIter)
+		}
+		if err := t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, "the experiment was resumed; the trial restarts "+from); err != nil {
+			return err
+		}
+		l.launch(ctx, tr)
+	}
+	return l.err
+}
+
+// replayReports feeds a recorded trial's reports to the searcher and the
+// scheduler and returns the scheduler's decision on the last one.
+func (l *loop) replayReports(tr *trialRun, ts storage.TrialState) schedulers.Decision {
+	t := l.t
+	var last schedulers.Decision
+	for _, rep := range ts.Reports {
+		tr.iterations = rep.Iteration
+		_, score, ok := t.score(rep.Metrics)
+		if !ok {
+			continue
+		}
+		r := trainer.Result{Iteration: rep.Iteration, Time: rep.Time, Metrics: rep.Metrics}
+		progress, hasProgress := t.progress(r)
+		step := progress
+		if !hasProgress {
+			step = float64(rep.Iteration)
+		}
+		tr.last = &Observation{Step: step, Score: score, Metrics: rep.Metrics}
+		t.searcher.OnResult(tr.number, *tr.last)
+		if hasProgress {
+			hasCheckpoint := ts.Checkpoint != nil && ts.Checkpoint.Iteration >= rep.Iteration
+			last = t.scheduler.OnResult(schedulers.Result{Trial: tr.number, Time: progress, Score: score,
+				Metrics: rep.Metrics, Checkpoint: hasCheckpoint})
+		}
+	}
+	return last
+}
+
+// replayEnd tells the scheduler and the searcher how a recorded trial ended.
+func (l *loop) replayEnd(tr *trialRun, status string) {
+	tr.state = trialEnded
+	if status != storage.TrialError {
+		l.succeeded++
+	}
+	l.t.scheduler.OnTrialEnd(tr.number)
+	l.t.searcher.OnTrialEnd(tr.number, searcherEnd(status, tr.last))
+}
+
+// spaceRecord renders the search space in sweep-file syntax, by name.
+func (c Config) spaceRecord() map[string]string {
+	space := map[string]string{}
+	if c.Search.Space != nil {
+		for _, p := range c.Search.Space.Params() {
+			space[p.Name] = p.Domain.String()
+		}
+	}
+	return space
+}
