@@ -32,6 +32,7 @@ func runCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "db", Usage: "the results database `FILE` (default: the sweep file's storage, else gotune.db)"},
 			&cli.StringFlag{Name: "resources", Usage: "declare the nodes to run on instead of this machine, as in `cpus=8,gpus=2,memory=32GiB` (keys nodes, cpus, gpus, memory); replaces the sweep file's [resources]"},
+			&cli.BoolFlag{Name: "resume", Usage: "continue the experiment an interrupted run left unfinished, and fail when there is none (without it, a run of an unfinished experiment continues it too)"},
 			&cli.StringFlag{Name: "dashboard", Usage: "serve the web dashboard while the sweep runs, at `HOST:PORT` (without a host, on 127.0.0.1 only; e.g. " + dashboard.DefaultAddr + ")"},
 		},
 		Action: func(c *cli.Context) error {
@@ -64,7 +65,11 @@ func runCommand() *cli.Command {
 				live = newLiveView(out, terminalWidth(f), func(ctx context.Context) liveSnapshot { return sweepSnapshot(ctx, ro, t) })
 				progress = live
 			}
-			t, err = tuner.New(cfg, tuner.WithObserver(observers{progress, files}))
+			opts := []tuner.Option{tuner.WithObserver(observers{progress, files})}
+			if c.Bool("resume") {
+				opts = append(opts, tuner.WithResumeOnly())
+			}
+			t, err = tuner.New(cfg, opts...)
 			if err != nil {
 				return badInput(fmt.Errorf("%s: %w", path, err))
 			}
@@ -92,7 +97,7 @@ func runCommand() *cli.Command {
 				printSummary(out, t.Config(), res)
 			}
 			switch {
-			case errors.Is(err, storage.ErrExperimentRunning):
+			case errors.Is(err, storage.ErrExperimentRunning), errors.Is(err, tuner.ErrExperimentExists), errors.Is(err, tuner.ErrNothingToResume):
 				return badInput(err)
 			case errors.Is(err, tuner.ErrAllTrialsFailed):
 				return &exitError{exitFailed, err}

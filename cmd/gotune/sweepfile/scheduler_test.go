@@ -53,11 +53,9 @@ func TestDecodeSchedulerErrors(t *testing.T) {
 		{"wrong type", [2]string{"reduction_factor = 3", `reduction_factor = "3"`}, 13, "scheduler.reduction_factor", "want a number, got a string"},
 		{"unknown kind", [2]string{`kind = "asha"`, `kind = "bohb"`}, 10, "scheduler.kind", `unknown scheduler "bohb"`},
 		{"key of another kind", [2]string{"max_t = 27", "min_samples_required = 2"}, 12, "scheduler.min_samples_required", `not used by kind "asha"`},
-		{"promote needs checkpoints", [2]string{"max_t = 27", "mode = \"promote\""}, 12, "scheduler.mode", `use "stop"`},
 		{"wrong type of an optional number", [2]string{asha, pbt + "resample_probability = \"x\"\n"}, 12, "scheduler.resample_probability", "want a number, got a string"},
 		{"pbt mutation", [2]string{asha, pbt + "hyperparam_mutations = { lr = { uniform = [1, 0] } }\n"}, 12, "scheduler.hyperparam_mutations.lr", "inverted"},
 		{"pbt mutation of no parameter", [2]string{asha, pbt + "[scheduler.hyperparam_mutations]\nmom = { uniform = [0, 1] }\n"}, 13, "scheduler.hyperparam_mutations.mom", `no parameter "mom"`},
-		{"pbt needs checkpoints", [2]string{asha, pbt}, 10, "scheduler.kind", "pbt restarts trials"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,5 +72,31 @@ func TestDecodeSchedulerErrors(t *testing.T) {
 				t.Errorf("got %v (line %d key %q), want line %d key %q and %q", err, e.Line, e.Key, tt.line, tt.key, tt.msg)
 			}
 		})
+	}
+}
+
+// TestDecodeSchedulerNeedsCheckpoints: PBT copies checkpoints between
+// trials, so a command that does not declare [trainer.checkpoint] cannot
+// use it, while the built-in models, which always checkpoint, can.
+func TestDecodeSchedulerNeedsCheckpoints(t *testing.T) {
+	pbt := strings.Replace(withScheduler, "kind = \"asha\"\ntime_attr = \"epoch\"\nmax_t = 27\nreduction_factor = 3", "kind = \"pbt\"\nperturbation_interval = 2", 1)
+	if _, err := Decode("sweep.toml", []byte(pbt)); err != nil {
+		t.Errorf("pbt with a built-in model: %v", err)
+	}
+	command := strings.Replace(pbt, "model = \"mlp\"\ndataset = \"data.csv\"", "command = [\"python3\", \"train.py\"]", 1)
+	_, err := Decode("sweep.toml", []byte(command))
+	var e *Error
+	if !errors.As(err, &e) || e.Line != 10 || e.Key != "scheduler.kind" || !strings.Contains(err.Error(), "pbt restarts trials") {
+		t.Errorf("pbt with a command that does not checkpoint: got %v, want an error on scheduler.kind at line 10", err)
+	}
+	promote := strings.Replace(withScheduler, "max_t = 27", "mode = \"promote\"", 1)
+	promote = strings.Replace(promote, "model = \"mlp\"\ndataset = \"data.csv\"", "command = [\"python3\", \"train.py\"]", 1)
+	_, err = Decode("sweep.toml", []byte(promote))
+	if !errors.As(err, &e) || e.Line != 12 || e.Key != "scheduler.mode" || !strings.Contains(err.Error(), `use "stop"`) {
+		t.Errorf("asha promote with a command that does not checkpoint: got %v, want an error on scheduler.mode at line 12", err)
+	}
+	declared := command + "[trainer.checkpoint]\nnum_to_keep = 2\n"
+	if _, err := Decode("sweep.toml", []byte(declared)); err != nil {
+		t.Errorf("pbt with a command that checkpoints: %v", err)
 	}
 }
