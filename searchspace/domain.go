@@ -69,6 +69,9 @@ func (d QUniform) Steps() int { return steps(d.Low, d.High, d.Q) }
 // Value is the k-th value of the domain, Low + k·Q rounded to 12 significant digits.
 func (d QUniform) Value(k int) float64 { return stepValue(d.Low, d.Q, k) }
 
+// Round maps x to the nearest value of the domain.
+func (d QUniform) Round(x float64) float64 { return roundStep(d.Low, d.High, d.Q, x) }
+
 func (d QUniform) String() string { return table("quniform", d.Low, d.High, d.Q) }
 
 // QLogUniform draws a value log-uniformly from [Low, High] and rounds it to
@@ -83,11 +86,8 @@ func (d QLogUniform) Sample(r *rand.Rand) any { return d.Round(logUniform(r, d.L
 // Validate implements Domain.
 func (d QLogUniform) Validate() error { return checkStep(d.Low, d.High, d.Q, checkLogRange) }
 
-// Round maps x in [Low, High] to the nearest value of the domain.
-func (d QLogUniform) Round(x float64) float64 {
-	k := int(math.Round((x - d.Low) / d.Q))
-	return stepValue(d.Low, d.Q, min(max(k, 0), steps(d.Low, d.High, d.Q)))
-}
+// Round maps x to the nearest value of the domain.
+func (d QLogUniform) Round(x float64) float64 { return roundStep(d.Low, d.High, d.Q, x) }
 
 // Top is the largest value of the domain.
 func (d QLogUniform) Top() float64 { return stepValue(d.Low, d.Q, steps(d.Low, d.High, d.Q)) }
@@ -236,6 +236,12 @@ func checkStep(low, high, q float64, rangeOK func(low, high float64) error) erro
 // error in (high−low)/q.
 func steps(low, high, q float64) int {
 	return int(math.Floor((high-low)/q + 1e-9))
+}
+
+// roundStep maps x to the nearest of low, low+q, … no higher than high.
+func roundStep(low, high, q, x float64) float64 {
+	k := math.Round((x - low) / q)
+	return stepValue(low, q, int(min(max(k, 0), float64(steps(low, high, q)))))
 }
 
 func stepValue(low, q float64, k int) float64 {

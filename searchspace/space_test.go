@@ -186,6 +186,12 @@ func TestQUniformValues(t *testing.T) {
 	if got := d.Value(49); got != 0.99 {
 		t.Errorf("value 49: got %v, want 0.99", got)
 	}
+	if got := d.Round(0.7349); got != 0.73 {
+		t.Errorf("round of 0.7349: got %v, want 0.73", got)
+	}
+	if got := d.Round(2); got != 0.99 {
+		t.Errorf("round of 2: got %v, want the top value 0.99", got)
+	}
 	// A high that is not on the grid is never reached.
 	if got := (QUniform{0, 1, 0.3}).Steps(); got != 3 {
 		t.Errorf("steps of [0, 1] by 0.3: got %d, want 3 (0, 0.3, 0.6, 0.9)", got)

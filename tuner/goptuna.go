@@ -80,9 +80,7 @@ func toGoptuna(p searchspace.Param) (param, error) {
 		gp.internal = asFloat
 	case searchspace.QUniform:
 		gp.dist = goptuna.DiscreteUniformDistribution{Low: d.Low, High: d.Value(d.Steps()), Q: d.Q}
-		gp.external = func(x float64) any {
-			return d.Value(min(max(int(math.Round((x-d.Low)/d.Q)), 0), d.Steps()))
-		}
+		gp.external = func(x float64) any { return d.Round(x) }
 		gp.internal = asFloat
 	case searchspace.QLogUniform:
 		gp.dist = goptuna.LogUniformDistribution{Low: d.Low, High: d.Top()}
@@ -93,7 +91,8 @@ func toGoptuna(p searchspace.Param) (param, error) {
 		gp.external = func(x float64) any { return min(max(int64(math.Round(x)), d.Low), d.High-1) }
 		gp.internal = asInt
 	case searchspace.LogRandInt:
-		// Integers k in [Low, High) own the log-interval [k-0.5, k+0.5).
+		// Integer k owns [k-0.5, k+0.5); TPE and CMA-ES search
+		// [Low-0.5, High-0.5) on a log scale.
 		gp.dist = goptuna.LogUniformDistribution{Low: float64(d.Low) - 0.5, High: float64(d.High) - 0.5}
 		gp.external = func(x float64) any { return min(max(int64(math.Round(x)), d.Low), d.High-1) }
 		gp.internal = asInt
