@@ -45,6 +45,12 @@ type Config struct {
 	Command []string `toml:"command" json:"command,omitempty"`
 	// Workdir is the folder Command runs in; "" is gotune's own.
 	Workdir string `toml:"workdir" json:"workdir,omitempty"`
+	// Isolation is how a built-in model's workers run: "goroutine" (the
+	// default: in gotune's own process, with in-memory collectives) or
+	// "process" (each worker in a child process, with collectives over
+	// TCP, so that a worker that crashes or runs out of memory cannot take
+	// the sweep down). Commands always run as processes.
+	Isolation string `toml:"isolation" json:"isolation,omitempty"`
 	// KillTimeout is the seconds a process worker is given to exit after
 	// SIGTERM before it is killed with SIGKILL; 0 means DefaultKillTimeout.
 	KillTimeout float64 `toml:"kill_timeout" json:"kill_timeout,omitempty"`
@@ -175,6 +181,15 @@ func (c *Config) Validate() error {
 		}
 	} else if c.Workdir != "" {
 		return &FieldError{"workdir", fmt.Errorf("a workdir needs a command")}
+	}
+	switch c.Isolation {
+	case "", IsolationGoroutine:
+	case IsolationProcess:
+		if c.Model == "" {
+			return &FieldError{"isolation", errors.New("\"process\" isolation is for the built-in models (commands always run as processes)")}
+		}
+	default:
+		return &FieldError{"isolation", fmt.Errorf("must be %q or %q, got %q", IsolationGoroutine, IsolationProcess, c.Isolation)}
 	}
 	if c.KillTimeout < 0 {
 		return &FieldError{"kill_timeout", fmt.Errorf("must not be negative, got %g", c.KillTimeout)}

@@ -151,6 +151,9 @@ type Spec struct {
 	// appended to across restarts; "" keeps no log files (a failure's error
 	// still quotes the worker's last lines).
 	LogDir string
+	// Env holds extra NAME=value variables for every process and command
+	// worker, after the ones the command-worker contract sets.
+	Env []string
 }
 
 // CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,

@@ -250,7 +250,7 @@ func (a *attempt) newGroupEnv() (groupEnv, error) {
 }
 
 func (a *attempt) env(ge groupEnv, place rankInfo, checkpointDir string) []string {
-	return workerEnv(os.Environ(), envSpec{
+	return append(workerEnv(os.Environ(), envSpec{
 		experiment:    a.r.spec.Experiment,
 		trial:         a.r.spec.Trial,
 		seed:          a.r.spec.Seed,
@@ -262,7 +262,7 @@ func (a *attempt) env(ge groupEnv, place rankInfo, checkpointDir string) []strin
 		masterPort:    ge.masterPort,
 		rendezvous:    ge.rendezvous,
 		group:         ge.group,
-	})
+	}), a.r.spec.Env...)
 }
 
 // freePort returns a TCP port on the loopback interface that was free a

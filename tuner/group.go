@@ -41,6 +41,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		ResumeDir:       tr.resumeDir,
 		ResumeIteration: tr.resumeIter,
 		Delivered:       tr.iterations,
+		Env:             t.env,
 	}
 	switch {
 	case t.process != "":

@@ -181,3 +181,43 @@ func TestProcessWorkersRestartFromCommittedCheckpoints(t *testing.T) {
 		t.Errorf("checkpoint folder holds %s", got)
 	}
 }
+
+// TestBuiltinModelInProcesses trains the built-in mlp with its workers in
+// child processes, collectives over TCP, and gets the very metrics of the
+// same trials with goroutine workers.
+func TestBuiltinModelInProcesses(t *testing.T) {
+	run := func(isolation string) []*storage.Trial {
+		cfg := testConfig(t, 2)
+		cfg.Search.Space = nil
+		cfg.Objective = Objective{Metric: "val_loss", Mode: "min"}
+		cfg.Trainer = trainer.Config{Model: "mlp", Dataset: "../examples/data/digits.csv", Isolation: isolation,
+			Scaling: trainer.ScalingConfig{NumWorkers: 2, CPUsPerWorker: 0.01}}
+		space, _ := searchspace.New(searchspace.Param{Name: "epochs", Domain: searchspace.Constant{Value: int64(3)}},
+			searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 0.01, High: 0.1}})
+		cfg.Search.Space = space
+		tu, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tu.Fit(context.Background())
+		if err != nil {
+			t.Fatalf("%s workers: %v", isolation, err)
+		}
+		ws, err := openResults(t, cfg).Workers(context.Background(), cfg.Name, 1)
+		if err != nil || len(ws) != 2 {
+			t.Fatalf("%s workers: recorded %+v, %v", isolation, ws, err)
+		}
+		for _, w := range ws {
+			if (w.PID != 0) != (isolation == trainer.IsolationProcess) {
+				t.Errorf("%s isolation ran worker %d with pid %d", isolation, w.Rank, w.PID)
+			}
+		}
+		return res.Trials
+	}
+	procs, gor := run(trainer.IsolationProcess), run(trainer.IsolationGoroutine)
+	for i := range procs {
+		if procs[i].Iterations != 3 || *procs[i].LastMetric != *gor[i].LastMetric {
+			t.Errorf("trial %d: %d iterations, val_loss %v in processes, %v in goroutines", i+1, procs[i].Iterations, *procs[i].LastMetric, *gor[i].LastMetric)
+		}
+	}
+}

@@ -27,6 +27,9 @@ type Tuner struct {
 	// processes; checkpoints is the checkpoint root, "" for the default.
 	process     string
 	checkpoints string
+	// env holds extra variables for process workers (a built-in model's
+	// configuration when they run it).
+	env []string
 	// resumeOnly makes Fit refuse to start a new experiment.
 	resumeOnly bool
 	// gpuReader samples the GPUs of running trials every gpuEvery; nil
@@ -116,11 +119,20 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 	case runners == 0 && t.cfg.Trainer.Model == "":
 		return nil, &ConfigError{Key: "trainer.model", Err: errors.New("name a built-in model or a command, or give the tuner a training function")}
 	case runners == 0:
+		// Loading the data set here fails a bad one before anything runs,
+		// also when each process worker loads it again.
 		f, err := trainer.Builtin(t.cfg.Trainer)
 		if err != nil {
 			return nil, &ConfigError{Key: "trainer.dataset", Err: err}
 		}
 		t.train = f
+		if t.cfg.Trainer.Isolation == trainer.IsolationProcess {
+			env, err := trainer.BuiltinEnv(t.cfg.Trainer)
+			if err != nil {
+				return nil, &ConfigError{Key: "trainer", Err: err}
+			}
+			t.train, t.process, t.env = nil, trainer.BuiltinProcess, []string{env}
+		}
 	}
 	if t.searcher == nil {
 		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed())
