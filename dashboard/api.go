@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,49 +76,15 @@ func writeError(w http.ResponseWriter, err error) {
 	w.Write(append(body, '\n'))
 }
 
-// num is a float64 that JSON can always hold: NaN and infinities become
-// strings.
-type num float64
-
-func (n num) MarshalJSON() ([]byte, error) {
-	v := float64(n)
-	switch {
-	case math.IsNaN(v):
-		return []byte(`"NaN"`), nil
-	case math.IsInf(v, 1):
-		return []byte(`"Infinity"`), nil
-	case math.IsInf(v, -1):
-		return []byte(`"-Infinity"`), nil
-	}
-	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
-}
-
-func optNum(p *float64) *num {
-	if p == nil {
-		return nil
-	}
-	n := num(*p)
-	return &n
-}
-
-// nums converts metrics for JSON.
-func nums(m map[string]float64) map[string]num {
-	out := make(map[string]num, len(m))
-	for k, v := range m {
-		out[k] = num(v)
-	}
-	return out
-}
-
 // Experiment is an experiment as the API shows it.
 type Experiment struct {
-	Name      string    `json:"name"`
-	Status    string    `json:"status"`
-	Metric    string    `json:"metric"`
-	Mode      string    `json:"mode"`
-	CreatedAt time.Time `json:"created_at"`
-	Trials    int       `json:"trials"`
-	Best      *num      `json:"best"`
+	Name      string          `json:"name"`
+	Status    string          `json:"status"`
+	Metric    string          `json:"metric"`
+	Mode      string          `json:"mode"`
+	CreatedAt time.Time       `json:"created_at"`
+	Trials    int             `json:"trials"`
+	Best      *storage.Number `json:"best"`
 	// Counts is the number of trials in each status, every status present.
 	Counts map[string]int `json:"counts"`
 	// NumSamples is the number of trials the sweep runs in all, 0 when its
@@ -168,7 +135,7 @@ func experimentOf(e *storage.Experiment, counts map[string]int) Experiment {
 	}
 	return Experiment{
 		Name: e.Name, Status: e.Status, Metric: e.Metric, Mode: e.Mode, CreatedAt: e.CreatedAt,
-		Trials: e.Trials, Best: optNum(e.Best), Counts: full,
+		Trials: e.Trials, Best: storage.NumberPtr(e.Best), Counts: full,
 		NumSamples: parseConfig(e.Config).Search.NumSamples,
 	}
 }
@@ -176,22 +143,28 @@ func experimentOf(e *storage.Experiment, counts map[string]int) Experiment {
 // statusCounts counts every experiment's trials by status, through the
 // public trials_v view.
 func statusCounts(r *http.Request, db *storage.DB) (map[string]map[string]int, error) {
-	rows, err := db.Query(r.Context(), `SELECT experiment, status, count(*) FROM trials_v GROUP BY experiment, status`)
+	return countByExperiment(r.Context(), db, `SELECT experiment, status, count(*) FROM trials_v GROUP BY experiment, status`)
+}
+
+// countByExperiment runs a query whose rows are (experiment, key, count)
+// and returns the counts by experiment and key.
+func countByExperiment(ctx context.Context, db *storage.DB, query string, args ...any) (map[string]map[string]int, error) {
+	rows, err := db.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := map[string]map[string]int{}
 	for rows.Next() {
-		var exp, status string
+		var exp, key string
 		var n int
-		if err := rows.Scan(&exp, &status, &n); err != nil {
+		if err := rows.Scan(&exp, &key, &n); err != nil {
 			return nil, err
 		}
 		if out[exp] == nil {
 			out[exp] = map[string]int{}
 		}
-		out[exp][status] = n
+		out[exp][key] = n
 	}
 	return out, rows.Err()
 }
@@ -242,19 +215,19 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 
 // Trial is a trial as the API shows it.
 type Trial struct {
-	Number     int            `json:"trial_id"`
-	Status     string         `json:"status"`
-	Params     map[string]any `json:"params"`
-	Iterations int            `json:"iterations"`
-	LastMetric *num           `json:"last_metric"`
-	BestMetric *num           `json:"best_metric"`
-	Restarts   int            `json:"restarts"`
-	Error      string         `json:"error,omitempty"`
+	Number     int             `json:"trial_id"`
+	Status     string          `json:"status"`
+	Params     map[string]any  `json:"params"`
+	Iterations int             `json:"iterations"`
+	LastMetric *storage.Number `json:"last_metric"`
+	BestMetric *storage.Number `json:"best_metric"`
+	Restarts   int             `json:"restarts"`
+	Error      string          `json:"error,omitempty"`
 }
 
 func trialOf(t *storage.Trial) Trial {
 	return Trial{Number: t.Number, Status: t.Status, Params: t.Params, Iterations: t.Iterations,
-		LastMetric: optNum(t.LastMetric), BestMetric: optNum(t.BestMetric), Restarts: t.Restarts, Error: t.Error}
+		LastMetric: storage.NumberPtr(t.LastMetric), BestMetric: storage.NumberPtr(t.BestMetric), Restarts: t.Restarts, Error: t.Error}
 }
 
 // GET /api/experiments/{exp}/trials[?status=S,S&sort=METRIC&limit=N]: the
@@ -377,7 +350,7 @@ type Worker struct {
 	PID     int    `json:"pid,omitempty"`
 	Status  string `json:"status"`
 	// StepRate is in steps per second, null when unknown.
-	StepRate *num `json:"step_rate"`
+	StepRate *storage.Number `json:"step_rate"`
 	// Straggler marks a worker much slower than its attempt's others (see
 	// StragglerFraction).
 	Straggler bool      `json:"straggler"`
@@ -394,9 +367,9 @@ type GPUSample struct {
 	Index int       `json:"index"`
 	Time  time.Time `json:"time"`
 	// Util is in percent; memory in bytes.
-	Util        num   `json:"util"`
-	MemoryUsed  int64 `json:"memory_used"`
-	MemoryTotal int64 `json:"memory_total"`
+	Util        storage.Number `json:"util"`
+	MemoryUsed  int64          `json:"memory_used"`
+	MemoryTotal int64          `json:"memory_total"`
 }
 
 // TrialDetail is one trial with its workers, checkpoints and events.
@@ -409,10 +382,10 @@ type TrialDetail struct {
 
 // Checkpoint is a committed checkpoint of a trial.
 type Checkpoint struct {
-	Iteration int            `json:"iteration"`
-	Path      string         `json:"path"`
-	Metrics   map[string]num `json:"metrics"`
-	CreatedAt time.Time      `json:"created_at"`
+	Iteration int                       `json:"iteration"`
+	Path      string                    `json:"path"`
+	Metrics   map[string]storage.Number `json:"metrics"`
+	CreatedAt time.Time                 `json:"created_at"`
 	// Kept says its files are still on disk.
 	Kept bool `json:"kept"`
 }
@@ -466,14 +439,14 @@ func (s *Server) trial(r *http.Request, db *storage.DB) (any, error) {
 	}
 	d := TrialDetail{Trial: trialOf(t), Workers: make([]Worker, len(ws)), Checkpoints: make([]Checkpoint, len(cps)), Events: eventsOf(evs)}
 	for i, c := range cps {
-		d.Checkpoints[i] = Checkpoint{Iteration: c.Iteration, Path: c.Path, Metrics: nums(c.Metrics), CreatedAt: c.CreatedAt, Kept: c.Kept()}
+		d.Checkpoints[i] = Checkpoint{Iteration: c.Iteration, Path: c.Path, Metrics: storage.Numbers(c.Metrics), CreatedAt: c.CreatedAt, Kept: c.Kept()}
 	}
 	var last time.Time
 	for i, w := range ws {
 		d.Workers[i] = Worker{Attempt: w.Attempt, Rank: w.Rank, Node: w.Node, PID: w.PID, Status: w.Status,
 			LogPath: w.LogPath, StartedAt: w.StartedAt, UpdatedAt: w.UpdatedAt, GPUs: []GPUSample{}}
 		if w.StepRate > 0 {
-			rate := num(w.StepRate)
+			rate := storage.Number(w.StepRate)
 			d.Workers[i].StepRate = &rate
 		}
 		if w.UpdatedAt.After(last) {
@@ -496,7 +469,7 @@ func (s *Server) trial(r *http.Request, db *storage.DB) (any, error) {
 			for key, sm := range latest {
 				if key[0] == w.ID {
 					d.Workers[i].GPUs = append(d.Workers[i].GPUs, GPUSample{Node: sm.Node, Index: sm.GPU, Time: sm.Time,
-						Util: num(sm.Util), MemoryUsed: sm.MemoryUsed, MemoryTotal: sm.MemoryTotal})
+						Util: storage.Number(sm.Util), MemoryUsed: sm.MemoryUsed, MemoryTotal: sm.MemoryTotal})
 				}
 			}
 			sort.Slice(d.Workers[i].GPUs, func(a, b int) bool { return d.Workers[i].GPUs[a].Index < d.Workers[i].GPUs[b].Index })
@@ -608,7 +581,7 @@ func latestSamples(r *http.Request, db *storage.DB, exp string, since time.Time)
 	}
 	out := make([]GPUSample, 0, len(latest))
 	for _, sm := range latest {
-		out = append(out, GPUSample{Node: sm.Node, Index: sm.GPU, Time: sm.Time, Util: num(sm.Util),
+		out = append(out, GPUSample{Node: sm.Node, Index: sm.GPU, Time: sm.Time, Util: storage.Number(sm.Util),
 			MemoryUsed: sm.MemoryUsed, MemoryTotal: sm.MemoryTotal})
 	}
 	sort.Slice(out, func(i, j int) bool {

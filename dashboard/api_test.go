@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/workers"
 )
 
@@ -184,7 +185,7 @@ func TestTrialAPI(t *testing.T) {
 }
 
 func TestMarkStragglers(t *testing.T) {
-	rate := func(v float64) *num { n := num(v); return &n }
+	rate := func(v float64) *storage.Number { return storage.NumberPtr(&v) }
 	ws := []Worker{
 		{Attempt: 0, Rank: 0, StepRate: rate(1)}, // alone in its attempt with a rate
 		{Attempt: 0, Rank: 1},
@@ -269,7 +270,7 @@ func TestNonFiniteJSON(t *testing.T) {
 	if !strings.Contains(body, `"last_metric":3`) {
 		t.Errorf("trial 3: %s", body)
 	}
-	b, err := json.Marshal([]num{num(nan()), num(inf(1)), num(inf(-1)), 0.5})
+	b, err := json.Marshal([]storage.Number{storage.Number(nan()), storage.Number(inf(1)), storage.Number(inf(-1)), 0.5})
 	if err != nil || string(b) != `["NaN","Infinity","-Infinity",0.5]` {
 		t.Errorf("got %s (%v)", b, err)
 	}

@@ -272,24 +272,7 @@ func recentReports(ctx context.Context, db *storage.DB, since time.Time) (map[in
 // runningWorkers counts the workers of running trials' current attempts by
 // experiment and status.
 func runningWorkers(ctx context.Context, db *storage.DB) (map[string]map[string]int, error) {
-	rows, err := db.Query(ctx, `SELECT e.name, w.status, count(*) FROM workers w
+	return countByExperiment(ctx, db, `SELECT e.name, w.status, count(*) FROM workers w
 JOIN trials t ON t.id = w.trial_id AND w.attempt = t.restarts JOIN experiments e ON e.id = t.experiment_id
 WHERE t.status = ? GROUP BY e.name, w.status`, storage.TrialRunning)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]map[string]int{}
-	for rows.Next() {
-		var exp, status string
-		var n int
-		if err := rows.Scan(&exp, &status, &n); err != nil {
-			return nil, err
-		}
-		if out[exp] == nil {
-			out[exp] = map[string]int{}
-		}
-		out[exp][status] = n
-	}
-	return out, rows.Err()
 }

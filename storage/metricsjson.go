@@ -13,6 +13,32 @@ import (
 // they are written as the strings "NaN", "Infinity" and "-Infinity"; SQL
 // sees strings there and this package reads them back as the numbers.
 
+// Number is a float64 that JSON can always hold: it marshals as
+// AppendJSONFloat writes it, NaN and infinities as strings. Use it for
+// metrics in JSON output, as the CLI and the dashboard do.
+type Number float64
+
+// MarshalJSON implements json.Marshaler.
+func (n Number) MarshalJSON() ([]byte, error) { return AppendJSONFloat(nil, float64(n)), nil }
+
+// NumberPtr converts an optional float64.
+func NumberPtr(f *float64) *Number {
+	if f == nil {
+		return nil
+	}
+	n := Number(*f)
+	return &n
+}
+
+// Numbers converts metrics.
+func Numbers(m map[string]float64) map[string]Number {
+	out := make(map[string]Number, len(m))
+	for k, v := range m {
+		out[k] = Number(v)
+	}
+	return out
+}
+
 // AppendJSONFloat appends f to b as the store writes metrics: a JSON number
 // formatted as encoding/json does, or one of the strings "NaN", "Infinity"
 // and "-Infinity".

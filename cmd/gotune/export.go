@@ -111,11 +111,11 @@ func exportCSV(c *cli.Context, db *storage.DB, exp string) error {
 
 // exportRow is one report in `export --format json`.
 type exportRow struct {
-	TrialID   int                   `json:"trial_id"`
-	Iteration int                   `json:"iteration"`
-	Time      float64               `json:"time"`
-	Metrics   map[string]jsonNumber `json:"metrics"`
-	Config    map[string]any        `json:"config"`
+	TrialID   int                       `json:"trial_id"`
+	Iteration int                       `json:"iteration"`
+	Time      float64                   `json:"time"`
+	Metrics   map[string]storage.Number `json:"metrics"`
+	Config    map[string]any            `json:"config"`
 }
 
 // exportJSON writes one JSON array of reports, streaming it.
@@ -128,7 +128,7 @@ func exportJSON(c *cli.Context, db *storage.DB, exp string) error {
 	sep := "\n  "
 	io.WriteString(out, "[")
 	err = db.EachReport(c.Context, exp, func(trial int, r storage.Report) error {
-		b, err := json.Marshal(exportRow{trial, r.Iteration, unixSeconds(r), numbers(r.Metrics), params[trial]})
+		b, err := json.Marshal(exportRow{trial, r.Iteration, unixSeconds(r), storage.Numbers(r.Metrics), params[trial]})
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gotune/gotune/storage"
 	"github.com/urfave/cli/v2"
 )
 
@@ -29,7 +30,7 @@ func lsCommand(dbFlag cli.Flag) *cli.Command {
 			if c.Bool("json") {
 				out := make([]experimentJSON, len(exps))
 				for i, e := range exps {
-					out[i] = experimentJSON{e.Name, e.Status, e.Metric, e.Mode, e.CreatedAt, e.Trials, numberPtr(e.Best)}
+					out[i] = experimentJSON{e.Name, e.Status, e.Metric, e.Mode, e.CreatedAt, e.Trials, storage.NumberPtr(e.Best)}
 				}
 				return writeJSON(c.App.Writer, out)
 			}
@@ -46,11 +47,11 @@ func lsCommand(dbFlag cli.Flag) *cli.Command {
 
 // experimentJSON is an experiment in `ls --json`, with experiments_v's columns.
 type experimentJSON struct {
-	Name      string      `json:"name"`
-	Status    string      `json:"status"`
-	Metric    string      `json:"metric"`
-	Mode      string      `json:"mode"`
-	CreatedAt time.Time   `json:"created_at"`
-	Trials    int         `json:"trials"`
-	Best      *jsonNumber `json:"best"`
+	Name      string          `json:"name"`
+	Status    string          `json:"status"`
+	Metric    string          `json:"metric"`
+	Mode      string          `json:"mode"`
+	CreatedAt time.Time       `json:"created_at"`
+	Trials    int             `json:"trials"`
+	Best      *storage.Number `json:"best"`
 }

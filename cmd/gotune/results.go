@@ -100,7 +100,7 @@ func bestCommand(dbFlag cli.Flag) *cli.Command {
 				out = bestJSON{Experiment: name, Metric: exp.Metric, Mode: exp.Mode, trialJSON: toTrialJSON(best)}
 				if len(reports) > 0 {
 					last = reports[len(reports)-1].Metrics
-					out.Metrics = numbers(last)
+					out.Metrics = storage.Numbers(last)
 				}
 				ck, err := s.BestCheckpoint(c.Context, name, best.Number)
 				switch {
@@ -150,43 +150,18 @@ func lookupError(err error) error {
 
 // trialJSON is a trial in --json output.
 type trialJSON struct {
-	TrialID    int            `json:"trial_id"`
-	Status     string         `json:"status"`
-	Params     map[string]any `json:"params"`
-	Iterations int            `json:"iterations"`
-	LastMetric *jsonNumber    `json:"last_metric"`
-	BestMetric *jsonNumber    `json:"best_metric"`
-	Restarts   int            `json:"restarts"`
-	Error      string         `json:"error,omitempty"`
+	TrialID    int             `json:"trial_id"`
+	Status     string          `json:"status"`
+	Params     map[string]any  `json:"params"`
+	Iterations int             `json:"iterations"`
+	LastMetric *storage.Number `json:"last_metric"`
+	BestMetric *storage.Number `json:"best_metric"`
+	Restarts   int             `json:"restarts"`
+	Error      string          `json:"error,omitempty"`
 }
 
 func toTrialJSON(t *storage.Trial) trialJSON {
-	return trialJSON{t.Number, t.Status, t.Params, t.Iterations, numberPtr(t.LastMetric), numberPtr(t.BestMetric), t.Restarts, t.Error}
-}
-
-// jsonNumber is a float64 in --json output. JSON has no NaN or infinities,
-// which a diverging trial reports: they are written as the strings "NaN",
-// "Infinity" and "-Infinity", as the database's metrics_json holds them.
-type jsonNumber float64
-
-func (f jsonNumber) MarshalJSON() ([]byte, error) {
-	return storage.AppendJSONFloat(nil, float64(f)), nil
-}
-
-func numberPtr(f *float64) *jsonNumber {
-	if f == nil {
-		return nil
-	}
-	n := jsonNumber(*f)
-	return &n
-}
-
-func numbers(m map[string]float64) map[string]jsonNumber {
-	out := make(map[string]jsonNumber, len(m))
-	for k, v := range m {
-		out[k] = jsonNumber(v)
-	}
-	return out
+	return trialJSON{t.Number, t.Status, t.Params, t.Iterations, storage.NumberPtr(t.LastMetric), storage.NumberPtr(t.BestMetric), t.Restarts, t.Error}
 }
 
 // bestJSON is `gotune best --json`: the best trial, its last report and the
@@ -196,8 +171,8 @@ type bestJSON struct {
 	Metric     string `json:"metric"`
 	Mode       string `json:"mode"`
 	trialJSON
-	Metrics    map[string]jsonNumber `json:"metrics"`
-	Checkpoint *string               `json:"checkpoint"`
+	Metrics    map[string]storage.Number `json:"metrics"`
+	Checkpoint *string                   `json:"checkpoint"`
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -59,9 +59,9 @@ type showJSON struct {
 }
 
 type reportJSON struct {
-	Iteration int                   `json:"iteration"`
-	Time      time.Time             `json:"time"`
-	Metrics   map[string]jsonNumber `json:"metrics"`
+	Iteration int                       `json:"iteration"`
+	Time      time.Time                 `json:"time"`
+	Metrics   map[string]storage.Number `json:"metrics"`
 }
 
 type eventJSON struct {
@@ -83,11 +83,11 @@ type workerJSON struct {
 }
 
 type checkpointJSON struct {
-	Iteration int                   `json:"iteration"`
-	Path      string                `json:"path"`
-	Kept      bool                  `json:"kept"`
-	Metrics   map[string]jsonNumber `json:"metrics"`
-	CreatedAt time.Time             `json:"created_at"`
+	Iteration int                       `json:"iteration"`
+	Path      string                    `json:"path"`
+	Kept      bool                      `json:"kept"`
+	Metrics   map[string]storage.Number `json:"metrics"`
+	CreatedAt time.Time                 `json:"created_at"`
 }
 
 // trialRecord is everything recorded about one trial.
@@ -132,7 +132,7 @@ func (r *trialRecord) json() showJSON {
 	out := showJSON{Experiment: r.exp.Name, Metric: r.exp.Metric, Mode: r.exp.Mode, trialJSON: toTrialJSON(r.trial),
 		Reports: []reportJSON{}, Events: []eventJSON{}, Workers: []workerJSON{}, Checkpoints: []checkpointJSON{}}
 	for _, x := range r.reports {
-		out.Reports = append(out.Reports, reportJSON{x.Iteration, x.Time, numbers(x.Metrics)})
+		out.Reports = append(out.Reports, reportJSON{x.Iteration, x.Time, storage.Numbers(x.Metrics)})
 	}
 	for _, e := range r.events {
 		out.Events = append(out.Events, eventJSON{e.Time, e.Kind, e.Message, e.Data})
@@ -141,7 +141,7 @@ func (r *trialRecord) json() showJSON {
 		out.Workers = append(out.Workers, workerJSON{w.Attempt, w.Rank, w.Node, w.PID, w.Status, w.StepRate, w.LogPath, w.UpdatedAt})
 	}
 	for _, ck := range r.checkpoints {
-		out.Checkpoints = append(out.Checkpoints, checkpointJSON{ck.Iteration, ck.Path, ck.Kept(), numbers(ck.Metrics), ck.CreatedAt})
+		out.Checkpoints = append(out.Checkpoints, checkpointJSON{ck.Iteration, ck.Path, ck.Kept(), storage.Numbers(ck.Metrics), ck.CreatedAt})
 	}
 	return out
 }
