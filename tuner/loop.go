@@ -189,7 +189,7 @@ func (l *loop) order(ctx context.Context, ord schedulers.Order) {
 			return
 		}
 		l.record(l.t.db.SetTrialStatus(ctx, tr.record.ID(), storage.TrialRunning))
-		l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventPromotion, reasonOr(ord.Reason, "resumed by the scheduler"), nil))
+		l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventPromotion, reasonOr(ord.Reason, "resumed by the scheduler"), decisionData(ord.Decision, ord.Rung)))
 		l.launch(ctx, tr)
 	case schedulers.Stop:
 		l.endTrial(ctx, tr, l.stoppedStatus(tr), nil)
@@ -445,7 +445,13 @@ func (l *loop) recordDecision(ctx context.Context, tr *trialRun, d schedulers.De
 	if d.Reason == "" {
 		return
 	}
-	data := map[string]any{"action": d.Action.String(), "time": progress}
+	l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventDecision, d.Reason, decisionData(d, progress)))
+}
+
+// decisionData is what an event keeps of a decision taken at time: the
+// action, and the rung, the cutoff and the exploited trial where they apply.
+func decisionData(d schedulers.Decision, time float64) map[string]any {
+	data := map[string]any{"action": d.Action.String(), "time": time}
 	if d.Rung != 0 {
 		data["rung"] = d.Rung
 	}
@@ -455,7 +461,7 @@ func (l *loop) recordDecision(ctx context.Context, tr *trialRun, d schedulers.De
 	if d.Exploit != nil {
 		data["exploit_from"] = d.Exploit.From
 	}
-	l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventDecision, d.Reason, data))
+	return data
 }
 
 func reasonOr(reason, fallback string) string {
