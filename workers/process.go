@@ -470,9 +470,9 @@ type processLog struct {
 	path   string
 	onLine func(line string) // set before the process starts; nil for none
 	mu     sync.Mutex
-	f    *os.File
-	last [tailLines]string
-	n    int
+	f      *os.File
+	last   [tailLines]string
+	n      int
 }
 
 func openProcessLog(path string) (*processLog, error) {
