@@ -45,6 +45,7 @@ func (t *Tuner) groupSpec(number int, config map[string]any) (trainer.Spec, func
 	default:
 		spec.Train = t.train
 	}
+	t.clusterSpec(&spec)
 	dir := t.TrialDir(number)
 	cd, err := storage.OpenCheckpointDir(dir, t.retention())
 	if err != nil {

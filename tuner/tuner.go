@@ -28,6 +28,10 @@ type Tuner struct {
 	// processes; checkpoints is the checkpoint root, "" for the default.
 	process     string
 	checkpoints string
+	// cluster lends other nodes (WithCluster); builtin is then the
+	// built-in model's trainer config as JSON, "" for other trainables.
+	cluster *workers.Head
+	builtin string
 }
 
 // Option customises a Tuner.
@@ -101,6 +105,9 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 			return nil, &ConfigError{Key: "trainer.dataset", Err: err}
 		}
 		t.train = f
+	}
+	if err := t.useCluster(runners == 0); err != nil {
+		return nil, err
 	}
 	if t.searcher == nil {
 		t.searcher = NewRandomSearch(t.cfg.Search.Space, t.cfg.Seed)
