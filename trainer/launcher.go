@@ -38,4 +38,3 @@ func (a *attempt) launcher(rank int) Launcher {
 	}
 	return a.r.localLauncher()
 }
-
