@@ -108,7 +108,9 @@ func TestRemoteGroupSurvivesNodeLoss(t *testing.T) {
 			return Spec{Process: "counter", Config: map[string]any{"steps": int64(5), "sleep_ms": int64(20)}, KillTimeout: 2 * time.Second}
 		}},
 		{"command", func(t *testing.T) Spec {
-			return commandSpec(t, 3, "--steps=5", "--sleep-ms=20", "--shards")
+			// In lockstep, as DDP ranks are: every rank's shard of a step
+			// is handed over before rank 0 reports the next.
+			return commandSpec(t, 3, "--steps=5", "--sleep-ms=20", "--shards", "--lockstep", "--pid-dir="+t.TempDir())
 		}},
 	}
 	for _, kind := range kinds {

@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/gotune/gotune/workers/agentpb"
 )
 
@@ -65,7 +68,7 @@ func (s *session) run(stream agentpb.Head_SessionServer, interval time.Duration)
 		for {
 			m, err := stream.Recv()
 			if err != nil {
-				s.end(fmt.Errorf("its connection broke: %w", err))
+				s.end(brokenStream(err))
 				return
 			}
 			watchdog.Reset(timeout)
@@ -89,10 +92,21 @@ func (s *session) run(stream agentpb.Head_SessionServer, interval time.Duration)
 			m = beat
 		}
 		if err := stream.Send(m); err != nil {
-			s.end(fmt.Errorf("its connection broke: %w", err))
+			s.end(brokenStream(err))
 			return
 		}
 	}
+}
+
+// brokenStream explains the end of an agent's stream: when the agent's
+// process dies, or the network fails and the connection is reset, gRPC
+// says no more than that the stream was cancelled.
+func brokenStream(err error) error {
+	switch status.Code(err) {
+	case codes.Canceled, codes.Unavailable:
+		return errors.New("its connection closed (the agent stopped, or the network failed)")
+	}
+	return fmt.Errorf("its connection failed: %w", err)
 }
 
 // send queues m for the agent; it fails once the session has ended.

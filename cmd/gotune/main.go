@@ -9,6 +9,8 @@
 //	gotune show quickstart 3
 //	gotune query "SELECT trial_id, best_metric FROM trials_v"
 //	gotune export quickstart --format csv
+//	gotune run --listen :7070 sweep.toml     # agents may join:
+//	gotune agent --head HEAD:7070            # on every other node
 //
 // Exit codes: 0 success; 1 the sweep ran but every trial failed, or a query
 // failed; 2 bad usage or bad input.
@@ -82,6 +84,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			showCommand(dbFlag),
 			queryCommand(dbFlag),
 			exportCommand(dbFlag),
+			agentCommand(),
 		},
 	}
 	for _, c := range app.Commands {

@@ -27,10 +27,10 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run the sweep a TOML file describes",
 		ArgsUsage: "FILE",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "db", Usage: "the results database `FILE` (default: the sweep file's storage, else gotune.db)"},
 			&cli.StringFlag{Name: "resources", Usage: "declare the nodes to run on instead of this machine, as in `cpus=8,gpus=2,memory=32GiB` (keys nodes, cpus, gpus, memory); replaces the sweep file's [resources]"},
-		},
+		}, listenFlags()...),
 		Action: func(c *cli.Context) error {
 			path, err := oneArg(c, "the sweep file")
 			if err != nil {
@@ -49,12 +49,17 @@ func runCommand() *cli.Command {
 				}
 			}
 			out := c.App.Writer
-			t, err := tuner.New(cfg, tuner.WithObserver(&linePrinter{w: out, start: time.Now()}))
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts, closeHead, err := listen(ctx, c, cfg.Resources)
+			if err != nil {
+				return err
+			}
+			defer closeHead()
+			t, err := tuner.New(cfg, append(opts, tuner.WithObserver(&linePrinter{w: out, start: time.Now()}))...)
 			if err != nil {
 				return badInput(fmt.Errorf("%s: %w", path, err))
 			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			res, err := t.Fit(ctx)
 			if res != nil {
 				printSummary(out, t.Config(), res)
