@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -113,7 +114,10 @@ func ListenHead(addr string, cfg HeadConfig) (*Head, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
-	opts := []grpc.ServerOption{}
+	// A connection that stops acknowledging what the head sends (a node
+	// cut off) is closed after the timeout too, so that no send to it
+	// blocks for longer (TCP_USER_TIMEOUT).
+	opts := []grpc.ServerOption{grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Timeout, Timeout: cfg.Timeout})}
 	if cfg.TLS != nil {
 		tc, err := ServerTLS(*cfg.TLS)
 		if err != nil {
