@@ -106,15 +106,22 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	}
 	defer conn.Close()
 	client := agentpb.NewHeadClient(conn)
+	said := "" // the last failure logged, so that retries do not repeat it
 	for {
-		err := a.session(ctx, client)
+		joined, err := a.session(ctx, client)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if errors.Is(err, ErrRefused) {
 			return err
 		}
-		cfg.Logf("agent: lost the head at %s: %v; joining again", cfg.Head, err)
+		if joined {
+			cfg.Logf("agent: lost the head at %s: %v; joining again", cfg.Head, err)
+			said = ""
+		} else if msg := status.Convert(err).Message(); msg != said {
+			cfg.Logf("agent: cannot join the head at %s: %s; trying again every %v", cfg.Head, msg, cfg.Retry)
+			said = msg
+		}
 		select {
 		case <-time.After(cfg.Retry):
 		case <-ctx.Done():
@@ -219,13 +226,14 @@ type inputCopy struct {
 	err   error
 }
 
-// session joins the head and serves it until the session ends.
-func (a *agent) session(ctx context.Context, client agentpb.HeadClient) error {
+// session joins the head and serves it until the session ends; joined
+// says whether it got as far as joining.
+func (a *agent) session(ctx context.Context, client agentpb.HeadClient) (joined bool, err error) {
 	sctx, end := context.WithCancelCause(ctx)
 	defer end(nil)
 	stream, err := client.Session(sctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	host := a.host()
 	join := &agentpb.Join{Node: nodeToPB(a.cfg.Node), Host: host, Shared: a.cfg.Shared, Version: protocolVersion}
@@ -233,11 +241,11 @@ func (a *agent) session(ctx context.Context, client agentpb.HeadClient) error {
 	stream.Send(&agentpb.AgentMessage{Msg: &agentpb.AgentMessage_Join{Join: join}})
 	first, err := stream.Recv()
 	if err != nil {
-		return refusal(err)
+		return false, refusal(err)
 	}
 	w := first.GetWelcome()
 	if w == nil {
-		return fmt.Errorf("protocol error: the head's first message is %T", first.Msg)
+		return false, fmt.Errorf("protocol error: the head's first message is %T", first.Msg)
 	}
 	s := &agentSession{
 		a: a, client: client, id: w.Session, name: w.Name, host: host,
@@ -248,7 +256,7 @@ func (a *agent) session(ctx context.Context, client agentpb.HeadClient) error {
 	a.cfg.Logf("agent: joined the head at %s as node %s (workers listen on %s)", a.cfg.Head, s.name, host)
 	err = s.run(stream, time.Duration(w.HeartbeatMillis)*time.Millisecond, time.Duration(w.TimeoutMillis)*time.Millisecond)
 	s.shutdown()
-	return err
+	return true, err
 }
 
 // refusal marks the head's answers that retrying cannot change.

@@ -47,6 +47,7 @@ func listenFlags() []cli.Flag {
 		&cli.IntFlag{Name: "agents", Usage: "with --listen: wait for `N` agents to join before the sweep starts"},
 		&cli.DurationFlag{Name: "agent-timeout", Value: workers.DefaultAgentTimeout, Usage: "with --listen: declare an agent's node lost after it has been silent this long"},
 		&cli.StringFlag{Name: "host", Usage: "with --listen: the address of this node that agents' workers reach it at (default: the --listen host, else the address agents reach it at)"},
+		&cli.BoolFlag{Name: "head-workers", Value: true, Usage: "with --listen: run workers on this node too; --head-workers=false leaves them all to the agents (then give --agents)"},
 	}, tlsFlags("head")...)
 }
 
@@ -56,7 +57,7 @@ func listenFlags() []cli.Flag {
 func listen(ctx context.Context, c *cli.Context, resources workers.Declared) ([]tuner.Option, func(), error) {
 	addr := c.String("listen")
 	if addr == "" {
-		for _, f := range []string{"agents", "host", "cert", "key", "ca"} {
+		for _, f := range []string{"agents", "host", "head-workers", "cert", "key", "ca"} {
 			if c.IsSet(f) {
 				return nil, nil, badInput(fmt.Errorf("--%s needs --listen", f))
 			}
@@ -67,8 +68,14 @@ func listen(ctx context.Context, c *cli.Context, resources workers.Declared) ([]
 	if token == "" {
 		return nil, nil, badInput(errors.New("--listen needs a token that agents must give: set GOTUNE_TOKEN (for example to $(openssl rand -hex 16)) or --token"))
 	}
+	var nodes []workers.Node
+	if c.Bool("head-workers") {
+		nodes = resources.Inventory()
+	} else if c.Int("agents") < 1 {
+		return nil, nil, badInput(errors.New("--head-workers=false needs --agents: the sweep cannot start before agents have joined"))
+	}
 	cfg := workers.HeadConfig{
-		Manager: workers.NewManager(resources.Inventory(), workers.ManagerConfig{}),
+		Manager: workers.NewManager(nodes, workers.ManagerConfig{}),
 		Token:   token, Timeout: c.Duration("agent-timeout"), Host: c.String("host"),
 		Logf: logTo(c.App.ErrWriter),
 	}

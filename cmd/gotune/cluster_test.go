@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/cmd/gotune/sweepfile"
 )
 
 // hangBound bounds waits that end only when something works, so that a
@@ -272,5 +274,35 @@ func TestListenNeedsAToken(t *testing.T) {
 	code, _, stderr = runCLI("run", "--agents", "2", "--db", filepath.Join(t.TempDir(), "db"), liveSweep(t, "x", 1, 1))
 	if code != 2 || !strings.Contains(stderr, "--agents needs --listen") {
 		t.Errorf("--agents without --listen: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestDeployedSweepIsValid decodes and validates the sweep file the
+// Kubernetes manifest ships in its ConfigMap.
+func TestDeployedSweepIsValid(t *testing.T) {
+	manifest, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "kubernetes", "gotune.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(manifest), "  sweep.toml: |\n")
+	if !ok {
+		t.Fatal("the manifest has no sweep.toml in its ConfigMap")
+	}
+	var sweep strings.Builder
+	for _, line := range strings.Split(rest, "\n") {
+		if !strings.HasPrefix(line, "    ") {
+			break
+		}
+		sweep.WriteString(strings.TrimPrefix(line, "    ") + "\n")
+	}
+	cfg, err := sweepfile.Decode("gotune.yaml", []byte(sweep.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Trainer.Dataset != "/data/digits.csv" {
+		t.Errorf("dataset %q: the image ships it as /data/digits.csv", cfg.Trainer.Dataset)
 	}
 }
