@@ -348,7 +348,11 @@ func (p *Process) Node() string {
 // which land in a new folder inside the LaunchSpec's Scratch, and deletes
 // its own copy; a relative dir is relative to the process's working
 // folder. It fails when ctx ends, the folder cannot be read, or the node
-// is lost.
+// is lost. Call it as the report that names dir arrives: from onReport,
+// or, for a process with a control stream, before reading the stream's
+// next message; once the process has exited and its output has been
+// delivered (and its control stream read to its end) the agent deletes
+// the process's folders.
 func (p *Process) Fetch(ctx context.Context, dir string) (string, error) {
 	if p.remote == nil {
 		return dir, nil
