@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/gotune/gotune/workers/agentpb"
 )
@@ -182,7 +183,16 @@ func (l *RemoteLauncher) Start(spec LaunchSpec, onReport func(line string)) (*Pr
 	return p, nil
 }
 
-// envOverlay is the entries of env that base does not hold as they are.
+// placeVars are variables of the command-worker contract that say where a
+// worker runs: they travel to the agent even when this process happens to
+// have the same value, which the agent's own environment may not.
+var placeVars = map[string]bool{
+	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true, "GROUP_RANK": true,
+	"MASTER_ADDR": true, "MASTER_PORT": true, "CUDA_VISIBLE_DEVICES": true,
+}
+
+// envOverlay is the entries of env that base does not hold as they are,
+// and those of gotune's and the contract's variables.
 func envOverlay(env, base []string) []string {
 	have := make(map[string]bool, len(base))
 	for _, kv := range base {
@@ -190,7 +200,8 @@ func envOverlay(env, base []string) []string {
 	}
 	var out []string
 	for _, kv := range env {
-		if !have[kv] {
+		k, _, _ := strings.Cut(kv, "=")
+		if !have[kv] || placeVars[k] || strings.HasPrefix(k, "GOTUNE_") {
 			out = append(out, kv)
 		}
 	}
