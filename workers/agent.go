@@ -492,14 +492,18 @@ func (s *agentSession) start(l *agentpb.Launch) (*agentProc, error) {
 		return nil, err
 	}
 	ap.p = p
+	ctl := p.Control()
+	if ctl != nil {
+		ap.ctlIn = newQueue[[]byte]()
+	}
+	// Published complete: the session's receiving goroutine reads it.
 	s.mu.Lock()
 	s.procs[l.Id] = ap
 	s.mu.Unlock()
 	s.a.cfg.Logf("agent: started pid %d%s: %s", p.Pid(), describeWorker(spec.Env), strings.Join(spec.Args, " "))
 
 	var ctlDone sync.WaitGroup
-	if ctl := p.Control(); ctl != nil {
-		ap.ctlIn = newQueue[[]byte]()
+	if ctl != nil {
 		ctlDone.Add(1)
 		go func() {
 			defer ctlDone.Done()

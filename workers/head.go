@@ -66,7 +66,7 @@ type Head struct {
 	ln     net.Listener
 	srv    *grpc.Server
 	served chan struct{}
-	wg     sync.WaitGroup // sessions' goroutines
+	wg     sync.WaitGroup // handlers and sessions' goroutines, added to under mu while open
 
 	mu       sync.Mutex
 	host     string
@@ -225,7 +225,7 @@ func (h *Head) WaitAgents(ctx context.Context, n int) error {
 // head's goroutines.
 func (h *Head) Close() error {
 	h.mu.Lock()
-	h.closed = true
+	h.closed = true // no handler starts from now on
 	sessions := make([]*session, 0, len(h.sessions))
 	for _, s := range h.sessions {
 		sessions = append(sessions, s)
@@ -241,6 +241,18 @@ func (h *Head) Close() error {
 }
 
 func (h *Head) logf(format string, args ...any) { h.cfg.Logf(format, args...) }
+
+// enter counts a handler in, so that Close waits for it; it fails once
+// the head is closing.
+func (h *Head) enter() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return status.Error(codes.Unavailable, "the head is shutting down")
+	}
+	h.wg.Add(1)
+	return nil
+}
 
 // ErrNodeLost is wrapped by the errors of processes, launches and
 // transfers on a node that was lost (see NodeLostError).
@@ -381,6 +393,10 @@ type headServer struct {
 
 func (hs *headServer) Session(stream agentpb.Head_SessionServer) error {
 	h := hs.h
+	if err := h.enter(); err != nil {
+		return err
+	}
+	defer h.wg.Done()
 	first, err := recvWithin(stream, h.cfg.Timeout)
 	if err != nil {
 		return err
@@ -444,6 +460,10 @@ func recvWithin(stream agentpb.Head_SessionServer, d time.Duration) (*agentpb.Ag
 }
 
 func (hs *headServer) PutFiles(stream agentpb.Head_PutFilesServer) error {
+	if err := hs.h.enter(); err != nil {
+		return err
+	}
+	defer hs.h.wg.Done()
 	s, req, err := hs.h.sessionOf(stream.Context())
 	if err != nil {
 		return err
@@ -461,6 +481,10 @@ func (hs *headServer) PutFiles(stream agentpb.Head_PutFilesServer) error {
 }
 
 func (hs *headServer) GetFiles(req *agentpb.GetFilesRequest, stream agentpb.Head_GetFilesServer) error {
+	if err := hs.h.enter(); err != nil {
+		return err
+	}
+	defer hs.h.wg.Done()
 	s, _, err := hs.h.sessionOf(stream.Context())
 	if err != nil {
 		return err
