@@ -143,10 +143,11 @@ func (k *commandKind) runAttempt(a *attempt) {
 		spec := workers.LaunchSpec{
 			Args:         k.argv,
 			Dir:          k.dir,
-			Env:          a.env(ge, places[rank], dir),
+			Env:          a.env(ge, rank, places[rank], dir),
 			LogPath:      a.logPath(rank),
 			ReportPrefix: ReportPrefix,
 		}
+		a.launchFolders(&spec, dir)
 		var p *workers.Process
 		ready := make(chan struct{})
 		hooks := procHooks{
@@ -217,8 +218,13 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 	}
 	c.a.beat(rank)
 	if dir != "" {
-		if dir, err = c.resolve(dir); err != nil {
+		// A remote process's folder comes over before its next line.
+		if dir, err = p.Fetch(c.a.ctx, dir); err == nil {
+			dir, err = c.resolve(dir)
+		}
+		if err != nil {
 			p.Logf("warning: ignored the checkpoint of a report: %v", err)
+			dir = ""
 		}
 	}
 	c.mu.Lock()

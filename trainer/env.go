@@ -26,6 +26,9 @@ const (
 	// wired in (see processComm).
 	EnvRendezvous = "GOTUNE_RENDEZVOUS"
 	EnvGroup      = "GOTUNE_GROUP"
+	// EnvHost is the address of the worker's node that its collectives
+	// listen on and the other nodes reach; 127.0.0.1 when unset.
+	EnvHost = "GOTUNE_HOST"
 	// envWorkerFunc names the registered function a process worker runs.
 	envWorkerFunc = "GOTUNE_WORKER_FUNC"
 )
@@ -43,6 +46,7 @@ type envSpec struct {
 	masterPort    int
 	rendezvous    string
 	group         string
+	host          string
 }
 
 // workerEnv returns base (the launcher's environment) without any variable
@@ -79,6 +83,9 @@ func workerEnv(base []string, s envSpec) []string {
 	}
 	if s.rendezvous != "" {
 		set = append(set, [2]string{EnvRendezvous, s.rendezvous}, [2]string{EnvGroup, s.group})
+	}
+	if s.host != "" {
+		set = append(set, [2]string{EnvHost, s.host})
 	}
 	drop := map[string]bool{}
 	for _, kv := range set {

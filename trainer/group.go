@@ -143,6 +143,11 @@ type Spec struct {
 	// failure; nil runs Scaling.Workers() workers on this node, reserved by
 	// the caller.
 	Placer Placer
+	// Launcher starts the worker processes of slots without a Launcher of
+	// their own, on this node, and its Host is where the group's
+	// rendezvous listens; nil means workers.LocalLauncher{}, on 127.0.0.1,
+	// enough when every worker runs on this node.
+	Launcher Launcher
 	// ScratchDir is where workers write checkpoints before handing them
 	// over; a temporary folder when empty. Put it on the checkpoint store's
 	// file system so that committing is a rename. Run removes it.

@@ -30,6 +30,10 @@ type Slot struct {
 	// GPUs are the devices the worker may use, as CUDA_VISIBLE_DEVICES
 	// lists them; empty when it has none.
 	GPUs []string
+	// Launcher starts the worker's process on its node; nil means
+	// Spec.Launcher (this node). Goroutine workers run in this process
+	// and cannot take a slot with a Launcher.
+	Launcher Launcher
 }
 
 // localPlacer places a fixed group of hi workers on this node without

@@ -108,10 +108,12 @@ func (k processKind) runAttempt(a *attempt) {
 		}
 		spec := workers.LaunchSpec{
 			Args:    []string{exe},
-			Env:     append(a.env(ge, places[rank], dir), envWorkerFunc+"="+k.name),
+			Env:     append(a.env(ge, rank, places[rank], dir), envWorkerFunc+"="+k.name),
 			LogPath: a.logPath(rank),
 			Control: true,
+			Self:    true,
 		}
+		a.launchFolders(&spec, dir)
 		st := &ctlState{closed: make(chan struct{})}
 		hooks := procHooks{
 			exited: func(p *workers.Process) error {
@@ -150,6 +152,16 @@ func serveControl(a *attempt, g *gather, rank int, p *workers.Process, st *ctlSt
 			st.hello = true
 		case m.Report != nil:
 			rep := m.Report
+			if rep.Checkpoint != "" {
+				// Before the next message: a remote process's folders
+				// stay until its control stream is read to the end.
+				dir, err := p.Fetch(a.ctx, rep.Checkpoint)
+				if err != nil {
+					a.fail(fmt.Errorf("worker %d: take over its checkpoint: %w", rank, err))
+					continue
+				}
+				rep.Checkpoint = dir
+			}
 			inflight.Add(1)
 			go func() {
 				defer inflight.Done()

@@ -70,10 +70,13 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 	}
 	pg.wg.Add(1)
 	pg.mu.Unlock()
-	p, err := workers.StartProcess(spec, hooks.onReport)
+	p, err := pg.a.launcher(rank).Start(spec, hooks.onReport)
 	if err != nil {
 		pg.wg.Done()
-		err = Permanent(fmt.Errorf("worker %d: %w", rank, err))
+		err = fmt.Errorf("worker %d: %w", rank, err)
+		if !errors.Is(err, workers.ErrNodeLost) {
+			err = Permanent(err) // a restart would fail the same way
+		}
 		pg.a.fail(err) // tears down the workers already started
 		return nil, err
 	}
@@ -223,23 +226,30 @@ func (a *attempt) checkpointDir(rank int) (string, error) {
 
 // groupEnv is what every process of an attempt shares in its environment.
 type groupEnv struct {
+	masterAddr string
 	masterPort int
 	rendezvous string
 	group      string
 	closeRdv   func()
 }
 
-// newGroupEnv picks the port for torch's store and, when the group has
-// several workers, starts the rendezvous their collectives form through.
+// newGroupEnv picks the address of torch's store, on rank 0's node, and
+// when the group has several workers starts the rendezvous their
+// collectives form through, on this node's host.
 func (a *attempt) newGroupEnv() (groupEnv, error) {
 	ge := groupEnv{closeRdv: func() {}}
-	port, err := freePort()
+	l := a.launcher(0)
+	port, err := l.FreePort(a.ctx)
 	if err != nil {
-		return ge, fmt.Errorf("pick a port for MASTER_PORT: %w", err)
+		err = fmt.Errorf("pick a port for MASTER_PORT: %w", err)
+		if !errors.Is(err, workers.ErrNodeLost) && a.ctx.Err() == nil {
+			err = Permanent(err)
+		}
+		return ge, err
 	}
-	ge.masterPort = port
+	ge.masterAddr, ge.masterPort = l.Host(), port
 	if a.size() > 1 {
-		rdv, err := allreduce.NewRendezvous("127.0.0.1:0")
+		rdv, err := allreduce.NewRendezvous(net.JoinHostPort(a.r.localLauncher().Host(), "0"))
 		if err != nil {
 			return ge, fmt.Errorf("start the group's rendezvous: %w", err)
 		}
@@ -249,7 +259,7 @@ func (a *attempt) newGroupEnv() (groupEnv, error) {
 	return ge, nil
 }
 
-func (a *attempt) env(ge groupEnv, place rankInfo, checkpointDir string) []string {
+func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir string) []string {
 	return append(workerEnv(os.Environ(), envSpec{
 		experiment:    a.r.spec.Experiment,
 		trial:         a.r.spec.Trial,
@@ -258,20 +268,20 @@ func (a *attempt) env(ge groupEnv, place rankInfo, checkpointDir string) []strin
 		place:         place,
 		checkpointDir: checkpointDir,
 		resumeDir:     a.resume.dir,
-		masterAddr:    "127.0.0.1",
+		masterAddr:    ge.masterAddr,
 		masterPort:    ge.masterPort,
 		rendezvous:    ge.rendezvous,
 		group:         ge.group,
+		host:          a.launcher(rank).Host(),
 	}), a.r.spec.Env...)
 }
 
-// freePort returns a TCP port on the loopback interface that was free a
-// moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// launchFolders are the folders a worker process's LaunchSpec names, so
+// that a launcher on another node can provide them there: its scratch
+// folder, and the checkpoint it resumes from.
+func (a *attempt) launchFolders(spec *workers.LaunchSpec, checkpointDir string) {
+	spec.Scratch = checkpointDir
+	if a.resume.dir != "" {
+		spec.Inputs = []string{a.resume.dir}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

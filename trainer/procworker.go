@@ -164,9 +164,13 @@ func workerFromEnv(ctx context.Context) (*Worker, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("worker environment: %w", err)
 	}
+	host := os.Getenv(EnvHost)
+	if host == "" {
+		host = "127.0.0.1"
+	}
 	comm, err := processComm(ctx, joinSpec{
 		rendezvous: os.Getenv(EnvRendezvous), group: os.Getenv(EnvGroup),
-		rank: rank, size: size, host: "127.0.0.1", timeout: joinTimeout,
+		rank: rank, size: size, host: host, timeout: joinTimeout,
 	})
 	if err != nil {
 		return nil, err

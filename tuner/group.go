@@ -51,6 +51,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 	default:
 		spec.Train = t.train
 	}
+	t.clusterSpec(&spec)
 	return spec
 }
 

@@ -38,6 +38,8 @@ type Tuner struct {
 	gpuEvery  time.Duration
 	// gpus ties GPU samples to workers while Fit runs.
 	gpus *gpuWatch
+	// cluster lends other nodes (WithCluster).
+	cluster *workers.Head
 }
 
 // Option customises a Tuner.
@@ -126,13 +128,17 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 			return nil, &ConfigError{Key: "trainer.dataset", Err: err}
 		}
 		t.train = f
-		if t.cfg.Trainer.Isolation == trainer.IsolationProcess {
-			env, err := trainer.BuiltinEnv(t.cfg.Trainer)
+		// Workers on other nodes are processes too.
+		if t.cfg.Trainer.Isolation == trainer.IsolationProcess || t.cluster != nil {
+			env, err := builtinEnv(t.cfg.Trainer)
 			if err != nil {
-				return nil, &ConfigError{Key: "trainer", Err: err}
+				return nil, err
 			}
 			t.train, t.process, t.env = nil, trainer.BuiltinProcess, []string{env}
 		}
+	}
+	if t.cluster != nil && t.train != nil {
+		return nil, &ConfigError{Key: "trainer", Err: errors.New("a Go training function runs in this process and cannot use the cluster's nodes: register it with trainer.Register and use WithWorkerProcess")}
 	}
 	if t.searcher == nil {
 		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed())

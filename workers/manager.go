@@ -82,6 +82,65 @@ func (m *Manager) AddNode(n Node) int {
 	return i
 }
 
+// LoseNode marks node i lost, for example a remote agent that stopped
+// answering: no worker is placed on it until RejoinNode, while the groups
+// holding workers there keep them until they release them (they learn of
+// the loss from their processes, which fail). Groups that fit only with
+// lost nodes wait for them rather than fail. Losing a lost node does
+// nothing.
+func (m *Manager) LoseNode(i int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i < 0 || i >= len(m.nodes) {
+		return fmt.Errorf("lose node %d: the manager has %s", i, count(len(m.nodes), "node"))
+	}
+	m.free.off[i] = true // free decides placement; capacity, whether a group could ever fit
+	if r := m.reserver; r != nil && slices.ContainsFunc(r.resv, func(s slot) bool { return s.node == i }) {
+		m.reserver, r.resv = nil, nil // it reserves again, elsewhere
+	}
+	m.scheduleLocked()
+	return nil
+}
+
+// RejoinNode brings lost node i back with the resources n describes (an
+// agent that joined again, perhaps with other CPUs or memory; n.Name is
+// ignored) and places the groups that now fit. Workers still held there
+// from before the loss stay counted until released, so the node is never
+// over-committed. It fails, changing nothing, when the node is not lost or
+// n has another number of GPUs: add it as a new node then.
+func (m *Manager) RejoinNode(i int, n Node) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case i < 0 || i >= len(m.nodes):
+		return fmt.Errorf("rejoin node %d: the manager has %s", i, count(len(m.nodes), "node"))
+	case !m.free.off[i]:
+		return fmt.Errorf("rejoin node %d (%s): it is not lost", i, m.nodes[i].Name)
+	case len(n.GPUs) != len(m.nodes[i].GPUs):
+		return fmt.Errorf("rejoin node %d (%s): it had %s and now has %d", i, m.nodes[i].Name, count(len(m.nodes[i].GPUs), "GPU"), len(n.GPUs))
+	}
+	var nv view
+	nv.addNode(n)
+	// Free moves by what the capacity gains or loses; it may go negative
+	// while old workers hold more than the node now has.
+	m.free.cpu[i] += nv.cpu[0] - m.capacity.cpu[i]
+	m.free.mem[i] += nv.mem[0] - m.capacity.mem[i]
+	m.capacity.cpu[i], m.capacity.mem[i] = nv.cpu[0], nv.mem[0]
+	m.free.off[i] = false
+	n.Name = m.nodes[i].Name
+	n.GPUs = append([]GPU(nil), n.GPUs...)
+	m.nodes[i] = n
+	m.scheduleLocked()
+	return nil
+}
+
+// Lost reports whether node i is lost (see LoseNode).
+func (m *Manager) Lost(i int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return i >= 0 && i < len(m.nodes) && m.free.off[i]
+}
+
 // Nodes returns the nodes the manager hands out, in index order.
 func (m *Manager) Nodes() []Node {
 	m.mu.Lock()
@@ -533,7 +592,9 @@ func (m *Manager) serveQueueLocked() {
 			failed[key] = true
 		}
 		if m.reserver == nil && now.Sub(t.since) >= m.reserveAfter {
-			if slots, ok := place(m.capacity.clone(), t.req.min(), t.d, t.req.Placement, &avail); ok {
+			live := m.capacity.clone()
+			copy(live.off, m.free.off) // reserve nothing on lost nodes
+			if slots, ok := place(live, t.req.min(), t.d, t.req.Placement, &avail); ok {
 				t.resv, m.reserver = slots, t
 				avail.apply(slots, t.d, -1)
 			}

@@ -409,3 +409,54 @@ func TestWorkersContiguousByNode(t *testing.T) {
 		t.Errorf("spread used %d nodes, want 3", len(seen))
 	}
 }
+
+// A node that rejoins smaller than it left, while groups still hold its
+// old resources, takes no new worker until enough are released.
+func TestRejoinSmallerNeverOverCommits(t *testing.T) {
+	m, _ := newTestManager([]Node{{Name: "a", CPUs: 4}}, time.Hour)
+	a := mustGranted(t, mustSubmit(t, m, Request{Name: "a", Workers: 3, Per: Resources{CPUs: 1}}))
+	if err := m.LoseNode(0); err != nil {
+		t.Fatal(err)
+	}
+	b := mustSubmit(t, m, Request{Name: "b", Workers: 1, Per: Resources{CPUs: 1}})
+	if granted(b) {
+		t.Fatal("placed a worker on a lost node")
+	}
+	if err := m.RejoinNode(0, Node{Name: "renamed", CPUs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if granted(b) {
+		t.Fatal("placed a worker on a node of 2 CPUs whose 3 are held")
+	}
+	if got := m.Nodes()[0]; got.Name != "a" || got.CPUs != 2 {
+		t.Errorf("the rejoined node is %+v", got)
+	}
+	a.Release()
+	if !granted(b) {
+		t.Fatal("the node has room again, the group still waits")
+	}
+}
+
+func TestLoseAndRejoinErrors(t *testing.T) {
+	m, _ := newTestManager(gpuNodes(1, 4, 2), time.Hour)
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"lose out of range", m.LoseNode(3), "the manager has 1 node"},
+		{"rejoin a live node", m.RejoinNode(0, gpuNodes(1, 4, 2)[0]), "not lost"},
+		{"rejoin with other GPUs", func() error { m.LoseNode(0); return m.RejoinNode(0, gpuNodes(1, 4, 1)[0]) }(), "had 2 GPUs and now has 1"},
+	}
+	for _, tt := range tests {
+		if tt.err == nil || !strings.Contains(tt.err.Error(), tt.want) {
+			t.Errorf("%s: got %v, want an error with %q", tt.name, tt.err, tt.want)
+		}
+	}
+	if !m.Lost(0) {
+		t.Error("a failed rejoin brought the node back")
+	}
+	if err := m.LoseNode(0); err != nil {
+		t.Errorf("losing a lost node: %v", err)
+	}
+}

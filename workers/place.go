@@ -16,6 +16,7 @@ type view struct {
 	cpu []int64   // thousandths of a CPU
 	mem []int64   // bytes
 	gpu [][]int64 // per device, ten-thousandths of the device
+	off []bool    // nodes that take no workers (lost), whatever they hold
 }
 
 // unaccountedMemory stands for the memory of a node that does not know its
@@ -42,10 +43,11 @@ func (v *view) addNode(n Node) {
 		g[i] = gpuScale
 	}
 	v.gpu = append(v.gpu, g)
+	v.off = append(v.off, false)
 }
 
 func (v view) clone() view {
-	c := view{cpu: slices.Clone(v.cpu), mem: slices.Clone(v.mem), gpu: make([][]int64, len(v.gpu))}
+	c := view{cpu: slices.Clone(v.cpu), mem: slices.Clone(v.mem), gpu: make([][]int64, len(v.gpu)), off: slices.Clone(v.off)}
 	for i, g := range v.gpu {
 		c.gpu[i] = slices.Clone(g)
 	}
@@ -92,6 +94,9 @@ func (v view) tryTake(slots []slot, d demand) bool {
 // fitCount is how many workers of demand d fit on node i of v at once,
 // counted up to limit.
 func (v view) fitCount(i int, d demand, limit int) int {
+	if v.off[i] {
+		return 0
+	}
 	k := int64(limit)
 	if d.cpu > 0 {
 		k = min(k, max(v.cpu[i], 0)/d.cpu)

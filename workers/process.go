@@ -3,6 +3,7 @@ package workers
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,22 @@ type LaunchSpec struct {
 	// process it knows (a Go worker of the same binary). The launcher's end
 	// is Process.Control.
 	Control bool `json:"control,omitempty"`
+	// Self says that Args[0] is this program (a process worker that runs
+	// a registered function): a launcher on another node runs its own
+	// program instead, which must be the same one.
+	Self bool `json:"self,omitempty"`
+	// Scratch is the process's own folder for files it hands over (its
+	// checkpoints), "" for none. A launcher on a node that does not share
+	// this node's files gives the process a folder of that node instead,
+	// wherever an argument or a variable of Env holds Scratch's path or a
+	// path inside it, and Process.Fetch brings handed-over folders back
+	// into Scratch.
+	Scratch string `json:"scratch,omitempty"`
+	// Inputs are folders the process reads (the checkpoint it resumes
+	// from). A launcher on a node that does not share this node's files
+	// copies each there first and likewise puts the copy's path in their
+	// place.
+	Inputs []string `json:"inputs,omitempty"`
 }
 
 // ControlFD is the file descriptor of a process's control stream when its
@@ -58,10 +75,15 @@ const maxReportLine = 1 << 20
 // started; when the leader exits, whatever is left of its group is killed,
 // so no descendant outlives it (unless it left the group on purpose, with
 // setsid). On Linux the leader is also killed if the launching process dies.
+//
+// A Process may also run on another node, started there by its agent (see
+// RemoteLauncher): its output, control stream and exit then travel over
+// the network, and its log file is kept on this node.
 type Process struct {
 	pid     int
-	cmd     *exec.Cmd
-	control *os.File
+	cmd     *exec.Cmd          // nil for a remote process
+	control io.ReadWriteCloser // nil without a control stream
+	remote  *remoteProc        // nil for a process of this node
 	log     *processLog
 	readers sync.WaitGroup
 	done    chan struct{}
@@ -79,6 +101,13 @@ type Process struct {
 // stdout is not read. It fails when the program cannot be found or started;
 // such an error names the program.
 func StartProcess(spec LaunchSpec, onReport func(line string)) (*Process, error) {
+	return startProcess(spec, onReport, nil)
+}
+
+// startProcess is StartProcess; onLog, when not nil, also receives every
+// line written to the log but gotune's own, from the goroutines reading the
+// process's output (so possibly from two at once).
+func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process, error) {
 	if len(spec.Args) == 0 {
 		return nil, errors.New("launch: no command")
 	}
@@ -90,15 +119,17 @@ func StartProcess(spec LaunchSpec, onReport func(line string)) (*Process, error)
 	if err != nil {
 		return nil, err
 	}
+	log.onLine = onLog
 	p := &Process{log: log, done: make(chan struct{})}
+	var controlFile io.Closer
 	var closeAfterStart []io.Closer
 	fail := func(err error) (*Process, error) {
 		for _, c := range closeAfterStart {
 			c.Close()
 		}
 		log.close()
-		if p.control != nil {
-			p.control.Close()
+		if controlFile != nil {
+			controlFile.Close()
 		}
 		return nil, err
 	}
@@ -133,6 +164,7 @@ func StartProcess(spec LaunchSpec, onReport func(line string)) (*Process, error)
 			return fail(fmt.Errorf("launch: control stream: %w", err))
 		}
 		p.control = os.NewFile(uintptr(fds[0]), "control")
+		controlFile = p.control
 		child := os.NewFile(uintptr(fds[1]), "control")
 		closeAfterStart = append(closeAfterStart, child)
 		cmd.ExtraFiles = []*os.File{child} // descriptor 3 == ControlFD
@@ -219,7 +251,8 @@ func envValue(env []string, key string) (string, bool) {
 	return "", false
 }
 
-// Pid is the process's id, which is also its process group's id.
+// Pid is the process's id, which is also its process group's id, on the
+// node it runs on.
 func (p *Process) Pid() int { return p.pid }
 
 // Control is the launcher's end of the process's control stream; nil unless
@@ -253,6 +286,10 @@ func (p *Process) ExitedAt() time.Time {
 // Stop asks the process group to end with SIGTERM and kills it with SIGKILL
 // if the leader has not exited after grace. It returns at once; wait on Done.
 func (p *Process) Stop(grace time.Duration) {
+	if p.remote != nil {
+		p.remote.signal(false, grace)
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.exited || p.killer != nil {
@@ -265,6 +302,10 @@ func (p *Process) Stop(grace time.Duration) {
 // Kill kills the process group with SIGKILL at once. It returns at once;
 // wait on Done.
 func (p *Process) Kill() {
+	if p.remote != nil {
+		p.remote.signal(true, 0)
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.signalLocked(syscall.SIGKILL)
@@ -288,8 +329,36 @@ func (p *Process) Logf(format string, args ...any) {
 // stdout that was not a report, without Logf's lines), oldest first.
 func (p *Process) Tail() []string { return p.log.tail() }
 
-// LogPath is the process's log file, "" when it keeps none.
+// LogPath is the process's log file, "" when it keeps none. For a remote
+// process it is on this node: the agent streams the lines here.
 func (p *Process) LogPath() string { return p.log.path }
+
+// Node is the name of the node the process runs on, "" for this one.
+func (p *Process) Node() string {
+	if p.remote == nil {
+		return ""
+	}
+	return p.remote.node
+}
+
+// Fetch makes a folder the process has handed over (a checkpoint it
+// finished writing) available on this node and returns its path there.
+// For a process of this node, or of an agent that shares this node's
+// files, that is dir itself. Otherwise the agent sends the folder's files,
+// which land in a new folder inside the LaunchSpec's Scratch, and deletes
+// its own copy; a relative dir is relative to the process's working
+// folder. It fails when ctx ends, the folder cannot be read, or the node
+// is lost. Call it as the report that names dir arrives: from onReport,
+// or, for a process with a control stream, before reading the stream's
+// next message; once the process has exited and its output has been
+// delivered (and its control stream read to its end) the agent deletes
+// the process's folders.
+func (p *Process) Fetch(ctx context.Context, dir string) (string, error) {
+	if p.remote == nil {
+		return dir, nil
+	}
+	return p.remote.fetch(ctx, dir)
+}
 
 // wait reaps the process, kills what is left of its group, and waits for
 // its output.
@@ -402,11 +471,12 @@ func readLines(r io.Reader, f func(line []byte, complete bool)) {
 
 // processLog is a process's log file and its last lines.
 type processLog struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-	last [tailLines]string
-	n    int
+	path   string
+	onLine func(line string) // set before the process starts; nil for none
+	mu     sync.Mutex
+	f      *os.File
+	last   [tailLines]string
+	n      int
 }
 
 func openProcessLog(path string) (*processLog, error) {
@@ -426,7 +496,12 @@ func openProcessLog(path string) (*processLog, error) {
 }
 
 // writeLine logs a line of the process's output.
-func (l *processLog) writeLine(line []byte) { l.write(line, true) }
+func (l *processLog) writeLine(line []byte) {
+	l.write(line, true)
+	if l.onLine != nil {
+		l.onLine(string(line))
+	}
+}
 
 func (l *processLog) write(line []byte, own bool) {
 	l.mu.Lock()

@@ -132,6 +132,13 @@ func checkInvariants(t *testing.T, m *Manager, live []*Allocation, waiting []*Ti
 	if holders > 1 || m.reserver != nil && holders != 1 {
 		t.Fatalf("%d tickets hold reservations, reserver %v", holders, m.reserver != nil)
 	}
+	if r := m.reserver; r != nil {
+		for _, s := range r.resv {
+			if m.free.off[s.node] {
+				t.Fatalf("%s reserves on lost node %d", r.req.Name, s.node)
+			}
+		}
+	}
 	for i := range reserved.cpu {
 		if reserved.cpu[i] < 0 || reserved.mem[i] < 0 || slices.Min(append([]int64{0}, reserved.gpu[i]...)) < 0 {
 			t.Fatalf("node %d: reservations exceed its capacity", i)
@@ -171,12 +178,21 @@ func simulate(t *testing.T, seed uint64, steps int) []string {
 	var live []*Allocation
 	var waiting []*Ticket
 	var log []string
+	// onLost checks that no worker was placed on a lost node.
+	onLost := func(what string, ws []Worker) {
+		for _, w := range ws {
+			if m.Lost(w.NodeIndex) {
+				t.Fatalf("seed %d: %s placed a worker on lost node %d", seed, what, w.NodeIndex)
+			}
+		}
+	}
 	collect := func() {
 		kept := waiting[:0]
 		for _, tk := range waiting {
 			if granted(tk) {
 				a := tk.Allocation()
 				live = append(live, a)
+				onLost(tk.req.Name, a.Workers())
 				log = append(log, fmt.Sprintf("%s %v", tk.req.Name, a.Workers()))
 			} else {
 				kept = append(kept, tk)
@@ -185,7 +201,7 @@ func simulate(t *testing.T, seed uint64, steps int) []string {
 		waiting = kept
 	}
 	for step := range steps {
-		switch op := rng.IntN(10); {
+		switch op := rng.IntN(11); {
 		case op < 4:
 			r := randomRequest(rng, fmt.Sprintf("g%d", step))
 			tk, err := m.Submit(r)
@@ -211,7 +227,32 @@ func simulate(t *testing.T, seed uint64, steps int) []string {
 				if err := a.Shrink(rng.IntN(n)); err != nil {
 					t.Fatal(err)
 				}
-			} else if _, err := a.Grow(); err != nil {
+			} else {
+				before := map[int]int{}
+				for _, w := range a.Workers() {
+					before[w.NodeIndex]++
+				}
+				if _, err := a.Grow(); err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range a.Workers() {
+					if before[w.NodeIndex]--; before[w.NodeIndex] < 0 && m.Lost(w.NodeIndex) {
+						t.Fatalf("seed %d: grew onto lost node %d", seed, w.NodeIndex)
+					}
+				}
+			}
+		case op == 9:
+			// A node is lost, or a lost one rejoins with as much or more.
+			i := rng.IntN(len(nodes))
+			if !m.Lost(i) {
+				if err := m.LoseNode(i); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+			n := m.Nodes()[i]
+			n.CPUs += float64(rng.IntN(3))
+			if err := m.RejoinNode(i, n); err != nil {
 				t.Fatal(err)
 			}
 		default:
@@ -220,8 +261,16 @@ func simulate(t *testing.T, seed uint64, steps int) []string {
 		collect()
 		checkInvariants(t, m, live, waiting)
 	}
-	// Liveness: with time passing and running groups ending, every
-	// waiting group is granted.
+	// Liveness: with every node back, time passing and running groups
+	// ending, every waiting group is granted.
+	for i := range nodes {
+		if m.Lost(i) {
+			if err := m.RejoinNode(i, m.Nodes()[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	collect()
 	for round := 0; len(waiting) > 0; round++ {
 		if round > 1000 {
 			t.Fatalf("seed %d: %d groups still wait after everything was released", seed, len(waiting))

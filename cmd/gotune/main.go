@@ -10,6 +10,8 @@
 //	gotune query "SELECT trial_id, best_metric FROM trials_v"
 //	gotune export quickstart --format csv
 //	gotune dashboard --addr 127.0.0.1:8265
+//	gotune run --listen :7070 sweep.toml     # agents may join:
+//	gotune agent --head HEAD:7070            # on every other node
 //
 // Exit codes: 0 success; 1 the sweep ran but every trial failed, or a query
 // failed; 2 bad usage or bad input.
@@ -84,6 +86,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			queryCommand(dbFlag),
 			exportCommand(dbFlag),
 			dashboardCommand(dbFlag),
+			agentCommand(),
 		},
 	}
 	for _, c := range app.Commands {

@@ -8,12 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/trainer"
 )
 
 // TestMain lets the test binary stand in for gotune: with GOTUNE_AS_MAIN
 // set it runs the CLI on its arguments, so tests can start real gotune
 // processes.
 func TestMain(m *testing.M) {
+	trainer.WorkerMain() // the process workers of built-in models on agents
 	if os.Getenv("GOTUNE_AS_MAIN") == "1" {
 		os.Exit(run(os.Args, os.Stdout, os.Stderr))
 	}

@@ -29,12 +29,12 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run the sweep a TOML file describes",
 		ArgsUsage: "FILE",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "db", Usage: "the results database `FILE` (default: the sweep file's storage, else gotune.db)"},
 			&cli.StringFlag{Name: "resources", Usage: "declare the nodes to run on instead of this machine, as in `cpus=8,gpus=2,memory=32GiB` (keys nodes, cpus, gpus, memory); replaces the sweep file's [resources]"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue the experiment an interrupted run left unfinished, and fail when there is none (without it, a run of an unfinished experiment continues it too)"},
 			&cli.StringFlag{Name: "dashboard", Usage: "serve the web dashboard while the sweep runs, at `HOST:PORT` (without a host, on 127.0.0.1 only; e.g. " + dashboard.DefaultAddr + ")"},
-		},
+		}, listenFlags()...),
 		Action: func(c *cli.Context) error {
 			path, err := oneArg(c, "the sweep file")
 			if err != nil {
@@ -53,6 +53,13 @@ func runCommand() *cli.Command {
 				}
 			}
 			out := c.App.Writer
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts, closeHead, err := listen(ctx, c, cfg.Resources)
+			if err != nil {
+				return err
+			}
+			defer closeHead()
 			var t *tuner.Tuner
 			files := trialfiles.New(func(n int) string { return t.TrialDir(n) }, func(_ int, err error) {
 				fmt.Fprintf(c.App.ErrWriter, "warning: the TensorBoard and CSV files of %v; the sweep goes on\n", err)
@@ -65,7 +72,7 @@ func runCommand() *cli.Command {
 				live = newLiveView(out, terminalWidth(f), func(ctx context.Context) liveSnapshot { return sweepSnapshot(ctx, ro, t) })
 				progress = live
 			}
-			opts := []tuner.Option{tuner.WithObserver(observers{progress, files})}
+			opts = append(opts, tuner.WithObserver(observers{progress, files}))
 			if c.Bool("resume") {
 				opts = append(opts, tuner.WithResumeOnly())
 			}
@@ -79,8 +86,6 @@ func runCommand() *cli.Command {
 				}
 				defer ro.Close()
 			}
-			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			stopDashboard, err := startDashboard(ctx, c, ro, t)
 			if err != nil {
 				return err

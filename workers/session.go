@@ -1,0 +1,416 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gotune/gotune/workers/agentpb"
+)
+
+// session is the head's side of one agent's connection. Its run method
+// owns the stream; other goroutines send through out and wait on ctx.
+type session struct {
+	h      *Head
+	id     string
+	host   string
+	shared bool
+	node   int    // set by attach
+	name   string // set by attach
+	out    chan *agentpb.HeadMessage
+	ctx    context.Context
+	end    context.CancelCauseFunc
+
+	mu      sync.Mutex
+	closed  bool
+	nextID  uint64
+	procs   map[uint64]*remoteProc
+	starts  map[uint64]chan *agentpb.Started
+	ports   map[uint64]chan *agentpb.PortReply
+	fetches map[uint64]*fetchReq
+	offers  map[string]string // GetFiles key → folder
+}
+
+func newSession(h *Head, host string, shared bool) *session {
+	s := &session{
+		h: h, id: randomID(), host: host, shared: shared,
+		out:   make(chan *agentpb.HeadMessage, 64),
+		procs: map[uint64]*remoteProc{}, starts: map[uint64]chan *agentpb.Started{},
+		ports: map[uint64]chan *agentpb.PortReply{}, fetches: map[uint64]*fetchReq{},
+		offers: map[string]string{},
+	}
+	s.ctx, s.end = context.WithCancelCause(context.Background())
+	return s
+}
+
+// run serves the stream until the session ends: it sends what others
+// queue, heartbeats, and dispatches what the agent sends; silence for the
+// head's timeout ends the session.
+func (s *session) run(stream agentpb.Head_SessionServer, interval time.Duration) {
+	timeout := s.h.cfg.Timeout
+	watchdog := time.AfterFunc(timeout, func() {
+		s.end(fmt.Errorf("no word from the agent for %v", timeout))
+	})
+	defer watchdog.Stop()
+
+	s.h.wg.Add(1)
+	go func() {
+		defer s.h.wg.Done()
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				s.end(brokenStream(err))
+				return
+			}
+			watchdog.Reset(timeout)
+			if err := s.dispatch(m); err != nil {
+				s.end(err)
+				return
+			}
+		}
+	}()
+
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	beat := &agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{}}}
+	for {
+		var m *agentpb.HeadMessage
+		select {
+		case <-s.ctx.Done():
+			return
+		case m = <-s.out:
+		case <-tick.C:
+			m = beat
+		}
+		if err := stream.Send(m); err != nil {
+			s.end(brokenStream(err))
+			return
+		}
+	}
+}
+
+// brokenStream explains the end of an agent's stream: when the agent's
+// process dies, or the network fails and the connection is reset, gRPC
+// says no more than that the stream was cancelled.
+func brokenStream(err error) error {
+	switch status.Code(err) {
+	case codes.Canceled, codes.Unavailable:
+		return errors.New("its connection closed (the agent stopped, or the network failed)")
+	}
+	return fmt.Errorf("its connection failed: %w", err)
+}
+
+// send queues m for the agent; it fails once the session has ended.
+func (s *session) send(m *agentpb.HeadMessage) error {
+	select {
+	case s.out <- m:
+		return nil
+	case <-s.ctx.Done():
+		return s.lostErr()
+	}
+}
+
+// lostErr is the error of work that the session's end cut short.
+func (s *session) lostErr() error {
+	return &NodeLostError{Node: s.name, Cause: context.Cause(s.ctx)}
+}
+
+// dispatch handles one message of the agent.
+func (s *session) dispatch(m *agentpb.AgentMessage) error {
+	switch msg := m.Msg.(type) {
+	case *agentpb.AgentMessage_Heartbeat:
+	case *agentpb.AgentMessage_Started:
+		s.mu.Lock()
+		ch := s.starts[msg.Started.Id]
+		delete(s.starts, msg.Started.Id)
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- msg.Started
+		}
+	case *agentpb.AgentMessage_Output:
+		if rp := s.proc(msg.Output.Id); rp != nil {
+			rp.events.push(procEvent{line: msg.Output.Line, report: msg.Output.Report})
+		}
+	case *agentpb.AgentMessage_Control:
+		if rp := s.proc(msg.Control.Id); rp != nil {
+			rp.events.push(procEvent{control: msg.Control.Data})
+		}
+	case *agentpb.AgentMessage_Exited:
+		e := msg.Exited
+		s.mu.Lock()
+		rp := s.procs[e.Id]
+		delete(s.procs, e.Id)
+		s.mu.Unlock()
+		if rp != nil {
+			rp.events.push(procEvent{exited: true, err: exitFromPB(e)})
+			rp.events.close()
+		}
+	case *agentpb.AgentMessage_Port:
+		s.mu.Lock()
+		ch := s.ports[msg.Port.Id]
+		delete(s.ports, msg.Port.Id)
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- msg.Port
+		}
+	case *agentpb.AgentMessage_FetchFailed:
+		if f := s.takeFetch(msg.FetchFailed.Id); f != nil {
+			f.finish(errors.New(msg.FetchFailed.Error))
+		}
+	default:
+		return fmt.Errorf("protocol error: unexpected %T", m.Msg)
+	}
+	return nil
+}
+
+func exitFromPB(e *agentpb.Exited) error {
+	switch {
+	case e.Error != "":
+		return errors.New(e.Error)
+	case e.Code == 0:
+		return nil
+	case e.Code < 0:
+		return &ExitError{Code: -1, Signal: syscall.Signal(e.Signal)}
+	}
+	return &ExitError{Code: int(e.Code)}
+}
+
+func (s *session) proc(id uint64) *remoteProc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[id]
+}
+
+// failAll ends every process of the session, and every wait on it, once
+// the session is over.
+func (s *session) failAll(cause error) {
+	s.mu.Lock()
+	s.closed = true
+	procs := s.procs
+	s.procs = map[uint64]*remoteProc{}
+	fetches := s.fetches
+	s.fetches = map[uint64]*fetchReq{}
+	s.mu.Unlock()
+	lost := &NodeLostError{Node: s.name, Cause: cause}
+	for _, rp := range procs {
+		rp.events.push(procEvent{exited: true, err: lost})
+		rp.events.close()
+	}
+	for _, f := range fetches {
+		f.finish(lost)
+	}
+}
+
+// newID numbers a request of the session.
+func (s *session) newID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	return s.nextID
+}
+
+// offered returns the folder offered as key.
+func (s *session) offered(key string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, ok := s.offers[key]
+	return dir, ok
+}
+
+// fetchReq is a folder the head asked an agent for.
+type fetchReq struct {
+	dest string
+	done chan error // receives one result
+}
+
+func (f *fetchReq) finish(err error) {
+	select {
+	case f.done <- err:
+	default:
+	}
+}
+
+// takeFetch removes and returns the pending fetch id, nil when none.
+func (s *session) takeFetch(id uint64) *fetchReq {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.fetches[id]
+	delete(s.fetches, id)
+	return f
+}
+
+// procEvent is one thing that happened to a remote process, delivered in
+// the order the agent sent it.
+type procEvent struct {
+	line    string
+	report  bool
+	control []byte
+	exited  bool
+	err     error
+}
+
+// remoteProc is the head's side of a process an agent runs: it replays the
+// process's output into the Process from one goroutine, in order.
+type remoteProc struct {
+	s        *session
+	id       uint64
+	node     string
+	spec     LaunchSpec
+	p        *Process
+	onReport func(string)
+	events   *queue[procEvent]
+	ctl      *bufPipe // nil without a control stream
+	fetches  int      // folders fetched, for their names
+
+	mu         sync.Mutex
+	exited     bool
+	ctlDrained bool // the control stream was read to its end, or closed
+	released   bool
+}
+
+// deliver replays the process's events until its exit.
+func (rp *remoteProc) deliver() {
+	p := rp.p
+	for {
+		ev, ok := rp.events.pop()
+		if !ok {
+			return
+		}
+		switch {
+		case ev.exited:
+			p.log.close()
+			p.mu.Lock()
+			p.exited, p.err, p.exitedAt = true, ev.err, time.Now()
+			p.mu.Unlock()
+			if rp.ctl != nil {
+				rp.ctl.closeWrite()
+			}
+			rp.mu.Lock()
+			rp.exited = true
+			rp.mu.Unlock()
+			close(p.done)
+			rp.maybeRelease()
+			return
+		case ev.control != nil:
+			rp.ctl.feed(ev.control)
+		case ev.report && rp.onReport != nil:
+			rp.onReport(ev.line)
+		default:
+			p.log.writeLine([]byte(ev.line))
+		}
+	}
+}
+
+// maybeRelease tells the agent to drop the process's folders once nothing
+// can fetch from them any more: the process has exited and its control
+// stream, if any, has been read to its end (the trainer fetches a
+// checkpoint before it reads the next control message).
+func (rp *remoteProc) maybeRelease() {
+	rp.mu.Lock()
+	ready := rp.exited && (rp.ctl == nil || rp.ctlDrained) && !rp.released
+	if ready {
+		rp.released = true
+	}
+	rp.mu.Unlock()
+	if ready {
+		rp.s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Release{Release: &agentpb.Release{Id: rp.id}}})
+	}
+}
+
+// signal asks the agent to stop or kill the process.
+func (rp *remoteProc) signal(kill bool, grace time.Duration) {
+	rp.mu.Lock()
+	exited := rp.exited
+	rp.mu.Unlock()
+	if exited {
+		return
+	}
+	// A lost session has failed the process already.
+	rp.s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Signal{Signal: &agentpb.Signal{
+		Id: rp.id, Kill: kill, GraceMillis: grace.Milliseconds(),
+	}}})
+}
+
+// fetch brings a folder the process handed over to this node.
+func (rp *remoteProc) fetch(ctx context.Context, dir string) (string, error) {
+	s := rp.s
+	if s.shared {
+		return dir, nil
+	}
+	rp.mu.Lock()
+	rp.fetches++
+	n := rp.fetches
+	rp.mu.Unlock()
+	root := rp.spec.Scratch
+	if root == "" {
+		var err error
+		if root, err = os.MkdirTemp("", "gotune-fetch-"); err != nil {
+			return "", err
+		}
+	}
+	f := &fetchReq{dest: filepath.Join(root, "fetched-"+strconv.Itoa(n)), done: make(chan error, 1)}
+	id := s.newID()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return "", s.lostErr()
+	}
+	s.fetches[id] = f
+	s.mu.Unlock()
+	if err := s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Fetch{Fetch: &agentpb.Fetch{Id: id, Process: rp.id, Path: dir}}}); err != nil {
+		s.takeFetch(id)
+		return "", err
+	}
+	select {
+	case err := <-f.done:
+		if err != nil {
+			return "", fmt.Errorf("fetch %s from node %s: %w", dir, rp.node, err)
+		}
+		return f.dest, nil
+	case <-ctx.Done():
+		s.takeFetch(id)
+		return "", ctx.Err()
+	}
+}
+
+// remoteControl is a remote process's control stream as the head sees it.
+type remoteControl struct{ rp *remoteProc }
+
+func (c remoteControl) Read(b []byte) (int, error) {
+	n, err := c.rp.ctl.Read(b)
+	if err != nil {
+		c.drained()
+	}
+	return n, err
+}
+
+func (c remoteControl) Write(b []byte) (int, error) {
+	data := append([]byte(nil), b...)
+	err := c.rp.s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Control{Control: &agentpb.ControlData{Id: c.rp.id, Data: data}}})
+	if err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (c remoteControl) Close() error {
+	c.rp.ctl.closeRead()
+	c.drained()
+	return nil
+}
+
+func (c remoteControl) drained() {
+	c.rp.mu.Lock()
+	c.rp.ctlDrained = true
+	c.rp.mu.Unlock()
+	c.rp.maybeRelease()
+}
