@@ -176,11 +176,13 @@ func (db *DB) Path() string { return db.path }
 // Close waits for the writes in flight to commit, stops the writer and
 // closes the database. Writes after Close fail with ErrClosed.
 func (db *DB) Close() error {
-	var err error
+	// Readers close first: the last connection to close removes the
+	// write-ahead log's files, which a read-only one cannot do.
+	err := db.r.Close()
 	if db.w != nil {
-		err = db.w.close()
+		err = errors.Join(err, db.w.close())
 	}
-	return errors.Join(err, db.r.Close())
+	return err
 }
 
 func userVersion(ctx context.Context, q *sql.DB) (int, error) {

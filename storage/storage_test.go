@@ -203,6 +203,60 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	}
 }
 
+// TestCloseLeavesEveryResultInTheFile closes a writer while a reader
+// still has the database open, as `gotune run` with its live view does, and
+// then reads a copy of the database file alone: every committed report must
+// be in it, none left behind in the write-ahead log.
+func TestCloseLeavesEveryResultInTheFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gotune.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, _ := db.CreateExperiment(ctx, "e", "loss", "min", nil)
+	tr, _ := db.CreateTrial(ctx, exp.ID, 1, nil)
+	ro, err := OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	const n = 50
+	for i := 1; i <= n; i++ {
+		v := float64(i)
+		if err := db.AddReport(ctx, tr.ID(), Report{i, time.Now(), map[string]float64{"loss": v}}, &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ro.Trials(ctx, "e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(t.TempDir(), "copy.db")
+	if err := os.WriteFile(copied, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenReadOnly(copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reps, err := c.Reports(ctx, "e", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != n {
+		t.Errorf("the database file alone holds %d reports, want %d", len(reps), n)
+	}
+}
+
 // TestReadersDuringWrites reads through a second, read-only handle while a
 // writer commits reports, as `gotune trials` does during a sweep.
 func TestReadersDuringWrites(t *testing.T) {

@@ -136,6 +136,12 @@ func (w *writer) close() error {
 	for _, s := range w.prepared {
 		err = errors.Join(err, s.Close())
 	}
+	// Everything committed moves into the database file itself, so that a
+	// copy of that file alone has every result even while readers keep the
+	// write-ahead log open. (A reader in the middle of a read may keep it
+	// from finishing; the log then still holds the rest, safely.)
+	_, cerr := w.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+	err = errors.Join(err, cerr)
 	return errors.Join(err, w.db.Close())
 }
 
