@@ -64,7 +64,6 @@ func NewCMAES(space *searchspace.Space, seed int64) (*CMAES, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.prunedAsComplete = true
 	dists := make(map[string]any, len(s.params))
 	for _, p := range s.params {
 		dists[p.name] = p.dist

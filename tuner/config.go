@@ -61,10 +61,9 @@ type SearchConfig struct {
 	// learn only from trials that have ended.
 	MaxConcurrent int `toml:"max_concurrent" json:"max_concurrent,omitempty"`
 	// Seed seeds the searcher; nil means the experiment's Seed. The same
-	// seed gives the same configurations with random, grid and, when
-	// results arrive in the same order, cmaes; with tpe, only its random
-	// startup trials unless the process runs with GODEBUG=randautoseed=0
-	// (see TPE).
+	// seed gives the same configurations with random and grid and, when
+	// results arrive in the same order (as when trials run one at a time),
+	// with tpe and cmaes.
 	Seed *int64 `toml:"seed" json:"seed,omitempty"`
 	// Space is the search space. A sweep file gives it as [search.space].
 	// nil is an empty space.

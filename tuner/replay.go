@@ -32,10 +32,6 @@ func replay(s Searcher, trial int, config map[string]any) error {
 	return err
 }
 
-// Replay implements Replayer: the trial joins the model's history with the
-// configuration it ran with.
-func (t *TPE) Replay(trial int, config map[string]any) error { return t.s.replay(trial, config) }
-
 // Replay implements Replayer. CMA-ES keeps its generations in goptuna's
 // trial records, which a replay cannot rebuild: replayed trials inform the
 // history, and the evolution strategy starts a fresh generation.

@@ -3,14 +3,14 @@
 //
 //   - quality: the best value after 50 and 200 trials, median over 10
 //     seeds, on Branin, Hartmann6 and 10-D Rosenbrock, for gotune's
-//     random, TPE and CMA-ES searchers, goptuna's TPE with its default
-//     options (for reference: what gotune's way of driving it changes),
-//     and Optuna's TPESampler and CmaEsSampler. Trials run one at a time;
-//     each searcher is driven through the tuner.Searcher interface.
+//     random, TPE and CMA-ES searchers and Optuna's TPESampler and
+//     CmaEsSampler. Trials run one at a time; each searcher is driven
+//     through the tuner.Searcher interface.
 //   - overhead: milliseconds for TPE to suggest the 1,000th and the
 //     5,000th configuration (median of -repeat suggestions at that history
 //     length), on the 3-parameter space of the Optuna overhead anchor
-//     (lr log-uniform, width a choice of 4, dropout uniform).
+//     (lr log-uniform, width a choice of 4, dropout uniform), after a
+//     history of random configurations, as the peer builds Optuna's.
 //
 // Run it from the repository root:
 //
@@ -30,16 +30,12 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/c-bata/goptuna"
-	"github.com/c-bata/goptuna/tpe"
 
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/tuner"
@@ -140,10 +136,6 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		defaults, err := goptunaDefaultsOverhead(o)
-		if err != nil {
-			return err
-		}
 		var theirs map[int]float64
 		if peerOK {
 			theirs = peerOverhead(out, startPeer(o, "overhead", "--lengths", joinInts(o.lengths), "--repeat", strconv.Itoa(o.repeat)))
@@ -152,7 +144,7 @@ func run(o options) error {
 			line := map[string]any{
 				"bench": "search", "figure": "tpe_suggest_ms", "suggestion": n, "history": n - 1,
 				"space": "lr loguniform, width choice of 4, dropout uniform", "repeat": o.repeat,
-				"gotune_ms": round(ours[n]), "goptuna_tpe_defaults_ms": round(defaults[n]),
+				"gotune_ms": round(ours[n]),
 			}
 			if ms, ok := theirs[n]; ok {
 				line["optuna_ms"] = round(ms)
@@ -165,6 +157,9 @@ func run(o options) error {
 	return nil
 }
 
+// gotuneSystems are gotune's searchers, as the figures name them.
+var gotuneSystems = []string{"gotune_random", "gotune_tpe", "gotune_cmaes"}
+
 // key names one series of results: a system's searcher on a function at
 // a checkpoint.
 func key(system, fn string, checkpoint int) string {
@@ -176,15 +171,9 @@ func key(system, fn string, checkpoint int) string {
 func gotuneQuality(o options) (map[string][]float64, error) {
 	res := map[string][]float64{}
 	for _, fn := range o.functions {
-		for _, system := range []string{"gotune_random", "gotune_tpe", "gotune_cmaes", "goptuna_tpe_defaults"} {
+		for _, system := range gotuneSystems {
 			for seed := int64(o.firstSeed); seed < int64(o.firstSeed+o.seeds); seed++ {
-				var best []float64
-				var err error
-				if system == "goptuna_tpe_defaults" {
-					best, err = goptunaDefaults(fn, seed, o.trials)
-				} else {
-					best, err = minimise(fn, system, seed, o.trials)
-				}
+				best, err := minimise(fn, system, seed, o.trials)
 				if err != nil {
 					return nil, fmt.Errorf("%s on %s, seed %d: %w", system, fn.name, seed, err)
 				}
@@ -231,41 +220,12 @@ func minimise(fn function, system string, seed int64, n int) ([]float64, error) 
 	return best, nil
 }
 
-// goptunaDefaults minimises fn with goptuna's own Study.Optimize and a TPE
-// sampler with its default options.
-func goptunaDefaults(fn function, seed int64, n int) ([]float64, error) {
-	study, err := goptuna.CreateStudy("bench", goptuna.StudyOptionLogger(nil),
-		goptuna.StudyOptionSampler(tpe.NewSampler(tpe.SamplerOptionSeed(seed))))
-	if err != nil {
-		return nil, err
-	}
-	var best []float64
-	err = study.Optimize(func(t goptuna.Trial) (float64, error) {
-		x := make([]float64, len(fn.low))
-		for i := range x {
-			v, err := t.SuggestFloat(fmt.Sprintf("x%d", i), fn.low[i], fn.high[i])
-			if err != nil {
-				return 0, err
-			}
-			x[i] = v
-		}
-		v := fn.f(x)
-		b := v
-		if len(best) > 0 {
-			b = min(v, best[len(best)-1])
-		}
-		best = append(best, b)
-		return v, nil
-	}, n)
-	return best, err
-}
-
 func qualityLine(o options, fn function, c int, ours, theirs map[string][]float64) map[string]any {
 	line := map[string]any{
 		"bench": "search", "figure": "best_value", "statistic": "median", "function": fn.name,
 		"optimum": fn.optimum, "trials": c, "seeds": o.seeds, "first_seed": o.firstSeed,
 	}
-	for _, system := range []string{"gotune_random", "gotune_tpe", "gotune_cmaes", "goptuna_tpe_defaults"} {
+	for _, system := range gotuneSystems {
 		line[system] = round(median(ours[key(system, fn.name, c)]))
 	}
 	if theirs == nil {
@@ -290,10 +250,11 @@ func qualityLine(o options, fn function, c int, ours, theirs map[string][]float6
 }
 
 // gotuneOverhead times gotune's TPE suggestions at each history length:
-// it runs TPE on the overhead space, one trial at a time, and when N-1
-// trials have finished times -repeat suggestions of trial N onwards (those
-// trials end as failed, which TPE does not learn from, so the history
-// length stays N-1).
+// when N-1 trials of random configurations (from a seeded RandomSearch,
+// handed to TPE with Replay, as the peer adds random trials to Optuna's
+// study) have finished, it times -repeat suggestions of trial N onwards
+// (those trials end as failed, which TPE does not learn from, so the
+// history length stays N-1).
 func gotuneOverhead(o options) (map[int]float64, error) {
 	space, err := searchspace.New(
 		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
@@ -307,13 +268,17 @@ func gotuneOverhead(o options) (map[int]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	random := tuner.NewRandomSearch(space, 0)
 	penalty := map[int64]float64{32: 0.12, 64: 0.05, 128: 0, 256: 0.02}
 	res := map[int]float64{}
 	finished, trial := 0, 0
 	for _, n := range slices.Sorted(slices.Values(o.lengths)) {
 		for ; finished < n-1; finished++ {
 			trial++
-			cfg, err := s.Suggest(trial)
+			cfg, err := random.Suggest(trial)
+			if err == nil {
+				err = s.Replay(trial, cfg)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -330,79 +295,6 @@ func gotuneOverhead(o options) (map[int]float64, error) {
 			}
 			ms[i] = float64(time.Since(start).Microseconds()) / 1000
 			s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialFailed})
-		}
-		res[n] = median(ms)
-	}
-	return res, nil
-}
-
-// goptunaDefaultsOverhead times goptuna's TPE with its default options and
-// storage, driven as DESIGN.md describes (a trial created in the study's
-// storage, the sampler called for each parameter), after N-1 finished
-// trials of random configurations added to the storage directly, as the
-// peer adds Optuna's. It shows what gotune's history and options change.
-func goptunaDefaultsOverhead(o options) (map[int]float64, error) {
-	dists := []struct {
-		name string
-		dist any
-	}{
-		{"dropout", goptuna.UniformDistribution{Low: 0, High: 0.5}},
-		{"lr", goptuna.LogUniformDistribution{Low: 1e-4, High: 1e-1}},
-		{"width", goptuna.CategoricalDistribution{Choices: []string{"32", "64", "128", "256"}}},
-	}
-	penalty := []float64{0.12, 0.05, 0, 0.02}
-	r := rand.New(rand.NewPCG(0, 0))
-	res := map[int]float64{}
-	for _, n := range o.lengths {
-		storage := goptuna.NewInMemoryStorage()
-		sampler := tpe.NewSampler(tpe.SamplerOptionSeed(0))
-		study, err := goptuna.CreateStudy("bench", goptuna.StudyOptionLogger(nil),
-			goptuna.StudyOptionStorage(storage), goptuna.StudyOptionSampler(sampler))
-		if err != nil {
-			return nil, err
-		}
-		for range n - 1 {
-			dropout, lr, width := r.Float64()*0.5, math.Exp(math.Log(1e-4)+r.Float64()*math.Log(1e3)), r.IntN(4)
-			internal := map[string]float64{"dropout": dropout, "lr": lr, "width": float64(width)}
-			t := goptuna.FrozenTrial{
-				State: goptuna.TrialStateComplete, DatetimeStart: time.Now(), DatetimeComplete: time.Now(),
-				Value:              0.05 + 0.15*math.Pow(math.Log10(lr)+2, 2) + math.Pow(dropout-0.2, 2) + penalty[width],
-				InternalParams:     internal,
-				Params:             map[string]any{"dropout": dropout, "lr": lr, "width": strconv.Itoa(32 << width)},
-				Distributions:      map[string]any{},
-				IntermediateValues: map[int]float64{}, UserAttrs: map[string]string{}, SystemAttrs: map[string]string{},
-			}
-			for _, d := range dists {
-				t.Distributions[d.name] = d.dist
-			}
-			if _, err := storage.CloneTrial(study.ID, t); err != nil {
-				return nil, err
-			}
-		}
-		ms := make([]float64, o.repeat)
-		for i := range ms {
-			start := time.Now()
-			id, err := storage.CreateNewTrial(study.ID)
-			if err != nil {
-				return nil, err
-			}
-			for _, d := range dists {
-				frozen, err := storage.GetTrial(id)
-				if err != nil {
-					return nil, err
-				}
-				v, err := sampler.Sample(study, frozen, d.name, d.dist)
-				if err != nil {
-					return nil, err
-				}
-				if err := storage.SetTrialParam(id, d.name, v, d.dist); err != nil {
-					return nil, err
-				}
-			}
-			ms[i] = float64(time.Since(start).Microseconds()) / 1000
-			if err := storage.SetTrialState(id, goptuna.TrialStateFail); err != nil {
-				return nil, err
-			}
 		}
 		res[n] = median(ms)
 	}
