@@ -521,6 +521,27 @@ func TestExperimentLock(t *testing.T) {
 	}
 }
 
+func TestLockFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoints", "e") // neither exists yet
+	a, err := LockFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = LockFolder(dir)
+	if !errors.Is(err, ErrExperimentRunning) || !strings.Contains(err.Error(), fmt.Sprintf("process %d", os.Getpid())) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("second lock: got %v, want ErrExperimentRunning naming the folder and this process", err)
+	}
+	if _, err := LockFolder(dir + "2"); err != nil {
+		t.Errorf("another folder's lock: %v", err)
+	}
+	a.Release()
+	b, err := LockFolder(dir)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	b.Release()
+}
+
 func TestOpenOtherSQLiteAndEmptyFiles(t *testing.T) {
 	dir := t.TempDir()
 	foreign := filepath.Join(dir, "foreign.db")

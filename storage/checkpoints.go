@@ -474,3 +474,32 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	return err
 }
+
+// SetAside renames folder dir, when it exists and holds anything, to a
+// name beside it that no run uses, dir + ".old-" + the time in UTC (with
+// "-2", "-3", … when taken), and returns that name; it returns "" when dir
+// is absent or empty. A new experiment sets aside the folders that an
+// earlier experiment of the same name left beside a database that no
+// longer knows it, so that nothing of the earlier one is lost and nothing
+// of it is mistaken for the new one's. Hold the folder's lock (LockFolder).
+func SetAside(dir string, now time.Time) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("set aside %s: %w", dir, err)
+	}
+	base := dir + ".old-" + now.UTC().Format("20060102T150405Z")
+	to := base
+	for n := 2; ; n++ {
+		if _, err := os.Lstat(to); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		to = fmt.Sprintf("%s-%d", base, n)
+	}
+	if err := os.Rename(dir, to); err != nil {
+		return "", fmt.Errorf("set aside %s: %w", dir, err)
+	}
+	return to, nil
+}

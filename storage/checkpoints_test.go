@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // shard writes a rank's checkpoint folder with the given files.
@@ -234,5 +235,54 @@ func TestCommitCopyLeavesTheSource(t *testing.T) {
 	}
 	if _, _, err := d.CommitCopy(7, nil, src); err == nil {
 		t.Error("a copy at an iteration that is not newer was committed")
+	}
+}
+
+func TestSetAside(t *testing.T) {
+	now := time.Date(2026, 11, 23, 23, 15, 0, 0, time.UTC)
+	root := t.TempDir()
+	dir := filepath.Join(root, "e")
+	for _, step := range []struct {
+		name  string
+		setup func()
+		want  string // the new name, relative to root; "" for none
+	}{
+		{"absent", func() {}, ""},
+		{"empty", func() { os.MkdirAll(dir, 0o755) }, ""},
+		{"with files", func() { writeFile(t, filepath.Join(dir, "trial_1", "reports.csv"), "a") }, "e.old-20261123T231500Z"},
+		{"name taken", func() { writeFile(t, filepath.Join(dir, "trial_1", "reports.csv"), "b") }, "e.old-20261123T231500Z-2"},
+		{"names taken", func() { writeFile(t, filepath.Join(dir, "x"), "c") }, "e.old-20261123T231500Z-3"},
+	} {
+		step.setup()
+		got, err := SetAside(dir, now)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		want := ""
+		if step.want != "" {
+			want = filepath.Join(root, step.want)
+		}
+		if got != want {
+			t.Errorf("%s: set aside to %q, want %q", step.name, got, want)
+		}
+	}
+	for name, content := range map[string]string{
+		"e.old-20261123T231500Z/trial_1/reports.csv":   "a",
+		"e.old-20261123T231500Z-2/trial_1/reports.csv": "b",
+		"e.old-20261123T231500Z-3/x":                   "c",
+	} {
+		if b, err := os.ReadFile(filepath.Join(root, name)); err != nil || string(b) != content {
+			t.Errorf("%s: got %q, %v; want %q", name, b, err, content)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -45,10 +46,36 @@ func LockPath(dbPath, name string) string {
 // process id. Release the lock when the run ends; the lock files stay, as
 // they must for the lock to be safe.
 func (db *DB) LockExperiment(name string) (*ExperimentLock, error) {
-	path := LockPath(db.path, name)
+	return lockFile(LockPath(db.path, name), func(holder, path string) error {
+		return fmt.Errorf("%w: %q in %s is held by %s (lock %s); wait for it to end or stop it, then run again to continue",
+			ErrExperimentRunning, name, db.path, holder, path)
+	})
+}
+
+// LockFolder takes the exclusive lock on folder dir, an experiment's
+// checkpoints or logs, which runs with different databases may share (two
+// databases in one folder, or one shared checkpoint root). Like
+// LockExperiment it does not wait: when another run holds the folder, it
+// fails with an error that wraps ErrExperimentRunning and names the
+// holder's process id. The lock is on the file dir+".lock", so dir itself
+// may be absent, created, or set aside while it is held.
+func LockFolder(dir string) (*ExperimentLock, error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("lock folder %s: %w", dir, err)
+	}
+	return lockFile(dir+".lock", func(holder, path string) error {
+		return fmt.Errorf("%w: folder %s is in use by %s (lock %s), a run of the same experiment name with another database; wait for it to end, or choose another name or database folder",
+			ErrExperimentRunning, dir, holder, path)
+	})
+}
+
+// lockFile takes an flock(2) on the file at path, creating it, without
+// waiting; when another holds it, busy's error is returned, given the
+// holder ("process N" when its pid can be read) and the path.
+func lockFile(path string, busy func(holder, path string) error) (*ExperimentLock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("lock experiment %q: %w", name, err)
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
@@ -59,10 +86,9 @@ func (db *DB) LockExperiment(name string) (*ExperimentLock, error) {
 					holder = fmt.Sprintf("process %d", pid)
 				}
 			}
-			return nil, fmt.Errorf("%w: %q in %s is held by %s (lock %s); wait for it to end or stop it, then run again to continue",
-				ErrExperimentRunning, name, db.path, holder, path)
+			return nil, busy(holder, path)
 		}
-		return nil, fmt.Errorf("lock experiment %q: %w", name, err)
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	// The holder's pid, for the error above; the lock is what counts.
 	if err := f.Truncate(0); err == nil {

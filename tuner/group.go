@@ -112,6 +112,12 @@ func (t *Tuner) TrialDir(number int) string {
 
 func (t *Tuner) logRoot() string { return filepath.Join(t.dataRoot(), "logs") }
 
+// experimentFolders are the experiment's folders on disk: its checkpoints
+// (with each trial's files) and its workers' logs.
+func (t *Tuner) experimentFolders() []string {
+	return []string{filepath.Join(t.checkpointRoot(), t.cfg.Name), filepath.Join(t.logRoot(), t.cfg.Name)}
+}
+
 // trialCheckpoints commits a trial's checkpoints into its folder and
 // records them in the database: every committed one, and which the
 // retention removed. The trial's group commits from its goroutine, the loop

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -432,5 +433,55 @@ func TestGPUSamplesAreTiedToWorkers(t *testing.T) {
 	}
 	if len(samples) == 0 || tied == 0 {
 		t.Errorf("%d samples, %d tied to a recorded worker", len(samples), tied)
+	}
+}
+
+// TestNewExperimentSetsAsideFoldersItDoesNotOwn runs an experiment, then
+// runs one of the same name against a new database in the same folder (as
+// after deleting the first database): the new one runs from scratch, and
+// the first one's checkpoints are kept under another name. A run of the
+// name with a third database while a run holds the folders is refused.
+func TestNewExperimentSetsAsideFoldersItDoesNotOwn(t *testing.T) {
+	const samples, steps = 2, 3
+	first := testConfig(t, samples)
+	first.Trainer.Checkpoint.NumToKeep = 1
+	mustFit(t, first, WithTrainFunc(counting(steps, nil)))
+
+	second := first
+	second.Storage = filepath.Join(filepath.Dir(first.Storage), "second.db")
+	res := mustFit(t, second, WithTrainFunc(counting(steps, nil)))
+	for _, tr := range res.Trials {
+		if tr.Status != storage.TrialTerminated || tr.Iterations != steps {
+			t.Errorf("trial %d of the new experiment: %s after %d iterations (%s), want %s after %d",
+				tr.Number, tr.Status, tr.Iterations, tr.Error, storage.TrialTerminated, steps)
+		}
+	}
+	root := filepath.Join(filepath.Dir(first.Storage), "checkpoints")
+	aside, err := filepath.Glob(filepath.Join(root, first.Name+".old-*", "trial_1", "checkpoint_*.json"))
+	if err != nil || len(aside) == 0 {
+		t.Errorf("the first experiment's checkpoints were not kept aside: %v, %v", aside, err)
+	}
+	db := openResults(t, second)
+	evs, err := db.Events(context.Background(), second.Name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) == 0 || evs[0].Kind != "set_aside" || !strings.Contains(evs[0].Message, ".old-") {
+		t.Errorf("the new experiment's first event: got %+v, want set_aside naming where the folders went", evs)
+	}
+
+	lock, err := storage.LockFolder(filepath.Join(root, first.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	third := first
+	third.Storage = filepath.Join(filepath.Dir(first.Storage), "third.db")
+	tu, err := New(third, WithTrainFunc(counting(steps, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(context.Background()); !errors.Is(err, storage.ErrExperimentRunning) {
+		t.Errorf("a run while another database's run holds the folders: got %v, want ErrExperimentRunning", err)
 	}
 }

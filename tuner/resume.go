@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/storage"
@@ -29,9 +31,27 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 		if t.resumeOnly {
 			return nil, fmt.Errorf("%w: %s has no experiment %q", ErrNothingToResume, t.db.Path(), t.cfg.Name)
 		}
+		// Folders of this name that the database does not know are an
+		// earlier experiment's (its database deleted or replaced).
+		var setAside []string
+		for _, dir := range t.experimentFolders() {
+			to, err := storage.SetAside(dir, time.Now())
+			if err != nil {
+				return nil, err
+			}
+			if to != "" {
+				setAside = append(setAside, fmt.Sprintf("%s to %s", dir, to))
+			}
+		}
 		exp, err = t.db.CreateExperiment(ctx, t.cfg.Name, t.cfg.Objective.Metric, t.cfg.Objective.Mode, t.cfg.record())
 		if err != nil {
 			return nil, err
+		}
+		if len(setAside) > 0 {
+			msg := "moved what an earlier experiment of this name left, unknown to this database: " + strings.Join(setAside, ", ")
+			if err := t.db.AddEvent(ctx, exp.ID, 0, "set_aside", msg, nil); err != nil {
+				return nil, err
+			}
 		}
 		return newLoop(t, exp), nil
 	}

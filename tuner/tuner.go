@@ -210,6 +210,14 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer lock.Release()
+	// Runs with other databases may share the experiment's folders.
+	for _, dir := range t.experimentFolders() {
+		lock, err := storage.LockFolder(dir)
+		if err != nil {
+			return nil, err
+		}
+		defer lock.Release()
+	}
 	t.gpus = newGPUWatch(t.db, 0, t.manager.Nodes())
 	l, err := t.prepare(ctx)
 	if err != nil {
