@@ -47,7 +47,12 @@ func measure(sweep string, runs int) error {
 	var reports int
 	var bestAcc float64
 	for i := range runs {
-		cfg.Storage = filepath.Join(dir, fmt.Sprintf("run%d.db", i))
+		// Each run in a folder of its own, as on a fresh machine.
+		runDir := filepath.Join(dir, fmt.Sprintf("run%d", i))
+		if err := os.Mkdir(runDir, 0o755); err != nil {
+			return err
+		}
+		cfg.Storage = filepath.Join(runDir, "gotune.db")
 		t, err := tuner.New(cfg)
 		if err != nil {
 			return err
