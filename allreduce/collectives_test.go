@@ -24,7 +24,12 @@ var transports = []transport{
 		t.Cleanup(func() { closeAll(comms) })
 		return comms
 	}},
+	// Ranks of one host connect through Unix-domain sockets, or over TCP
+	// loopback when told to, as ranks on different hosts do.
 	{"tcp", func(t testing.TB, n int) []Comm { return tcpGroup(t, n, 10*time.Second) }},
+	{"tcp-only", func(t testing.TB, n int) []Comm {
+		return joinGroup(t, n, TCPConfig{Timeout: 10 * time.Second, TCPOnly: true})
+	}},
 	// Frames of a few dozen elements, so that segments span many columns and
 	// the ring's column groups, partial groups included, are exercised.
 	{"tcp-small-frames", func(t testing.TB, n int) []Comm {
@@ -37,8 +42,15 @@ var transports = []transport{
 	}},
 }
 
-// tcpGroup joins n ranks over loopback through a fresh rendezvous service.
+// tcpGroup joins n ranks on this host through a fresh rendezvous service.
 func tcpGroup(t testing.TB, n int, timeout time.Duration) []Comm {
+	t.Helper()
+	return joinGroup(t, n, TCPConfig{Timeout: timeout})
+}
+
+// joinGroup joins n ranks with cfg's settings (but for the rendezvous,
+// group, rank and size) through a fresh rendezvous service on loopback.
+func joinGroup(t testing.TB, n int, cfg TCPConfig) []Comm {
 	t.Helper()
 	rv, err := NewRendezvous("127.0.0.1:0")
 	if err != nil {
@@ -47,9 +59,9 @@ func tcpGroup(t testing.TB, n int, timeout time.Duration) []Comm {
 	t.Cleanup(func() { rv.Close() })
 	comms := make([]Comm, n)
 	errs := parallel(n, func(rank int) error {
-		c, err := JoinTCP(context.Background(), TCPConfig{
-			Rendezvous: rv.Addr(), Group: t.Name(), Rank: rank, Size: n, Timeout: timeout,
-		})
+		cfg := cfg
+		cfg.Rendezvous, cfg.Group, cfg.Rank, cfg.Size = rv.Addr(), t.Name(), rank, n
+		c, err := JoinTCP(context.Background(), cfg)
 		comms[rank] = c
 		return err
 	})

@@ -10,7 +10,9 @@
 //     machine or several. The ranks find each other through a Rendezvous
 //     service that the driver runs for all of its groups (no fixed ports:
 //     every rank listens on an ephemeral port and advertises it), then
-//     connect as a ring. Allreduce is a ring reduce-scatter followed by a
+//     connect as a ring, through Unix-domain sockets between ranks on one
+//     host (twice the rate of TCP loopback) and TCP between hosts.
+//     Allreduce is a ring reduce-scatter followed by a
 //     ring allgather, cut into frames and pipelined so that every rank
 //     sends, receives and adds at the same time; broadcast is a pipelined
 //     chain, allgather and barrier are rings.

@@ -57,15 +57,25 @@ func TestRendezvousSurvivesGarbage(t *testing.T) {
 	each(t, comms, "allreduce", checkedSum)
 }
 
-// TestStrayConnectionsAreIgnored connects to a rank's port with junk and
-// with hellos of other groups and ranks, as a port scanner or a stale rank
-// might, before its real predecessor: only the predecessor is accepted.
+// TestStrayConnectionsAreIgnored connects to a rank's TCP port and its
+// local socket with junk and with hellos of other groups and ranks, as a
+// port scanner or a stale rank might, before its real predecessor arrives
+// through the local socket: only the predecessor is accepted.
 func TestStrayConnectionsAreIgnored(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	local, endpoint, ok := listenLocal()
+	if !ok {
+		t.Fatal("no local socket on this host")
+	}
+	name, ok := localSocket(endpoint)
+	if !ok {
+		t.Fatalf("this host's endpoint %q is not on this host", endpoint)
+	}
+	lns := []net.Listener{ln, local}
+	defer closeListeners(lns)
 	c := &tcpComm{rank: 1, size: 3, group: "g"}
 	type result struct {
 		conn net.Conn
@@ -73,20 +83,22 @@ func TestStrayConnectionsAreIgnored(t *testing.T) {
 	}
 	accepted := make(chan result, 1)
 	go func() {
-		conn, err := c.acceptPrev(ln, 0, "rank 0's address", time.Now().Add(time.Minute))
+		conn, err := c.acceptPrev(lns, 0, "rank 0's address", time.Now().Add(time.Minute))
 		accepted <- result{conn, err}
 	}()
 	var strays []net.Conn
 	for _, junk := range [][]byte{[]byte("SSH-2.0-OpenSSH\r\n"), hello("other", 0, 3), hello("g", 2, 3), hello("g", 0, 4)} {
-		conn, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
+		for _, to := range []struct{ network, addr string }{{"tcp", ln.Addr().String()}, {"unix", name}} {
+			conn, err := net.Dial(to.network, to.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.Write(junk)
+			strays = append(strays, conn)
 		}
-		defer conn.Close()
-		conn.Write(junk)
-		strays = append(strays, conn)
 	}
-	conn, err := net.Dial("tcp", ln.Addr().String())
+	conn, err := net.Dial("unix", name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +116,31 @@ func TestStrayConnectionsAreIgnored(t *testing.T) {
 	for i, conn := range strays {
 		if n, _ := conn.Read(b[:]); n != 0 {
 			t.Errorf("stray %d was answered %v", i, b)
+		}
+	}
+}
+
+// TestLocalEndpoints checks which endpoints count as this host's: only
+// those with this host's key, so ranks in other hosts or network
+// namespaces fall back to TCP.
+func TestLocalEndpoints(t *testing.T) {
+	key := hostKey()
+	if key == "" {
+		t.Fatal("no host key: /proc is needed to tell ranks on this host")
+	}
+	for _, tc := range []struct {
+		endpoint string
+		want     bool
+	}{
+		{key + " @gotune-allreduce-1", true},
+		{"", false},
+		{"@gotune-allreduce-1", false},
+		{" @gotune-allreduce-1", false},
+		{"00000000-0000-0000-0000-000000000000/net:[1] @gotune-allreduce-1", false},
+	} {
+		name, ok := localSocket(tc.endpoint)
+		if ok != tc.want || (ok && name != "@gotune-allreduce-1") {
+			t.Errorf("localSocket(%q) = %q, %v; want ok %v", tc.endpoint, name, ok, tc.want)
 		}
 	}
 }

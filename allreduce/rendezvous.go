@@ -37,8 +37,9 @@ type rvGroup struct {
 }
 
 type rvMember struct {
-	conn net.Conn
-	addr string
+	conn  net.Conn
+	addr  string
+	local string
 }
 
 // joinMsg is what a rank sends the rendezvous: one JSON line.
@@ -47,6 +48,9 @@ type joinMsg struct {
 	Rank  int    `json:"rank"`
 	Size  int    `json:"size"`
 	Addr  string `json:"addr"`
+	// Local is where ranks on the same host may connect instead (see
+	// localEndpoint); empty when the rank offers none.
+	Local string `json:"local,omitempty"`
 }
 
 // rvMsg is what the rendezvous answers, one JSON line at a time: the ranks
@@ -55,6 +59,7 @@ type joinMsg struct {
 type rvMsg struct {
 	Arrived []int    `json:"arrived,omitempty"`
 	Addrs   []string `json:"addrs,omitempty"`
+	Locals  []string `json:"locals,omitempty"`
 	Error   string   `json:"error,omitempty"`
 }
 
@@ -135,7 +140,7 @@ func (r *Rendezvous) serve(conn net.Conn) {
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
-	m := &rvMember{conn: conn, addr: j.Addr}
+	m := &rvMember{conn: conn, addr: j.Addr, local: j.Local}
 	if err := r.join(j, m); err != nil {
 		send(conn, rvMsg{Error: err.Error()})
 		return
@@ -170,11 +175,11 @@ func (r *Rendezvous) join(j joinMsg, m *rvMember) error {
 		g.tell(rvMsg{Arrived: g.arrived()})
 		return nil
 	}
-	addrs := make([]string, g.size)
+	addrs, locals := make([]string, g.size), make([]string, g.size)
 	for rank, m := range g.members {
-		addrs[rank] = m.addr
+		addrs[rank], locals[rank] = m.addr, m.local
 	}
-	g.tell(rvMsg{Addrs: addrs})
+	g.tell(rvMsg{Addrs: addrs, Locals: locals})
 	for _, m := range g.members {
 		m.conn.Close()
 	}
@@ -222,9 +227,15 @@ func send(conn net.Conn, msg rvMsg) {
 	}
 }
 
-// rendezvous joins cfg's group at the rendezvous service, advertising addr,
-// and returns every rank's address once the group has formed.
-func rendezvous(ctx context.Context, cfg TCPConfig, addr string, deadline time.Time, timeout time.Duration) ([]string, error) {
+// peer is where a rank of a formed group listens: its TCP address and,
+// when it offers one, its same-host endpoint (localEndpoint).
+type peer struct {
+	addr, local string
+}
+
+// rendezvous joins cfg's group at the rendezvous service, advertising this
+// rank's addresses, and returns every rank's once the group has formed.
+func rendezvous(ctx context.Context, cfg TCPConfig, self peer, deadline time.Time, timeout time.Duration) ([]peer, error) {
 	d := net.Dialer{Deadline: deadline}
 	conn, err := d.DialContext(ctx, "tcp", cfg.Rendezvous)
 	if err != nil {
@@ -238,7 +249,7 @@ func rendezvous(ctx context.Context, cfg TCPConfig, addr string, deadline time.T
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 
-	if err := json.NewEncoder(conn).Encode(joinMsg{Group: cfg.Group, Rank: cfg.Rank, Size: cfg.Size, Addr: addr}); err != nil {
+	if err := json.NewEncoder(conn).Encode(joinMsg{Group: cfg.Group, Rank: cfg.Rank, Size: cfg.Size, Addr: self.addr, Local: self.local}); err != nil {
 		return nil, fmt.Errorf("allreduce: rank %d of group %q: sending its join to the rendezvous at %s: %w", cfg.Rank, cfg.Group, cfg.Rendezvous, err)
 	}
 	dec := json.NewDecoder(conn)
@@ -260,10 +271,17 @@ func rendezvous(ctx context.Context, cfg TCPConfig, addr string, deadline time.T
 		case m.Error != "":
 			return nil, fmt.Errorf("allreduce: the rendezvous at %s refused rank %d: %s", cfg.Rendezvous, cfg.Rank, m.Error)
 		case m.Addrs != nil:
-			if len(m.Addrs) != cfg.Size {
+			if len(m.Addrs) != cfg.Size || (m.Locals != nil && len(m.Locals) != cfg.Size) {
 				return nil, fmt.Errorf("allreduce: the rendezvous at %s sent %d addresses for a group of %d", cfg.Rendezvous, len(m.Addrs), cfg.Size)
 			}
-			return m.Addrs, nil
+			peers := make([]peer, cfg.Size)
+			for rank, addr := range m.Addrs {
+				peers[rank].addr = addr
+				if m.Locals != nil {
+					peers[rank].local = m.Locals[rank]
+				}
+			}
+			return peers, nil
 		}
 		arrived = m.Arrived
 	}
@@ -326,8 +344,8 @@ func readHello(r io.Reader) (group string, rank, size int, err error) {
 	return string(g), int(binary.LittleEndian.Uint32(h[12:])), int(binary.LittleEndian.Uint32(h[16:])), nil
 }
 
-// connect dials the next rank and accepts the previous one on ln.
-func (c *tcpComm) connect(ctx context.Context, ln net.Listener, addrs []string, deadline time.Time) error {
+// connect dials the next rank and accepts the previous one on any of lns.
+func (c *tcpComm) connect(ctx context.Context, lns []net.Listener, peers []peer, deadline time.Time) error {
 	next, prev := (c.rank+1)%c.size, mod(c.rank-1, c.size)
 	type result struct {
 		conn net.Conn
@@ -335,14 +353,14 @@ func (c *tcpComm) connect(ctx context.Context, ln net.Listener, addrs []string, 
 	}
 	dialed, accepted := make(chan result, 1), make(chan result, 1)
 	go func() {
-		conn, err := c.dial(ctx, addrs[next], next, deadline)
+		conn, err := c.dial(ctx, peers[next], next, deadline)
 		dialed <- result{conn, err}
 	}()
 	go func() {
-		conn, err := c.acceptPrev(ln, prev, addrs[prev], deadline)
+		conn, err := c.acceptPrev(lns, prev, peers[prev].addr, deadline)
 		accepted <- result{conn, err}
 	}()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	stop := context.AfterFunc(ctx, func() { closeListeners(lns) })
 	defer stop()
 	d, a := <-dialed, <-accepted
 	if d.err != nil || a.err != nil {
@@ -360,16 +378,37 @@ func (c *tcpComm) connect(ctx context.Context, ln net.Listener, addrs []string, 
 	return nil
 }
 
-// dial connects to rank peer at addr and introduces this rank.
-func (c *tcpComm) dial(ctx context.Context, addr string, peer int, deadline time.Time) (net.Conn, error) {
-	d := net.Dialer{Deadline: deadline}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("allreduce: rank %d of group %q cannot connect to rank %d at %s: %w; check that this node can reach it (firewall, TCPConfig.Host)", c.rank, c.group, peer, addr, err)
+func closeListeners(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
 	}
+}
+
+// dial connects to rank peer and introduces this rank: through the peer's
+// local endpoint when it is on this host, else (or when that fails) over TCP.
+func (c *tcpComm) dial(ctx context.Context, p peer, peer int, deadline time.Time) (net.Conn, error) {
+	d := net.Dialer{Deadline: deadline}
+	if name, ok := localSocket(p.local); ok {
+		if conn, err := d.DialContext(ctx, "unix", name); err == nil {
+			if conn, err := c.introduce(conn, name, peer, deadline); err == nil {
+				return conn, nil
+			}
+		}
+	}
+	conn, err := d.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, fmt.Errorf("allreduce: rank %d of group %q cannot connect to rank %d at %s: %w; check that this node can reach it (firewall, TCPConfig.Host)", c.rank, c.group, peer, p.addr, err)
+	}
+	return c.introduce(conn, p.addr, peer, deadline)
+}
+
+// introduce sends this rank's hello on conn, dialed to rank peer at addr,
+// and waits for the peer to accept it; it closes conn when that fails.
+func (c *tcpComm) introduce(conn net.Conn, addr string, peer int, deadline time.Time) (net.Conn, error) {
 	conn.SetDeadline(deadline)
 	var ok [1]byte
-	if _, err = conn.Write(hello(c.group, c.rank, c.size)); err == nil {
+	_, err := conn.Write(hello(c.group, c.rank, c.size))
+	if err == nil {
 		_, err = io.ReadFull(conn, ok[:])
 	}
 	if err != nil || ok[0] != helloOK {
@@ -380,16 +419,38 @@ func (c *tcpComm) dial(ctx context.Context, addr string, peer int, deadline time
 	return conn, nil
 }
 
-// acceptPrev waits on ln for rank prev, until the deadline. Connections
+// acceptPrev waits on lns for rank prev, until the deadline. Connections
 // that are not it (junk, other groups, other ranks) are checked
 // concurrently, so none can hold up the real one, and closed.
-func (c *tcpComm) acceptPrev(ln net.Listener, prev int, addr string, deadline time.Time) (net.Conn, error) {
-	ln.(*net.TCPListener).SetDeadline(deadline)
+func (c *tcpComm) acceptPrev(lns []net.Listener, prev int, addr string, deadline time.Time) (net.Conn, error) {
+	incoming := make(chan net.Conn)
+	failed := make(chan error, len(lns))
+	done := make(chan struct{})
+	for _, ln := range lns {
+		ln.(interface{ SetDeadline(time.Time) error }).SetDeadline(deadline)
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					failed <- err
+					return
+				}
+				select {
+				case incoming <- conn:
+				case <-done:
+					conn.Close()
+					return
+				}
+			}
+		}()
+	}
 	winner := make(chan net.Conn, 1)
 	var mu sync.Mutex
 	pending := map[net.Conn]struct{}{}
 	var wg sync.WaitGroup
 	defer func() {
+		close(done)
+		closeListeners(lns) // ends the Accept loops
 		mu.Lock()
 		for conn := range pending {
 			conn.Close()
@@ -397,15 +458,22 @@ func (c *tcpComm) acceptPrev(ln net.Listener, prev int, addr string, deadline ti
 		mu.Unlock()
 		wg.Wait()
 	}()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
+	for stopped := 0; ; {
+		var conn net.Conn
+		select {
+		case w := <-winner:
+			return w, nil
+		case err := <-failed:
+			if stopped++; stopped < len(lns) {
+				continue
+			}
 			select {
 			case w := <-winner:
 				return w, nil
 			default:
 			}
-			return nil, fmt.Errorf("allreduce: rank %d of group %q: rank %d (%s) did not connect: %w; check that it can reach this node at %s (firewall, TCPConfig.Host)", c.rank, c.group, prev, addr, err, ln.Addr())
+			return nil, fmt.Errorf("allreduce: rank %d of group %q: rank %d (%s) did not connect: %w; check that it can reach this node at %s (firewall, TCPConfig.Host)", c.rank, c.group, prev, addr, err, lns[0].Addr())
+		case conn = <-incoming:
 		}
 		mu.Lock()
 		pending[conn] = struct{}{}
@@ -424,7 +492,6 @@ func (c *tcpComm) acceptPrev(ln net.Listener, prev int, addr string, deadline ti
 					conn.SetDeadline(time.Time{})
 					select {
 					case winner <- conn:
-						ln.Close() // ends the Accept loop
 						return
 					default:
 					}

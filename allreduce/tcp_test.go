@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -430,5 +431,24 @@ func TestRendezvousCloseFailsWaitingRanks(t *testing.T) {
 	rv.Close()
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "lost the rendezvous") {
 		t.Errorf("got %v, want an error saying the rendezvous was lost", err)
+	}
+}
+
+// TestSameHostRanksUseLocalSockets checks which kind of connection a ring
+// of ranks on one host uses: Unix-domain sockets, or TCP with TCPOnly.
+func TestSameHostRanksUseLocalSockets(t *testing.T) {
+	for _, tcpOnly := range []bool{false, true} {
+		comms := joinGroup(t, 3, TCPConfig{TCPOnly: tcpOnly})
+		for rank, c := range comms {
+			tc := c.(*tcpComm)
+			for _, conn := range []net.Conn{tc.next, tc.prev} {
+				_, isUnix := conn.(*net.UnixConn)
+				_, isTCP := conn.(*net.TCPConn)
+				if isUnix == tcpOnly || isTCP != tcpOnly {
+					t.Errorf("TCPOnly %v: rank %d has a %T connection", tcpOnly, rank, conn)
+				}
+			}
+		}
+		each(t, comms, "allreduce", checkedSum)
 	}
 }

@@ -1,5 +1,9 @@
-// Command allreduce measures gotune's TCP ring allreduce between processes
-// on loopback, next to Gloo's (PyTorch's CPU collectives) in the same run.
+// Command allreduce measures gotune's ring allreduce between processes of
+// one host, next to Gloo's (PyTorch's CPU collectives, over TCP loopback)
+// in the same run. gotune's ranks on one host connect through Unix-domain
+// sockets by default (transport "unix"); with allreduce.TCPConfig.TCPOnly
+// they use TCP loopback as ranks on different hosts do ("tcp-loopback").
+// Both are measured.
 //
 // For each world size it starts a rendezvous and that many rank processes
 // (this program, re-executed), which time a float32 sum allreduce the way
@@ -8,7 +12,7 @@
 // and the figure is the median over iterations. Bus bandwidth is
 // algbw × 2(n−1)/n, algbw being bytes / time (GB = 1e9 bytes).
 //
-//	go run ./bench/allreduce [-worlds 2,4] [-sizes-mib 1,16,64] [-iters 10] [-rounds 1]
+//	go run ./bench/allreduce [-worlds 2,4] [-sizes-mib 1,16,64] [-iters 10] [-rounds 1] [-transports unix,tcp-loopback]
 //
 // It prints one JSON object per world and size with gotune's figures (and
 // cpu_s, the CPU time all ranks together spend per iteration) and, when
@@ -50,7 +54,13 @@ type config struct {
 	SizesMiB []float64 `json:"sizes_mib"`
 	Warmup   int       `json:"warmup"`
 	Iters    int       `json:"iters"`
+	// TCPOnly makes the ranks connect over TCP loopback rather than
+	// Unix-domain sockets.
+	TCPOnly bool `json:"tcp_only"`
 }
+
+// transports are the ways gotune's ranks on one host connect, by name.
+var transports = map[string]bool{"unix": false, "tcp-loopback": true} // name -> TCPOnly
 
 // result is one world and size as a rank 0 measured it, or as Gloo did.
 type result struct {
@@ -81,14 +91,15 @@ func main() {
 	rounds := flag.Int("rounds", 1, "times each system runs; the median of the rounds' medians is reported")
 	anchor := flag.String("anchor", "../shared/anchors/gloo_allreduce.py", "the Gloo peer script")
 	python := flag.String("python", "/usr/bin/python3", "the Python that runs the peer")
+	via := flag.String("transports", "unix,tcp-loopback", "comma-separated transports of gotune's ranks: unix, tcp-loopback")
 	flag.Parse()
-	if err := run(*worlds, *sizes, *warmup, *iters, *rounds, *anchor, *python); err != nil {
+	if err := run(*worlds, *sizes, *via, *warmup, *iters, *rounds, *anchor, *python); err != nil {
 		fmt.Fprintln(os.Stderr, "allreduce:", err)
 		os.Exit(1)
 	}
 }
 
-func run(worldsFlag, sizesFlag string, warmup, iters, rounds int, anchor, python string) error {
+func run(worldsFlag, sizesFlag, transportsFlag string, warmup, iters, rounds int, anchor, python string) error {
 	worlds, err := parseList(worldsFlag, strconv.Atoi)
 	if err != nil {
 		return fmt.Errorf("-worlds: %w", err)
@@ -96,6 +107,12 @@ func run(worldsFlag, sizesFlag string, warmup, iters, rounds int, anchor, python
 	sizes, err := parseList(sizesFlag, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
 	if err != nil {
 		return fmt.Errorf("-sizes-mib: %w", err)
+	}
+	via := strings.Split(transportsFlag, ",")
+	for _, t := range via {
+		if _, ok := transports[t]; !ok {
+			return fmt.Errorf("-transports: unknown transport %q: want unix or tcp-loopback", t)
+		}
 	}
 	if rounds < 1 || iters < 1 || warmup < 0 {
 		return errors.New("-rounds and -iters must be at least 1, -warmup at least 0")
@@ -111,26 +128,33 @@ func run(worldsFlag, sizesFlag string, warmup, iters, rounds int, anchor, python
 		peer = anchor
 	}
 
-	type key struct{ world, bytes int }
+	type key struct {
+		transport    string
+		world, bytes int
+	}
 	ours, theirs := map[key][]result{}, map[key][]result{}
 	for range rounds {
 		for _, w := range worlds {
-			rs, err := measure(w, cfg)
-			if err != nil {
-				return fmt.Errorf("gotune, %d ranks: %w", w, err)
-			}
-			for _, r := range rs {
-				ours[key{r.World, r.Bytes}] = append(ours[key{r.World, r.Bytes}], r)
+			for _, t := range via {
+				cfg.TCPOnly = transports[t]
+				rs, err := measure(w, cfg)
+				if err != nil {
+					return fmt.Errorf("gotune, %s, %d ranks: %w", t, w, err)
+				}
+				for _, r := range rs {
+					k := key{t, r.World, r.Bytes}
+					ours[k] = append(ours[k], r)
+				}
 			}
 			if peer == "" {
 				continue
 			}
-			rs, err = gloo(python, peer, w, cfg)
+			rs, err := gloo(python, peer, w, cfg)
 			if err != nil {
 				return fmt.Errorf("gloo, %d ranks: %w", w, err)
 			}
 			for _, r := range rs {
-				theirs[key{r.World, r.Bytes}] = append(theirs[key{r.World, r.Bytes}], r)
+				theirs[key{"", r.World, r.Bytes}] = append(theirs[key{"", r.World, r.Bytes}], r)
 			}
 		}
 	}
@@ -138,38 +162,40 @@ func run(worldsFlag, sizesFlag string, warmup, iters, rounds int, anchor, python
 	enc := json.NewEncoder(os.Stdout)
 	for _, w := range worlds {
 		for _, mib := range sizes {
-			k := key{w, mibBytes(mib)}
-			r := medianResult(ours[k])
-			line := map[string]any{
-				"bench":      "allreduce",
-				"system":     "gotune",
-				"transport":  "tcp-loopback",
-				"dtype":      "float32",
-				"op":         "sum",
-				"world":      w,
-				"size_mib":   mib,
-				"bytes":      k.bytes,
-				"median_s":   round(r.MedianS, 6),
-				"min_s":      round(r.MinS, 6),
-				"max_s":      round(r.MaxS, 6),
-				"algbw_GBps": round(float64(k.bytes)/r.MedianS/1e9, 4),
-				"busbw_GBps": round(r.BusbwGBs, 4),
-				"cpu_s":      round(r.CPUS, 6),
-				"correct":    allCorrect(ours[k]),
-				"warmup":     warmup,
-				"iters":      iters,
-				"rounds":     rounds,
-				"cpus":       runtime.NumCPU(),
-			}
-			if g := theirs[k]; len(g) > 0 {
-				gr := medianResult(g)
-				line["gloo_busbw_GBps"] = round(gr.BusbwGBs, 4)
-				line["gloo_median_s"] = round(gr.MedianS, 6)
-				line["gloo_correct"] = allCorrect(g)
-				line["ratio_vs_gloo"] = round(r.BusbwGBs/gr.BusbwGBs, 3)
-			}
-			if err := enc.Encode(line); err != nil {
-				return err
+			for _, t := range via {
+				k := key{t, w, mibBytes(mib)}
+				r := medianResult(ours[k])
+				line := map[string]any{
+					"bench":      "allreduce",
+					"system":     "gotune",
+					"transport":  t,
+					"dtype":      "float32",
+					"op":         "sum",
+					"world":      w,
+					"size_mib":   mib,
+					"bytes":      k.bytes,
+					"median_s":   round(r.MedianS, 6),
+					"min_s":      round(r.MinS, 6),
+					"max_s":      round(r.MaxS, 6),
+					"algbw_GBps": round(float64(k.bytes)/r.MedianS/1e9, 4),
+					"busbw_GBps": round(r.BusbwGBs, 4),
+					"cpu_s":      round(r.CPUS, 6),
+					"correct":    allCorrect(ours[k]),
+					"warmup":     warmup,
+					"iters":      iters,
+					"rounds":     rounds,
+					"cpus":       runtime.NumCPU(),
+				}
+				if g := theirs[key{"", w, k.bytes}]; len(g) > 0 {
+					gr := medianResult(g)
+					line["gloo_busbw_GBps"] = round(gr.BusbwGBs, 4)
+					line["gloo_median_s"] = round(gr.MedianS, 6)
+					line["gloo_correct"] = allCorrect(g)
+					line["ratio_vs_gloo"] = round(r.BusbwGBs/gr.BusbwGBs, 3)
+				}
+				if err := enc.Encode(line); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -247,6 +273,7 @@ func rank() error {
 	ctx := context.Background()
 	c, err := allreduce.JoinTCP(ctx, allreduce.TCPConfig{
 		Rendezvous: os.Getenv(envRendezvous), Group: "bench", Rank: r, Size: size, Host: "127.0.0.1",
+		TCPOnly: cfg.TCPOnly,
 	})
 	if err != nil {
 		return err
