@@ -27,6 +27,14 @@ var transports = []transport{
 	// Ranks of one host connect through Unix-domain sockets, or over TCP
 	// loopback when told to, as ranks on different hosts do.
 	{"tcp", func(t testing.TB, n int) []Comm { return tcpGroup(t, n, 10*time.Second) }},
+	// Ranks of one host of which the first does not use the shared-memory
+	// slots it offered: its frames go inline through the Unix socket, the
+	// others' through slots.
+	{"unix-inline", func(t testing.TB, n int) []Comm {
+		comms := tcpGroup(t, n, 10*time.Second)
+		comms[0].(*tcpComm).out = nil
+		return comms
+	}},
 	{"tcp-only", func(t testing.TB, n int) []Comm {
 		return joinGroup(t, n, TCPConfig{Timeout: 10 * time.Second, TCPOnly: true})
 	}},

@@ -10,8 +10,8 @@
 //     machine or several. The ranks find each other through a Rendezvous
 //     service that the driver runs for all of its groups (no fixed ports:
 //     every rank listens on an ephemeral port and advertises it), then
-//     connect as a ring, through Unix-domain sockets between ranks on one
-//     host (twice the rate of TCP loopback) and TCP between hosts.
+//     connect as a ring: over TCP between hosts; between ranks on one host
+//     through Unix-domain sockets, with large frames in shared memory.
 //     Allreduce is a ring reduce-scatter followed by a
 //     ring allgather, cut into frames and pipelined so that every rank
 //     sends, receives and adds at the same time; broadcast is a pipelined

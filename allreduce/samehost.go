@@ -10,8 +10,9 @@ import (
 )
 
 // Ranks on one host connect through Unix-domain sockets rather than TCP:
-// the frames and the failure handling are the same, and the kernel moves
-// the bytes at about twice the rate of TCP loopback, with less CPU. Each
+// the frames and the failure handling are the same, the kernel moves the
+// bytes at about twice the rate of TCP loopback, and the socket can hand
+// over a shared-memory file for large frames (see shareSlots). Each
 // rank listens on an abstract socket (no file to clean up) besides its TCP
 // port and advertises it, with its host key, as its local endpoint; a rank
 // whose host key matches dials that socket, and falls back to TCP when it

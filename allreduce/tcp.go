@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -45,16 +46,17 @@ type TCPConfig struct {
 	// exits is noticed at once). Zero means DefaultTimeout.
 	Timeout time.Duration
 	// TCPOnly makes ranks on the same host connect over TCP too. By default
-	// they connect through Unix-domain sockets, which carry the same frames
-	// at about twice the rate of TCP loopback; ranks on other hosts (or in
-	// other network namespaces) always use TCP.
+	// they connect through Unix-domain sockets and pass large frames
+	// through shared memory (see shareSlots), which moves them at over
+	// twice the rate of TCP loopback with less than half its CPU; ranks on
+	// other hosts (or in other network namespaces) always use TCP.
 	TCPOnly bool
 }
 
 // JoinTCP joins this rank to the group cfg names and returns its Comm once
 // every rank of the group has joined and the ring of connections between
-// them is up (over TCP, or Unix-domain sockets between ranks on one host;
-// see TCPConfig.TCPOnly). It fails when ctx ends or after cfg.Timeout, naming the ranks
+// them is up (over TCP, or Unix-domain sockets and shared memory between
+// ranks on one host; see TCPConfig.TCPOnly). It fails when ctx ends or after cfg.Timeout, naming the ranks
 // that never arrived.
 func JoinTCP(ctx context.Context, cfg TCPConfig) (Comm, error) {
 	if err := cfg.validate(); err != nil {
@@ -102,10 +104,19 @@ func JoinTCP(ctx context.Context, cfg TCPConfig) (Comm, error) {
 		if err := c.connect(ctx, lns, peers, deadline); err != nil {
 			return nil, err
 		}
+		if err := c.shareSlots(deadline); err != nil {
+			c.next.Close()
+			c.prev.Close()
+			return nil, err
+		}
 		c.rd = bufio.NewReaderSize(c.prev, readBuffer)
 		c.lastWrite.Store(time.Now().UnixNano())
 		c.wg.Add(1)
 		go c.heartbeat()
+		if c.out != nil {
+			c.wg.Add(1)
+			go c.readCredits()
+		}
 	}
 	return c, nil
 }
@@ -166,6 +177,17 @@ type tcpComm struct {
 	scratch    []float64 // receives frames that are added, not stored
 	seq        uint32    // collectives called so far
 	busy       atomic.Bool
+
+	// Shared-memory slots between ranks of one host (see shareSlots): out
+	// is written for the next rank, free holds a token per slot of out
+	// that may be written, and in is read from the previous rank; nil when
+	// the connection has none. outN and inN count the frames each way
+	// that went through slots. noCredits is closed when the next rank's
+	// credits end (its end of the connection closed).
+	out, in   *slotRing
+	free      chan struct{}
+	noCredits chan struct{}
+	outN, inN int
 
 	failOnce sync.Once
 	err      error         // why the Comm broke; set before broken closes
@@ -242,6 +264,9 @@ const (
 	headerLen = 24
 	frameData = 'D'
 	framePing = 'P'
+	// frameSlot is a data frame whose payload is in the sender's next
+	// shared-memory slot rather than after the header.
+	frameSlot = 'S'
 )
 
 // stream is a collective as two sequences of frames: nOut sent to the next
@@ -258,6 +283,26 @@ type stream struct {
 	in func(k int) []byte
 	// after, if not nil, handles incoming frame k once it has arrived.
 	after func(k int)
+	// take, if not nil, handles incoming frame k whose payload arrived in
+	// shared memory, src, rather than in in(k): it does what storing src in
+	// in(k) and calling after would.
+	take func(k int, src []byte)
+	// settled, if not nil, returns how many outgoing frames must have been
+	// sent before incoming frame k may be stored: those that read the
+	// memory it overwrites.
+	settled func(k int) int
+}
+
+// deliver handles incoming frame k whose payload is src.
+func (s *stream) deliver(k int, src []byte) {
+	if s.take != nil {
+		s.take(k, src)
+		return
+	}
+	copy(s.in(k), src)
+	if s.after != nil {
+		s.after(k)
+	}
 }
 
 // run performs one collective: a goroutine sends the outgoing frames as
@@ -286,23 +331,29 @@ func (c *tcpComm) run(ctx context.Context, s *stream) error {
 		defer stop()
 	}
 
-	var handled atomic.Int64
+	var handled, progress atomic.Int64
 	kick := make(chan struct{}, 1)
 	sent := make(chan struct{})
 	if s.nOut > 0 {
 		go func() {
 			defer close(sent)
-			c.send(s, &handled, kick)
+			c.send(s, &handled, kick, &progress)
 		}()
 	} else {
 		close(sent)
 	}
 	for k := range s.nIn {
-		if err := c.receive(s, k, s.in(k)); err != nil {
+		src, err := c.receive(s, k, &progress)
+		if err != nil {
 			c.fail(err)
 			break
 		}
-		if s.after != nil {
+		if src != nil {
+			s.deliver(k, src)
+			// A predecessor that has finished may close before it reads
+			// this; one that is gone fails the next receive.
+			c.prev.Write(credit[:])
+		} else if s.after != nil {
 			s.after(k)
 		}
 		handled.Store(int64(k + 1))
@@ -317,7 +368,8 @@ func (c *tcpComm) run(ctx context.Context, s *stream) error {
 
 // send writes the outgoing frames of s in order, each once the incoming
 // frames it needs have been handled. It breaks the Comm when it fails.
-func (c *tcpComm) send(s *stream, handled *atomic.Int64, kick <-chan struct{}) {
+// It counts the frames it has sent in progress.
+func (c *tcpComm) send(s *stream, handled *atomic.Int64, kick <-chan struct{}, progress *atomic.Int64) {
 	var hdr [headerLen]byte
 	for k := range s.nOut {
 		for need := int64(s.need(k)); handled.Load() < need; {
@@ -329,6 +381,18 @@ func (c *tcpComm) send(s *stream, handled *atomic.Int64, kick <-chan struct{}) {
 		}
 		p := s.out(k)
 		putHeader(hdr[:], c.seq, s.call, k, len(p))
+		if c.out != nil && len(p) > 0 && len(p) <= c.out.size {
+			select {
+			case <-c.free:
+				copy(c.out.slot(c.outN), p)
+				c.outN++
+				hdr[0], p = frameSlot, nil
+			case <-c.noCredits:
+				// The next rank closed: send inline, which reports it.
+			case <-c.broken:
+				return
+			}
+		}
 		c.wmu.Lock()
 		c.iov[0], c.iov[1] = hdr[:], p
 		bufs := net.Buffers(c.iov[:])
@@ -339,37 +403,65 @@ func (c *tcpComm) send(s *stream, handled *atomic.Int64, kick <-chan struct{}) {
 			c.fail(c.connError(err, "sending to", c.rank+1))
 			return
 		}
+		progress.Store(int64(k + 1))
 		c.lastWrite.Store(time.Now().UnixNano())
 	}
 }
 
-// receive reads incoming frame k of s into p, skipping pings, and checks that
-// the previous rank sent the frame this rank expects.
-func (c *tcpComm) receive(s *stream, k int, p []byte) error {
+// credit is what a rank sends back to hand a shared-memory slot back.
+var credit = [1]byte{'C'}
+
+// receive reads incoming frame k of s, skipping pings, and checks that the
+// previous rank sent the frame this rank expects. The payload is read into
+// s.in(k), or, when the frame came through shared memory, returned as src:
+// the slot it is in, which must be handed back once handled. progress
+// counts the frames this rank has sent.
+func (c *tcpComm) receive(s *stream, k int, progress *atomic.Int64) (src []byte, err error) {
+	p := s.in(k)
 	for {
 		c.prev.SetReadDeadline(time.Now().Add(c.timeout))
 		if _, err := io.ReadFull(c.rd, c.rhdr[:]); err != nil {
-			return c.connError(err, "receiving from", c.rank-1)
+			return nil, c.connError(err, "receiving from", c.rank-1)
 		}
 		if c.rhdr[0] == framePing {
 			continue
 		}
+		inSlot := c.rhdr[0] == frameSlot
+		if inSlot {
+			c.rhdr[0] = frameData
+		}
 		seq, peer, index, n, err := parseHeader(c.rhdr[:])
 		if err != nil {
-			return fmt.Errorf("allreduce: rank %d: from rank %d: %w", c.rank, mod(c.rank-1, c.size), err)
+			return nil, fmt.Errorf("allreduce: rank %d: from rank %d: %w", c.rank, mod(c.rank-1, c.size), err)
 		}
 		if seq != c.seq || peer != s.call {
-			return fmt.Errorf("allreduce: the ranks of the group made different calls: rank %d's collective #%d is %v, rank %d's is #%d %v; every rank must make the same sequence of calls",
+			return nil, fmt.Errorf("allreduce: the ranks of the group made different calls: rank %d's collective #%d is %v, rank %d's is #%d %v; every rank must make the same sequence of calls",
 				mod(c.rank-1, c.size), seq, peer, c.rank, c.seq, s.call)
 		}
 		if index != k || n != len(p) {
-			return fmt.Errorf("allreduce: rank %d: frame %d of %v from rank %d has %d bytes, want frame %d of %d bytes (ranks on different versions?)",
+			return nil, fmt.Errorf("allreduce: rank %d: frame %d of %v from rank %d has %d bytes, want frame %d of %d bytes (ranks on different versions?)",
 				c.rank, index, s.call, mod(c.rank-1, c.size), n, k, len(p))
 		}
-		if _, err := io.ReadFull(c.rd, p); err != nil {
-			return c.connError(err, "receiving from", c.rank-1)
+		if s.settled != nil {
+			// The frames that read the memory this one overwrites were
+			// sent before it came round the ring; loading progress orders
+			// that memory for the race detector too.
+			for need := int64(s.settled(k)); progress.Load() < need && c.failure() == nil; {
+				runtime.Gosched()
+			}
 		}
-		return nil
+		if inSlot {
+			if c.in == nil || n > c.in.size {
+				return nil, fmt.Errorf("allreduce: rank %d: rank %d sent frame %d of %v through shared memory it did not offer", c.rank, mod(c.rank-1, c.size), k, s.call)
+			}
+			src = c.in.slot(c.inN)[:n]
+			c.inN++
+			return src, nil
+		}
+		if _, err := io.ReadFull(c.rd, p); err != nil {
+			return nil, c.connError(err, "receiving from", c.rank-1)
+		}
+		return nil, nil
 	}
 }
 
@@ -472,6 +564,24 @@ func ringStream(p *ringPlan, cl call, buf, scratch []byte, add func(dst, src []b
 			if added {
 				add(buf[lo:hi], scratch[:hi-lo], last)
 			}
+		}
+	}
+	// An allgather step's frame overwrites the column this rank sent size-1
+	// steps earlier, (size-1)·width frames back in the stream.
+	s.settled = func(k int) int {
+		step, _, width := p.at(k)
+		if step < p.size-1 {
+			return 0
+		}
+		return k - (p.size-1)*width + 1
+	}
+	// A frame in shared memory is added (or stored) straight from there.
+	s.take = func(k int, src []byte) {
+		lo, hi, added, last := p.in(k)
+		if added {
+			add(buf[lo:hi], src, last)
+		} else {
+			copy(buf[lo:hi], src)
 		}
 	}
 	return s

@@ -435,10 +435,12 @@ func TestRendezvousCloseFailsWaitingRanks(t *testing.T) {
 }
 
 // TestSameHostRanksUseLocalSockets checks which kind of connection a ring
-// of ranks on one host uses: Unix-domain sockets, or TCP with TCPOnly.
+// of ranks on one host uses: Unix-domain sockets with shared-memory slots
+// that carry its frames, or TCP alone with TCPOnly.
 func TestSameHostRanksUseLocalSockets(t *testing.T) {
 	for _, tcpOnly := range []bool{false, true} {
 		comms := joinGroup(t, 3, TCPConfig{TCPOnly: tcpOnly})
+		each(t, comms, "allreduce", checkedSum)
 		for rank, c := range comms {
 			tc := c.(*tcpComm)
 			for _, conn := range []net.Conn{tc.next, tc.prev} {
@@ -448,7 +450,27 @@ func TestSameHostRanksUseLocalSockets(t *testing.T) {
 					t.Errorf("TCPOnly %v: rank %d has a %T connection", tcpOnly, rank, conn)
 				}
 			}
+			if slots := tc.outN > 0 && tc.inN > 0; slots == tcpOnly {
+				t.Errorf("TCPOnly %v: rank %d sent %d and received %d frames through shared memory", tcpOnly, rank, tc.outN, tc.inN)
+			}
 		}
-		each(t, comms, "allreduce", checkedSum)
+	}
+}
+
+// TestSlotFrameWithoutSlotsFails checks that a frame claiming to be in
+// shared memory that was never offered breaks the group with an error
+// instead of reading memory it does not have.
+func TestSlotFrameWithoutSlotsFails(t *testing.T) {
+	comms := joinGroup(t, 2, TCPConfig{TCPOnly: true, Timeout: 5 * time.Second})
+	forger := comms[0].(*tcpComm)
+	var hdr [headerLen]byte
+	putHeader(hdr[:], 1, call{kind: kindAllReduce64, param: int(Sum), count: 4}, 0, 16)
+	hdr[0] = frameSlot
+	if _, err := forger.next.Write(hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	err := comms[1].AllReduceFloat64(context.Background(), make([]float64, 4), Sum)
+	if err == nil || !strings.Contains(err.Error(), "shared memory it did not offer") {
+		t.Errorf("got %v, want an error about shared memory that was not offered", err)
 	}
 }

@@ -1,9 +1,10 @@
 // Command allreduce measures gotune's ring allreduce between processes of
 // one host, next to Gloo's (PyTorch's CPU collectives, over TCP loopback)
 // in the same run. gotune's ranks on one host connect through Unix-domain
-// sockets by default (transport "unix"); with allreduce.TCPConfig.TCPOnly
-// they use TCP loopback as ranks on different hosts do ("tcp-loopback").
-// Both are measured.
+// sockets and pass large frames through shared memory by default
+// (transport "shm"); with allreduce.TCPConfig.TCPOnly they use TCP
+// loopback as ranks on different hosts do ("tcp-loopback"). Both are
+// measured.
 //
 // For each world size it starts a rendezvous and that many rank processes
 // (this program, re-executed), which time a float32 sum allreduce the way
@@ -12,7 +13,7 @@
 // and the figure is the median over iterations. Bus bandwidth is
 // algbw × 2(n−1)/n, algbw being bytes / time (GB = 1e9 bytes).
 //
-//	go run ./bench/allreduce [-worlds 2,4] [-sizes-mib 1,16,64] [-iters 10] [-rounds 1] [-transports unix,tcp-loopback]
+//	go run ./bench/allreduce [-worlds 2,4] [-sizes-mib 1,16,64] [-iters 10] [-rounds 1] [-transports shm,tcp-loopback]
 //
 // It prints one JSON object per world and size with gotune's figures (and
 // cpu_s, the CPU time all ranks together spend per iteration) and, when
@@ -55,12 +56,12 @@ type config struct {
 	Warmup   int       `json:"warmup"`
 	Iters    int       `json:"iters"`
 	// TCPOnly makes the ranks connect over TCP loopback rather than
-	// Unix-domain sockets.
+	// Unix-domain sockets and shared memory.
 	TCPOnly bool `json:"tcp_only"`
 }
 
 // transports are the ways gotune's ranks on one host connect, by name.
-var transports = map[string]bool{"unix": false, "tcp-loopback": true} // name -> TCPOnly
+var transports = map[string]bool{"shm": false, "tcp-loopback": true} // name -> TCPOnly
 
 // result is one world and size as a rank 0 measured it, or as Gloo did.
 type result struct {
@@ -91,7 +92,7 @@ func main() {
 	rounds := flag.Int("rounds", 1, "times each system runs; the median of the rounds' medians is reported")
 	anchor := flag.String("anchor", "../shared/anchors/gloo_allreduce.py", "the Gloo peer script")
 	python := flag.String("python", "/usr/bin/python3", "the Python that runs the peer")
-	via := flag.String("transports", "unix,tcp-loopback", "comma-separated transports of gotune's ranks: unix, tcp-loopback")
+	via := flag.String("transports", "shm,tcp-loopback", "comma-separated transports of gotune's ranks: shm, tcp-loopback")
 	flag.Parse()
 	if err := run(*worlds, *sizes, *via, *warmup, *iters, *rounds, *anchor, *python); err != nil {
 		fmt.Fprintln(os.Stderr, "allreduce:", err)
@@ -111,7 +112,7 @@ func run(worldsFlag, sizesFlag, transportsFlag string, warmup, iters, rounds int
 	via := strings.Split(transportsFlag, ",")
 	for _, t := range via {
 		if _, ok := transports[t]; !ok {
-			return fmt.Errorf("-transports: unknown transport %q: want unix or tcp-loopback", t)
+			return fmt.Errorf("-transports: unknown transport %q: want shm or tcp-loopback", t)
 		}
 	}
 	if rounds < 1 || iters < 1 || warmup < 0 {
