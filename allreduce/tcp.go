@@ -56,8 +56,8 @@ type TCPConfig struct {
 // JoinTCP joins this rank to the group cfg names and returns its Comm once
 // every rank of the group has joined and the ring of connections between
 // them is up (over TCP, or Unix-domain sockets and shared memory between
-// ranks on one host; see TCPConfig.TCPOnly). It fails when ctx ends or after cfg.Timeout, naming the ranks
-// that never arrived.
+// ranks on one host; see TCPConfig.TCPOnly). It fails when ctx ends or
+// after cfg.Timeout, naming the ranks that never arrived.
 func JoinTCP(ctx context.Context, cfg TCPConfig) (Comm, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
