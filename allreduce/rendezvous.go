@@ -49,7 +49,7 @@ type joinMsg struct {
 	Size  int    `json:"size"`
 	Addr  string `json:"addr"`
 	// Local is where ranks on the same host may connect instead (see
-	// localEndpoint); empty when the rank offers none.
+	// listenLocal); empty when the rank offers none.
 	Local string `json:"local,omitempty"`
 }
 
@@ -228,7 +228,7 @@ func send(conn net.Conn, msg rvMsg) {
 }
 
 // peer is where a rank of a formed group listens: its TCP address and,
-// when it offers one, its same-host endpoint (localEndpoint).
+// when it offers one, its same-host endpoint (listenLocal).
 type peer struct {
 	addr, local string
 }
