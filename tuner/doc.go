@@ -4,8 +4,9 @@
 // storage before the scheduler decides on it, and returns the experiment's
 // trials and best trial when it is done.
 //
-// Configurations come from a Searcher: RandomSearch, TPE (a port of
-// Optuna's TPE sampler) and CMAES (through goptuna's sampler), crossed with grid parameters by a
+// Configurations come from a Searcher: RandomSearch, TPE (a multivariate
+// Tree-structured Parzen Estimator, grown from Optuna's TPE sampler) and
+// CMAES (through goptuna's sampler), crossed with grid parameters by a
 // GridSearch and bounded by a Limiter, as SearchConfig describes; or from
 // a Searcher of your own, given with WithSearcher.
 //

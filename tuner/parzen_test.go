@@ -19,19 +19,16 @@ type tpeReference struct {
 	Gamma   map[string]int       `json:"gamma"`
 	Weights map[string][]float64 `json:"weights"`
 	Numeric []struct {
-		Name   string `json:"name"`
-		Domain struct {
-			Kind string    `json:"kind"`
-			Args []float64 `json:"args"`
-		} `json:"domain"`
-		Observations []float64 `json:"observations"`
-		Points       []float64 `json:"points"`
-		Low          float64   `json:"low"`
-		High         float64   `json:"high"`
-		Mus          []float64 `json:"mus"`
-		Sigmas       []float64 `json:"sigmas"`
-		Weights      []float64 `json:"weights"`
-		LogPDF       []float64 `json:"log_pdf"`
+		Name         string        `json:"name"`
+		Domain       refDomainSpec `json:"domain"`
+		Observations []float64     `json:"observations"`
+		Points       []float64     `json:"points"`
+		Low          float64       `json:"low"`
+		High         float64       `json:"high"`
+		Mus          []float64     `json:"mus"`
+		Sigmas       []float64     `json:"sigmas"`
+		Weights      []float64     `json:"weights"`
+		LogPDF       []float64     `json:"log_pdf"`
 	} `json:"numeric"`
 	Categorical []struct {
 		Name         string    `json:"name"`
@@ -39,6 +36,14 @@ type tpeReference struct {
 		Observations []any     `json:"observations"`
 		Probs        []float64 `json:"probs"`
 	} `json:"categorical"`
+	Joint []struct {
+		Name         string          `json:"name"`
+		Domains      []refDomainSpec `json:"domains"`
+		Observations [][]any         `json:"observations"`
+		Weights      []float64       `json:"weights"`
+		Points       [][]any         `json:"points"`
+		LogPDF       []float64       `json:"log_pdf"`
+	} `json:"joint"`
 	Trials []struct {
 		State string   `json:"state"`
 		Step  *float64 `json:"step"`
@@ -57,6 +62,12 @@ type tpeReference struct {
 	LogNdtr []struct {
 		A, Log float64
 	} `json:"log_ndtr"`
+}
+
+// refDomainSpec names a gotune domain: its kind and arguments.
+type refDomainSpec struct {
+	Kind string `json:"kind"`
+	Args []any  `json:"args"`
 }
 
 func loadTPEReference(t *testing.T) tpeReference {
@@ -104,9 +115,13 @@ func TestTPEWeights(t *testing.T) {
 }
 
 // refDomain builds the gotune domain a reference case names.
-func refDomain(t *testing.T, kind string, a []float64) searchspace.Domain {
+func refDomain(t *testing.T, spec refDomainSpec) searchspace.Domain {
 	t.Helper()
-	switch kind {
+	a := make([]float64, len(spec.Args))
+	for i, v := range spec.Args {
+		a[i], _ = v.(float64)
+	}
+	switch spec.Kind {
 	case "uniform":
 		return searchspace.Uniform{Low: a[0], High: a[1]}
 	case "loguniform":
@@ -119,56 +134,94 @@ func refDomain(t *testing.T, kind string, a []float64) searchspace.Domain {
 		return searchspace.RandInt{Low: int64(a[0]), High: int64(a[1])}
 	case "lograndint":
 		return searchspace.LogRandInt{Low: int64(a[0]), High: int64(a[1])}
+	case "choice":
+		return searchspace.Choice{Values: spec.Args}
 	}
-	t.Fatalf("unknown domain kind %q", kind)
+	t.Fatalf("unknown domain kind %q", spec.Kind)
 	return nil
 }
 
-// refValue converts a JSON number to the type domain d yields.
-func refValue(d searchspace.Domain, x float64) any {
+// refValue converts a JSON value to the type domain d yields.
+func refValue(d searchspace.Domain, v any) any {
 	switch d.(type) {
 	case searchspace.RandInt, searchspace.LogRandInt:
-		return int64(x)
+		return int64(v.(float64))
 	}
-	return x
+	return v
 }
 
-// TestParzenMatchesOptuna fits the estimator to observations in trial
-// order, weighted by age as TPE weighs the other trials, and compares its
-// components and log-densities with Optuna 3.1's _ParzenEstimator.
-func TestParzenMatchesOptuna(t *testing.T) {
-	ref := loadTPEReference(t)
-	for _, c := range ref.Numeric {
-		t.Run(c.Name, func(t *testing.T) {
-			d := refDomain(t, c.Domain.Kind, c.Domain.Args)
-			p, err := newTPEParam(searchspace.Param{Name: "x", Domain: d})
+// refParams builds the TPE parameters of reference domains, named p0,
+// p1, … in the order given.
+func refParams(t *testing.T, specs ...refDomainSpec) []tpeParam {
+	t.Helper()
+	params := make([]tpeParam, len(specs))
+	for i, spec := range specs {
+		p, err := newTPEParam(searchspace.Param{Name: "p" + strconv.Itoa(i), Domain: refDomain(t, spec)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		params[i] = p
+	}
+	return params
+}
+
+// refModel maps reference configurations to model space, by parameter
+// then configuration.
+func refModel(t *testing.T, params []tpeParam, configs [][]any) [][]float64 {
+	t.Helper()
+	cols := make([][]float64, len(params))
+	for _, cfg := range configs {
+		for i := range params {
+			x, err := params[i].modelValue(refValue(params[i].domain, cfg[i]))
 			if err != nil {
 				t.Fatal(err)
 			}
+			cols[i] = append(cols[i], x)
+		}
+	}
+	return cols
+}
+
+// ids returns 0, 1, …, n−1.
+func ids(n int) []int32 {
+	s := make([]int32, n)
+	for i := range s {
+		s[i] = int32(i)
+	}
+	return s
+}
+
+// TestKDEMatchesOptuna fits the estimator of one numeric parameter to
+// observations in trial order, weighted by age as TPE weighs the other
+// trials, and compares its components and log-densities with Optuna
+// 3.1's _ParzenEstimator.
+func TestKDEMatchesOptuna(t *testing.T) {
+	ref := loadTPEReference(t)
+	for _, c := range ref.Numeric {
+		t.Run(c.Name, func(t *testing.T) {
+			params := refParams(t, c.Domain)
+			p := &params[0]
 			if !closeTo(p.low, c.Low, 1e-12) || !closeTo(p.high, c.High, 1e-12) {
 				t.Errorf("model bounds [%v, %v], want [%v, %v]", p.low, p.high, c.Low, c.High)
 			}
-			type obs struct{ x, w float64 }
-			var sorted []obs
+			var configs [][]any
+			weights := make([]float64, len(c.Observations))
 			for k, v := range c.Observations {
-				x, err := p.modelValue(refValue(d, v))
-				if err != nil {
-					t.Fatal(err)
-				}
-				sorted = append(sorted, obs{x, tpeWeight(k, len(c.Observations))})
+				configs = append(configs, []any{v})
+				weights[k] = tpeWeight(k, len(c.Observations))
 			}
-			slices.SortStableFunc(sorted, func(a, b obs) int { return cmp.Compare(a.x, b.x) })
-			var pe parzen
-			pe.reset(p.low, p.high, p.step)
-			for _, o := range sorted {
-				pe.add(o.x, o.w)
+			cols := refModel(t, params, configs)
+			if cols[0] == nil {
+				cols[0] = []float64{}
 			}
-			pe.fit()
+			var k kde
+			k.fit(params, cols, ids(len(c.Observations)), weights)
 
 			type comp struct{ mu, sigma, w float64 }
 			var got []comp
-			for i := range pe.mus {
-				got = append(got, comp{pe.mus[i], pe.sigmas[i], pe.weights[i]})
+			d := &k.dims[0]
+			for i := range d.mus {
+				got = append(got, comp{d.mus[i], d.sigmas[i], math.Exp(k.logW[i])})
 			}
 			slices.SortFunc(got, func(a, b comp) int {
 				return cmp.Or(cmp.Compare(a.mu, b.mu), cmp.Compare(a.sigma, b.sigma), cmp.Compare(a.w, b.w))
@@ -182,11 +235,11 @@ func TestParzenMatchesOptuna(t *testing.T) {
 				}
 			}
 			for i, v := range c.Points {
-				x, err := p.modelValue(refValue(d, v))
+				x, err := p.modelValue(refValue(p.domain, v))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := pe.logPDF(x); !closeTo(got, c.LogPDF[i], 1e-9) {
+				if got := k.logPDF([]float64{x}); !closeTo(got, c.LogPDF[i], 1e-9) {
 					t.Errorf("log pdf at %v: %v, want %v", v, got, c.LogPDF[i])
 				}
 			}
@@ -194,28 +247,121 @@ func TestParzenMatchesOptuna(t *testing.T) {
 	}
 }
 
-func TestCatParzenMatchesOptuna(t *testing.T) {
+// TestKDECategoricalMatchesOptuna compares the probabilities of a
+// categorical parameter's choices with Optuna 3.1's.
+func TestKDECategoricalMatchesOptuna(t *testing.T) {
 	ref := loadTPEReference(t)
 	for _, c := range ref.Categorical {
 		t.Run(c.Name, func(t *testing.T) {
-			// JSON numbers decode as float64; a choice of numbers compares
-			// by value either way.
-			counts := make([]float64, len(c.Choices))
+			params := refParams(t, refDomainSpec{Kind: "choice", Args: c.Choices})
+			var configs [][]any
+			weights := make([]float64, len(c.Observations))
 			for k, v := range c.Observations {
-				i := slices.Index(c.Choices, v)
-				if i < 0 {
-					t.Fatalf("observation %v is not a choice", v)
-				}
-				counts[i] += tpeWeight(k, len(c.Observations))
+				configs = append(configs, []any{v})
+				weights[k] = tpeWeight(k, len(c.Observations))
 			}
-			var pe catParzen
-			pe.fit(counts, len(c.Observations))
+			cols := refModel(t, params, configs)
+			if cols[0] == nil {
+				cols[0] = []float64{}
+			}
+			var k kde
+			k.fit(params, cols, ids(len(c.Observations)), weights)
 			for i, want := range c.Probs {
-				if !closeTo(pe.probs[i], want, 1e-12) {
-					t.Errorf("p(%v) = %v, want %v", c.Choices[i], pe.probs[i], want)
+				if got := math.Exp(k.logPDF([]float64{float64(i)})); !closeTo(got, want, 1e-12) {
+					t.Errorf("p(%v) = %v, want %v", c.Choices[i], got, want)
 				}
 			}
 		})
+	}
+}
+
+// TestKDEJointMatchesOptuna fits one estimator to whole configurations
+// of five parameters of every kind, with given weights, and compares its
+// log-density at other configurations with Optuna's joint estimator.
+func TestKDEJointMatchesOptuna(t *testing.T) {
+	ref := loadTPEReference(t)
+	for _, c := range ref.Joint {
+		t.Run(c.Name, func(t *testing.T) {
+			params := refParams(t, c.Domains...)
+			cols := refModel(t, params, c.Observations)
+			for i := range cols {
+				if cols[i] == nil {
+					cols[i] = []float64{}
+				}
+			}
+			var k kde
+			k.fit(params, cols, ids(len(c.Observations)), c.Weights)
+			points := refModel(t, params, c.Points)
+			x := make([]float64, len(params))
+			for j, want := range c.LogPDF {
+				for i := range params {
+					x[i] = points[i][j]
+				}
+				if got := k.logPDF(x); !closeTo(got, want, 1e-9) {
+					t.Errorf("log pdf at %v: %v, want %v", c.Points[j], got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestKDESamples draws from an estimator and checks that each component
+// is drawn as often as it weighs and its values stay near it: a
+// chi-squared test of the components' counts and of the choices drawn.
+func TestKDESamples(t *testing.T) {
+	params := refParams(t,
+		refDomainSpec{Kind: "uniform", Args: []any{0.0, 1.0}},
+		refDomainSpec{Kind: "choice", Args: []any{"a", "b", "c", "d"}},
+	)
+	// Three observations far apart, of weights 1, 2 and 5.
+	cols := [][]float64{{0.1, 0.5, 0.9}, {0, 1, 3}}
+	var k kde
+	k.fit(params, cols, ids(3), []float64{1, 2, 5})
+	r := rand.New(rand.NewPCG(8, 9))
+	const n = 40000
+	x := make([]float64, 2)
+	var choices [4]float64
+	var near [3]float64
+	for range n {
+		k.sample(r, x)
+		if x[0] < 0 || x[0] > 1 {
+			t.Fatalf("sample %v outside [0, 1]", x[0])
+		}
+		choices[int(x[1])]++
+		for i, mu := range cols[0] {
+			if math.Abs(x[0]-mu) < 0.05 {
+				near[i]++
+			}
+		}
+	}
+	// A choice's probability: each observation's kernel gives its own
+	// choice (1+share)/(4·share+1) and the others share/(4·share+1),
+	// share = 1/4; the prior (weight 1 of 9) is uniform.
+	share := 0.25
+	var want [4]float64
+	for i, w := range []float64{1, 2, 5} {
+		for c := range want {
+			p := share / (4*share + 1)
+			if c == int(cols[1][i]) {
+				p = (1 + share) / (4*share + 1)
+			}
+			want[c] += w / 9 * p
+		}
+	}
+	chi2 := 0.0
+	for c := range want {
+		want[c] += 1.0 / 9 / 4
+		e := want[c] * n
+		chi2 += (choices[c] - e) * (choices[c] - e) / e
+	}
+	// 3 degrees of freedom: P(χ² > 16.27) = 0.001.
+	if chi2 > 16.27 {
+		t.Errorf("choices drawn %v, want proportions %v (χ² = %.1f)", choices, want, chi2)
+	}
+	// Values near an observation come mostly from its component, so
+	// their counts rank as the weights do.
+	if !(near[0] < near[1] && near[1] < near[2]) {
+		t.Errorf("samples near 0.1, 0.5, 0.9: %v; want increasing with the weights 1, 2, 5", near)
 	}
 }
 
@@ -236,7 +382,7 @@ func TestTPESplitMatchesOptuna(t *testing.T) {
 		}
 	}
 	for _, s := range ref.Splits {
-		h := tpeHistory{cols: [][]float64{nil}, byValue: [][]int32{nil}}
+		h := tpeHistory{cols: [][]float64{nil}}
 		// Trials finish in reverse order: the split ranks by trial number.
 		for i := s.N - 1; i >= 0; i-- {
 			r, counted := tpeRank(ends[i])
@@ -276,57 +422,6 @@ func TestTruncnormMatchesOptuna(t *testing.T) {
 	for _, c := range ref.LogNdtr {
 		if got := logNdtr(c.A); math.Abs(got-c.Log) > 1e-12*math.Abs(c.Log) {
 			t.Errorf("log Φ(%v) = %v, want %v", c.A, got, c.Log)
-		}
-	}
-}
-
-// TestParzenLogPDFSkipsOnlyNegligibleComponents checks that the
-// log-density, which visits only the components near enough to count,
-// equals the sum over every component, with 2,000 narrow
-// components, clustered and spread, continuous and quantised.
-func TestParzenLogPDFSkipsOnlyNegligibleComponents(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for _, step := range []float64{0, 0.01} {
-		// Observations over the whole domain, or all near 0.3.
-		for _, spread := range []float64{1, 0.02} {
-			centre := 0.5
-			if spread < 1 {
-				centre = 0.3
-			}
-			var pe parzen
-			pe.reset(-0.005, 1.005, step)
-			xs := make([]float64, 2000)
-			for i := range xs {
-				xs[i] = centre + spread*(r.Float64()-0.5)
-				if step > 0 {
-					xs[i] = math.Round(xs[i]/step) * step
-				}
-			}
-			slices.Sort(xs)
-			for i, x := range xs {
-				pe.add(x, tpeWeight(i, len(xs)))
-			}
-			pe.fit()
-			for k := range 100 {
-				x := -0.005 + 1.01*float64(k)/99
-				if step > 0 {
-					x = float64(k%101) * 0.01
-				}
-				want := 0.0
-				for i := range pe.mus {
-					mu, sigma := pe.mus[i], pe.sigmas[i]
-					if step > 0 {
-						lo, hi := max(x-step/2, pe.low), min(x+step/2, pe.high)
-						want += pe.weights[i] * gaussMass((lo-mu)/sigma, (hi-mu)/sigma) / pe.accept[i]
-					} else {
-						z := (x - mu) / sigma
-						want += pe.coef[i] * math.Exp(-0.5*z*z)
-					}
-				}
-				if got := pe.logPDF(x); !closeTo(got, math.Log(want), 1e-12) {
-					t.Errorf("step %v spread %v: log pdf at %v = %v, want %v", step, spread, x, got, math.Log(want))
-				}
-			}
 		}
 	}
 }

@@ -147,11 +147,11 @@ func TestTPEHistory(t *testing.T) {
 }
 
 // TestTPEHistoryOrders checks the orders the history keeps as trials
-// end out of order: by trial number, by each parameter's value, and the
-// 25 best by rank, against sorting the whole history.
+// end out of order: by trial number, and the 26 best by rank, against
+// sorting the whole history.
 func TestTPEHistoryOrders(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	h := tpeHistory{cols: make([][]float64, 2), byValue: make([][]int32, 2)}
+	h := tpeHistory{cols: make([][]float64, 2)}
 	trials := r.Perm(300)
 	for _, trial := range trials {
 		var end TrialEnd
@@ -172,18 +172,10 @@ func TestTPEHistoryOrders(t *testing.T) {
 	if !slices.Equal(h.byTrial, byTrial) {
 		t.Error("byTrial is not in trial order")
 	}
-	for p := range 2 {
-		if !slices.IsSortedFunc(h.byValue[p], func(a, b int32) int { return cmp.Compare(h.cols[p][a], h.cols[p][b]) }) {
-			t.Errorf("byValue[%d] is not in value order", p)
-		}
-		if len(h.byValue[p]) != len(trials) {
-			t.Errorf("byValue[%d] holds %d observations, want %d", p, len(h.byValue[p]), len(trials))
-		}
-	}
 	best := slices.SortedStableFunc(slices.Values(byTrial), func(a, b int32) int {
 		ra, rb := h.rank[a], h.rank[b]
 		return cmp.Or(cmp.Compare(ra[0], rb[0]), cmp.Compare(ra[1], rb[1]))
-	})[:tpeMaxBelow]
+	})[:tpeMaxBelow+1]
 	if !slices.Equal(h.best, best) {
 		t.Errorf("best %v, want %v", h.best, best)
 	}
@@ -363,6 +355,61 @@ func BenchmarkTPESuggest(b *testing.B) {
 					b.Fatal(err)
 				}
 				s.OnTrialEnd(trial, TrialEnd{Status: TrialFailed})
+			}
+		})
+	}
+}
+
+// TestTPEImprovements checks the good trials' weights in l: their
+// improvements on the best of the others, averaging 1, and even weights
+// where improvements do not compare.
+func TestTPEImprovements(t *testing.T) {
+	completed := func(score float64) TrialEnd {
+		return TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 9, Score: score}}
+	}
+	stopped := TrialEnd{Status: TrialStopped, Last: &Observation{Step: 2, Score: 0}}
+	twenty := func(first ...TrialEnd) []TrialEnd {
+		ends := slices.Clone(first)
+		for k := 0; len(ends) < 20; k++ {
+			ends = append(ends, completed(10+float64(k)))
+		}
+		return ends
+	}
+	for _, tt := range []struct {
+		name string
+		ends []TrialEnd
+		want []float64 // the weights of the good trials, best first
+	}{
+		// 20 trials: the good group is the best 2; the threshold is 10.
+		{"by improvement", twenty(completed(4), completed(8)), []float64{1.5, 0.5}},
+		{"level with the threshold", twenty(completed(6), completed(10)), []float64{8 / (4 + tpeMinImprovement), 2 * tpeMinImprovement / (4 + tpeMinImprovement)}},
+		{"a stopped trial next", []TrialEnd{completed(4), completed(8), stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped, stopped}, []float64{1, 1}},
+		{"only stopped trials", slices.Repeat([]TrialEnd{stopped}, 20), []float64{1, 1}},
+		{"an infinite score", twenty(completed(math.Inf(-1)), completed(8)), []float64{1, 1}},
+		{"an infinite threshold", append(slices.Repeat([]TrialEnd{completed(1)}, 2), slices.Repeat([]TrialEnd{completed(math.Inf(1))}, 18)...), []float64{1, 1}},
+		{"improvements too large to add", twenty(completed(-math.MaxFloat64), completed(-math.MaxFloat64)), []float64{1, 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NewTPE(mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}}), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, end := range tt.ends {
+				if _, err := s.Suggest(i + 1); err != nil {
+					t.Fatal(err)
+				}
+				s.OnTrialEnd(i+1, end)
+			}
+			good := s.h.best[:tpeGamma(len(s.h.trial))]
+			got := s.improvements(good)
+			if len(got) != len(tt.want) {
+				t.Fatalf("%d weights, want %d", len(got), len(tt.want))
+			}
+			for i := range got {
+				if !closeTo(got[i], tt.want[i], 1e-12) {
+					t.Errorf("weights %v, want %v", got, tt.want)
+					break
+				}
 			}
 		})
 	}

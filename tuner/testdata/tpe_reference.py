@@ -13,7 +13,13 @@ observations weigh differently (more than 25 of them) have no equal values.
 
 Each numeric case names a gotune domain (kind and arguments) and the
 Optuna distribution that models it; observations are configuration
-values in trial order.
+values in trial order. The joint cases fit one estimator to whole
+configurations of several parameters, with given weights.
+
+gotune's TPE takes Optuna's estimator with consider_endpoints=True, and
+with the 1/sigma in a truncated normal's log-density that Optuna 3.1's
+_truncnorm.logpdf leaves out and later releases restore (optuna#5109):
+the script puts it back.
 """
 import json
 import warnings
@@ -28,7 +34,16 @@ from optuna.samplers._tpe.sampler import _split_observation_pairs, default_gamma
 
 PARAMS = _ParzenEstimatorParameters(
     consider_prior=True, prior_weight=1.0, consider_magic_clip=True,
-    consider_endpoints=False, weights=default_weights, multivariate=False)
+    consider_endpoints=True, weights=default_weights, multivariate=False)
+
+_logpdf_without_scale = _truncnorm.logpdf
+
+
+def _logpdf(x, a, b, loc=0, scale=1):
+    return _logpdf_without_scale(x, a, b, loc, scale) - np.log(scale)
+
+
+_truncnorm.logpdf = _logpdf
 
 warnings.simplefilter("ignore")
 rng = np.random.RandomState(7)
@@ -102,6 +117,49 @@ categorical = [
                      [int(v) for v in rng.choice([1, 2, 3], 30)]),
 ]
 
+
+
+def joint_case(name, params, observations, weights, points):
+    """params: (name, gotune domain, Optuna distribution) in the order the
+    test lists them; observations and points: configurations as lists."""
+    space = {p[0]: p[2] for p in params}
+    internal = {p[0]: np.asarray([p[2].to_internal_repr(o[i]) for o in observations], dtype=float)
+                for i, p in enumerate(params)}
+    pe = _ParzenEstimator(internal, space, PARAMS, np.asarray(weights, dtype=float))
+    pts = {p[0]: np.asarray([p[2].to_internal_repr(o[i]) for o in points],
+                            dtype=int if isinstance(p[2], CategoricalDistribution) else float)
+           for i, p in enumerate(params)}
+    return {
+        "name": name, "domains": [p[1] for p in params], "observations": observations,
+        "weights": weights, "points": points, "log_pdf": pe.log_pdf(pts).tolist(),
+    }
+
+
+JOINT_PARAMS = [
+    ("a", {"kind": "uniform", "args": [-5, 10]}, FloatDistribution(-5, 10)),
+    ("b", {"kind": "loguniform", "args": [1e-4, 1e-1]}, FloatDistribution(1e-4, 1e-1, log=True)),
+    ("c", {"kind": "choice", "args": ["relu", "tanh", "gelu"]}, CategoricalDistribution(["relu", "tanh", "gelu"])),
+    ("d", {"kind": "randint", "args": [0, 100]}, IntDistribution(0, 99)),
+    ("e", {"kind": "quniform", "args": [0.5, 0.99, 0.01]}, FloatDistribution(0.5, 0.99, step=0.01)),
+]
+
+
+def joint_configs(n):
+    acts = ["relu", "tanh", "gelu"]
+    return [[float(rng.uniform(-5, 10)), float(np.exp(rng.uniform(math.log(1e-4), math.log(1e-1)))),
+             acts[rng.randint(3)], int(rng.randint(100)), round(0.5 + 0.01 * int(rng.randint(50)), 2)]
+            for _ in range(n)]
+
+
+joint = [
+    joint_case("no observations", JOINT_PARAMS, [], [], joint_configs(3)),
+    joint_case("one observation", JOINT_PARAMS, joint_configs(1), [1.0], joint_configs(4)),
+    joint_case("12 observations, unequal weights", JOINT_PARAMS, joint_configs(12),
+               [float(w) for w in rng.uniform(0.01, 3, 12)], joint_configs(8)),
+    joint_case("40 observations, weights ramp", JOINT_PARAMS, joint_configs(40),
+               default_weights(40).tolist(), joint_configs(8)),
+]
+
 # Trials in number order: completed with a value, or pruned at a step with
 # its value there (None: pruned without an intermediate value).
 trials = []
@@ -135,7 +193,7 @@ print(json.dumps({
     "optuna": optuna.__version__,
     "gamma": {str(n): default_gamma(n) for n in [1, 9, 10, 11, 29, 30, 31, 100, 240, 241, 250, 251, 5000]},
     "weights": {str(m): default_weights(m).tolist() for m in [0, 1, 24, 25, 26, 27, 40]},
-    "numeric": numeric, "categorical": categorical,
+    "numeric": numeric, "categorical": categorical, "joint": joint,
     "trials": trials, "splits": splits,
     "ppf": ppf, "log_gauss_mass": mass, "log_ndtr": log_ndtr,
 }, indent=1))
