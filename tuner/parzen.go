@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -131,15 +132,7 @@ func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []fl
 		for i := range k.order {
 			k.order[i] = int32(i)
 		}
-		slices.SortStableFunc(k.order, func(a, b int32) int {
-			if d.mus[a] < d.mus[b] {
-				return -1
-			}
-			if d.mus[a] > d.mus[b] {
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(k.order, func(a, b int32) int { return cmp.Compare(d.mus[a], d.mus[b]) })
 		d.fitNumeric(k.order)
 	}
 }

@@ -21,7 +21,7 @@ type tpeReference struct {
 	Numeric []struct {
 		Name         string        `json:"name"`
 		Domain       refDomainSpec `json:"domain"`
-		Observations []float64     `json:"observations"`
+		Observations []any         `json:"observations"`
 		Points       []float64     `json:"points"`
 		Low          float64       `json:"low"`
 		High         float64       `json:"high"`
@@ -182,6 +182,21 @@ func refModel(t *testing.T, params []tpeParam, configs [][]any) [][]float64 {
 	return cols
 }
 
+// fitByAge fits the estimator of one parameter to observations in trial
+// order, weighted by age as TPE weighs the other trials.
+func fitByAge(t *testing.T, params []tpeParam, observations []any) *kde {
+	t.Helper()
+	configs := make([][]any, len(observations))
+	weights := make([]float64, len(observations))
+	for k, v := range observations {
+		configs[k] = []any{v}
+		weights[k] = tpeWeight(k, len(observations))
+	}
+	var k kde
+	k.fit(params, refModel(t, params, configs), ids(len(observations)), weights)
+	return &k
+}
+
 // ids returns 0, 1, …, n−1.
 func ids(n int) []int32 {
 	s := make([]int32, n)
@@ -204,18 +219,7 @@ func TestKDEMatchesOptuna(t *testing.T) {
 			if !closeTo(p.low, c.Low, 1e-12) || !closeTo(p.high, c.High, 1e-12) {
 				t.Errorf("model bounds [%v, %v], want [%v, %v]", p.low, p.high, c.Low, c.High)
 			}
-			var configs [][]any
-			weights := make([]float64, len(c.Observations))
-			for k, v := range c.Observations {
-				configs = append(configs, []any{v})
-				weights[k] = tpeWeight(k, len(c.Observations))
-			}
-			cols := refModel(t, params, configs)
-			if cols[0] == nil {
-				cols[0] = []float64{}
-			}
-			var k kde
-			k.fit(params, cols, ids(len(c.Observations)), weights)
+			k := fitByAge(t, params, c.Observations)
 
 			type comp struct{ mu, sigma, w float64 }
 			var got []comp
@@ -254,18 +258,7 @@ func TestKDECategoricalMatchesOptuna(t *testing.T) {
 	for _, c := range ref.Categorical {
 		t.Run(c.Name, func(t *testing.T) {
 			params := refParams(t, refDomainSpec{Kind: "choice", Args: c.Choices})
-			var configs [][]any
-			weights := make([]float64, len(c.Observations))
-			for k, v := range c.Observations {
-				configs = append(configs, []any{v})
-				weights[k] = tpeWeight(k, len(c.Observations))
-			}
-			cols := refModel(t, params, configs)
-			if cols[0] == nil {
-				cols[0] = []float64{}
-			}
-			var k kde
-			k.fit(params, cols, ids(len(c.Observations)), weights)
+			k := fitByAge(t, params, c.Observations)
 			for i, want := range c.Probs {
 				if got := math.Exp(k.logPDF([]float64{float64(i)})); !closeTo(got, want, 1e-12) {
 					t.Errorf("p(%v) = %v, want %v", c.Choices[i], got, want)
@@ -284,11 +277,6 @@ func TestKDEJointMatchesOptuna(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			params := refParams(t, c.Domains...)
 			cols := refModel(t, params, c.Observations)
-			for i := range cols {
-				if cols[i] == nil {
-					cols[i] = []float64{}
-				}
-			}
 			var k kde
 			k.fit(params, cols, ids(len(c.Observations)), c.Weights)
 			points := refModel(t, params, c.Points)
