@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -102,7 +103,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if db.now == nil {
 		db.now = time.Now
 	}
-	if err := db.migrate(context.Background(), w); err != nil {
+	if err := db.migrateWhenFree(context.Background(), w); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func OpenReadOnly(path string) (*DB, error) {
 func dsn(path, mode, extra string) string {
 	q := url.Values{}
 	q.Set("mode", mode)
-	q.Set("_busy_timeout", "10000")
+	q.Set("_busy_timeout", strconv.FormatInt(busyTimeout.Milliseconds(), 10))
 	q.Set("_foreign_keys", "on")
 	if mode != "ro" {
 		q.Set("_journal_mode", "WAL")
@@ -211,6 +212,28 @@ func (db *DB) checkEmpty(ctx context.Context, q querier) error {
 
 func (db *DB) newerError(v int) error {
 	return fmt.Errorf("%s has schema version %d, newer than this gotune's %d: upgrade gotune", db.path, v, SchemaVersion)
+}
+
+// busyTimeout is how long a connection waits for another's lock before a
+// statement fails with SQLITE_BUSY (SQLite's busy timeout).
+const busyTimeout = 10 * time.Second
+
+// migrateWhenFree migrates, trying again while the database is busy. A
+// connection's first use switches a new database to WAL, which needs an
+// exclusive lock; where two connections would deadlock waiting for each
+// other's locks, SQLite fails one at once with SQLITE_BUSY instead of
+// waiting out the busy timeout. So concurrent Opens of a new database
+// retry here, for as long as the busy timeout.
+func (db *DB) migrateWhenFree(ctx context.Context, w *sql.DB) error {
+	deadline := time.Now().Add(busyTimeout)
+	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		err := db.migrate(ctx, w)
+		var se sqlite3.Error
+		if !errors.As(err, &se) || se.Code != sqlite3.ErrBusy && se.Code != sqlite3.ErrLocked || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+	}
 }
 
 func (db *DB) migrate(ctx context.Context, w *sql.DB) error {
