@@ -4,9 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // queryer is what reads need of a *sql.DB or a transaction.
@@ -265,10 +269,29 @@ WHERE e.name = ? ORDER BY j.key`, exp)
 }
 
 // Query runs any SQL query over the results through a read-only
-// connection: SQLite itself refuses a statement that would write. Close the
-// rows when done.
+// connection: SQLite itself refuses a statement that would write (see
+// ExplainRefusal). Close the rows when done.
 func (db *DB) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	return db.rq.QueryContext(ctx, query, args...)
+}
+
+// ExplainRefusal adds the reason to an error of Query (or of its rows)
+// that is SQLite refusing a statement that would write, since SQLite's
+// own message does not always say so: a PRAGMA that changes the journal
+// mode fails as a disk I/O error, and VACUUM or ATTACH as too many
+// attached databases. Other errors come back as they are.
+func ExplainRefusal(err error) error {
+	var se sqlite3.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch {
+	case se.Code == sqlite3.ErrReadonly,
+		se.Code == sqlite3.ErrIoErr && se.SystemErrno == syscall.EBADF,
+		se.Code == sqlite3.ErrError && strings.Contains(se.Error(), "too many attached databases"):
+		return fmt.Errorf("%w: queries are read-only, so a statement that writes or opens another file (INSERT, UPDATE, DELETE, CREATE, DROP, VACUUM, ATTACH, a PRAGMA that sets a value) is refused", err)
+	}
+	return err
 }
 
 // Snapshot calls fn with a view of the database whose reads all see one

@@ -48,7 +48,7 @@ func queryCommand(dbFlag cli.Flag) *cli.Command {
 				w = csvRows
 			}
 			if err := runQuery(c, db, q, w); err != nil {
-				return &exitError{exitFailed, fmt.Errorf("query: %w", err)}
+				return &exitError{exitFailed, fmt.Errorf("query: %w", storage.ExplainRefusal(err))}
 			}
 			return nil
 		},

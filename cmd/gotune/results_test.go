@@ -162,6 +162,8 @@ func TestResultsCommandErrors(t *testing.T) {
 		{"query that writes in a CTE", []string{"query", "WITH x AS (SELECT 1) UPDATE trials SET status = 'X'"}, 1, []string{"readonly"}},
 		{"query that attaches", []string{"query", "ATTACH 'x.db' AS x"}, 1, []string{"attached"}},
 		{"query that changes the schema version", []string{"query", "PRAGMA user_version = 99"}, 1, []string{"readonly"}},
+		{"query that changes the journal mode", []string{"query", "PRAGMA journal_mode = DELETE"}, 1, []string{"queries are read-only"}},
+		{"query that vacuums", []string{"query", "VACUUM"}, 1, []string{"queries are read-only"}},
 		{"bad SQL", []string{"query", "SELEC 1"}, 1, []string{"syntax error"}},
 		{"unknown table", []string{"query", "SELECT * FROM nope"}, 1, []string{"no such table"}},
 		{"query with two formats", []string{"query", "--json", "--csv", "SELECT 1"}, 2, []string{"--json and --csv"}},
