@@ -132,7 +132,8 @@ func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []fl
 		for i := range k.order {
 			k.order[i] = int32(i)
 		}
-		slices.SortStableFunc(k.order, func(a, b int32) int { return cmp.Compare(d.mus[a], d.mus[b]) })
+		// Equal values in the order of ids, as a stable sort leaves them.
+		slices.SortFunc(k.order, func(a, b int32) int { return cmp.Or(cmp.Compare(d.mus[a], d.mus[b]), cmp.Compare(a, b)) })
 		d.fitNumeric(k.order)
 	}
 }
@@ -254,7 +255,11 @@ func (k *kde) logPDF(x []float64) float64 {
 	top := slices.Max(k.acc)
 	sum := 0.0
 	for _, a := range k.acc {
-		sum += math.Exp(a - top)
+		// A component below e^−40 of the largest changes the sum by less
+		// than 1e−17 of it, each: skip its exp.
+		if a-top > -40 {
+			sum += math.Exp(a - top)
+		}
 	}
 	return top + math.Log(sum)
 }
