@@ -202,13 +202,16 @@ func (k *kde) sample(r *rand.Rand, x []float64) {
 			// An observation's kernel is its choice with weight 1 plus
 			// share on every choice, normalised.
 			v := r.Float64()
-			switch {
-			case prior:
+			if prior {
 				x[p] = float64(min(int(v*float64(d.choices)), d.choices-1))
-			case v*(float64(d.choices)*d.share+1) < 1:
+				continue
+			}
+			// Mass 1 on its choice, then share on each choice in turn.
+			v *= float64(d.choices)*d.share + 1
+			if v < 1 {
 				x[p] = float64(d.picks[c])
-			default:
-				x[p] = float64(min(int((v*(float64(d.choices)*d.share+1)-1)/d.share), d.choices-1))
+			} else {
+				x[p] = float64(min(int((v-1)/d.share), d.choices-1))
 			}
 			continue
 		}
