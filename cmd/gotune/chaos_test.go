@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// chaosWorker is a command worker with a deterministic learning curve: the
+// loss at epoch e is (x-0.3)² + 1/e for the trial's x, and every epoch
+// hands over a checkpoint that holds e and x. A restarted or promoted
+// worker goes on from its checkpoint's epoch; a PBT clone keeps the x it
+// was given, as its configuration says.
+const chaosWorker = `
+x=$1
+max=$2
+e=0
+if [ -n "$GOTUNE_RESUME_DIR" ]; then e=$(cat "$GOTUNE_RESUME_DIR/epoch"); fi
+while [ "$e" -lt "$max" ]; do
+	e=$((e + 1))
+	sleep 0.02
+	d="$GOTUNE_CHECKPOINT_DIR/e$e"
+	mkdir -p "$d" && echo "$e" > "$d/epoch"
+	loss=$(awk -v x="$x" -v e="$e" 'BEGIN { printf "%.10g", (x - 0.3) * (x - 0.3) + 1 / e }')
+	echo "@gotune {\"epoch\": $e, \"loss\": $loss, \"checkpoint\": \"$d\"}"
+done
+`
+
+// chaosSchedulers are the deterministic sweeps the chaos test disturbs:
+// one trial at a time, a fixed seed, so that an undisturbed run's
+// decisions are a function of the sweep file alone.
+var chaosSchedulers = []struct{ name, section string }{
+	{"fifo", `kind = "fifo"`},
+	{"asha-stop", `kind = "asha"
+mode = "stop"
+time_attr = "epoch"
+max_t = 9
+grace_period = 1
+reduction_factor = 3`},
+	{"asha-promote", `kind = "asha"
+mode = "promote"
+time_attr = "epoch"
+max_t = 9
+grace_period = 1
+reduction_factor = 3`},
+	{"hyperband", `kind = "hyperband"
+time_attr = "epoch"
+max_t = 9
+reduction_factor = 3`},
+	{"pbt", `kind = "pbt"
+time_attr = "epoch"
+perturbation_interval = 3
+hyperparam_mutations = { x = { uniform = [0.0, 1.0] } }`},
+}
+
+// chaosSweep writes the sweep of scheduler section sched into dir.
+func chaosSweep(t *testing.T, dir, name, sched string) string {
+	t.Helper()
+	script := filepath.Join(dir, "worker.sh")
+	if err := os.WriteFile(script, []byte(chaosWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(`name = %q
+seed = 11
+[objective]
+metric = "loss"
+mode = "min"
+[search]
+algorithm = "random"
+num_samples = 6
+max_concurrent = 1
+[search.space]
+x = { uniform = [0.0, 1.0] }
+[scheduler]
+%s
+[trainer]
+command = ["sh", %q, "{x}", "9"]
+kill_timeout = 2
+[trainer.failure]
+max_failures = -1
+heartbeat_timeout = 3
+[trainer.checkpoint]
+num_to_keep = 2
+`, name, sched, script)
+	path := filepath.Join(dir, "sweep.toml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// chaosFault is one disturbance of a running sweep.
+type chaosFault int
+
+const (
+	killTuner chaosFault = iota
+	killWorker
+	stopTuner
+	numChaosFaults
+)
+
+func (f chaosFault) String() string {
+	return [...]string{"kill -9 of the tuner", "kill -9 of a worker", "SIGSTOP of the tuner past the heartbeat timeout"}[f]
+}
+
+// chaosOutcome is what a sweep is judged by: each trial's configuration,
+// status, last iteration and last metric.
+type chaosOutcome struct {
+	Trial      int
+	Status     string
+	X          float64
+	Iterations int
+	Last       string
+}
+
+func chaosOutcomes(t *testing.T, db, name string) []chaosOutcome {
+	t.Helper()
+	code, out, stderr := runCLI("trials", "--db", db, "--json", name)
+	var rows []trialJSON
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
+		t.Fatalf("trials: exit %d\n%s%s", code, out, stderr)
+	}
+	var res []chaosOutcome
+	for _, r := range rows {
+		x, _ := r.Params["x"].(float64)
+		last := "none"
+		if r.LastMetric != nil {
+			last = strconv.FormatFloat(float64(*r.LastMetric), 'g', 10, 64)
+		}
+		res = append(res, chaosOutcome{r.TrialID, r.Status, x, r.Iterations, last})
+	}
+	return res
+}
+
+// committedReports counts the reports the sweep's database holds.
+func committedReports(db, name string) int {
+	code, out, _ := runCLI("query", "--db", db, "--csv",
+		fmt.Sprintf("SELECT count(*) FROM reports_v WHERE experiment = '%s'", name))
+	if code != 0 {
+		return -1
+	}
+	lines := strings.Fields(out)
+	if len(lines) < 2 {
+		return -1
+	}
+	n, err := strconv.Atoi(lines[len(lines)-1])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// workerPIDs lists the running processes of script.
+func workerPIDs(script string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(script)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestChaos disturbs deterministic sweeps of every scheduler with kill -9
+// of the tuner and of workers and with SIGSTOP of the tuner, at random
+// moments drawn from a logged seed, rerunning the sweep after each kill of
+// the tuner, and checks that every trial ends as in an undisturbed run.
+func TestChaos(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("GOTUNE_CHAOS_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("GOTUNE_CHAOS_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0xc4a05))
+	injected := map[chaosFault]int{}
+	for _, sc := range chaosSchedulers {
+		t.Run(sc.name, func(t *testing.T) {
+			base := t.TempDir()
+			want := chaosOutcomes(t, runUndisturbed(t, base, sc.name, sc.section), sc.name)
+			total := 0
+			for _, o := range want {
+				total += o.Iterations
+			}
+
+			dir := filepath.Join(base, "chaos")
+			os.MkdirAll(dir, 0o755)
+			sweep := chaosSweep(t, dir, sc.name, sc.section)
+			script := filepath.Join(dir, "worker.sh")
+			db := filepath.Join(dir, "gotune.db")
+			for run := 0; ; run++ {
+				if run > 20 {
+					t.Fatal("the sweep did not finish after 20 runs")
+				}
+				cmd := gotune(t, "run", "--db", db, sweep)
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				exited := make(chan error, 1)
+				go func() { exited <- cmd.Wait() }()
+				killed := disturb(t, rng, cmd.Process, exited, db, sc.name, script, total, injected)
+				err := <-exited
+				switch {
+				case err == nil:
+				case strings.Contains(out.String(), "has already ended"):
+					// The kill came after the sweep had ended.
+				case killed:
+					continue
+				default:
+					t.Fatalf("run %d: %v\n%s", run, err, out.String())
+				}
+				break
+			}
+			got := chaosOutcomes(t, db, sc.name)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("after the faults:\n%v\nan undisturbed run:\n%v", got, want)
+			}
+		})
+	}
+	t.Logf("faults injected: %d kill -9 of the tuner, %d kill -9 of a worker, %d SIGSTOP of the tuner",
+		injected[killTuner], injected[killWorker], injected[stopTuner])
+}
+
+// runUndisturbed runs the sweep once without faults and returns its database.
+func runUndisturbed(t *testing.T, base, name, section string) string {
+	t.Helper()
+	dir := filepath.Join(base, "undisturbed")
+	os.MkdirAll(dir, 0o755)
+	db := filepath.Join(dir, "gotune.db")
+	cmd := gotune(t, "run", "--db", db, chaosSweep(t, dir, name, section))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("undisturbed run: %v\n%s", err, out)
+	}
+	return db
+}
+
+// disturb injects faults into the running tuner p at random report counts
+// until the sweep exits or a fault kills the tuner; it reports whether it
+// killed the tuner.
+func disturb(t *testing.T, rng *rand.Rand, p *os.Process, exited chan error, db, name, script string, total int, injected map[chaosFault]int) bool {
+	next := committedReports(db, name)
+	if next < 0 {
+		next = 0
+	}
+	next += 1 + rng.IntN(max(total/3, 1))
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			return false
+		default:
+		}
+		if committedReports(db, name) < next {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		f := chaosFault(rng.IntN(int(numChaosFaults)))
+		switch f {
+		case killTuner:
+			p.Signal(syscall.SIGKILL)
+			injected[f]++
+			return true
+		case killWorker:
+			pids := workerPIDs(script)
+			if len(pids) == 0 {
+				break
+			}
+			syscall.Kill(pids[rng.IntN(len(pids))], syscall.SIGKILL)
+			injected[f]++
+		case stopTuner:
+			p.Signal(syscall.SIGSTOP)
+			time.Sleep(4 * time.Second) // past the heartbeat timeout
+			p.Signal(syscall.SIGCONT)
+			injected[f]++
+		}
+		next = committedReports(db, name) + 1 + rng.IntN(max(total/3, 1))
+	}
+}
