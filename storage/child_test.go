@@ -76,7 +76,7 @@ func childReport(path string, n int) error {
 				for it := 1; n == 0 || it <= n; it++ {
 					loss := 1 / float64(it+i)
 					m := map[string]float64{"loss": loss, "epoch": float64(it)}
-					if err := db.AddReport(ctx, tr.ID(), Report{it, time.Now(), m}, &loss); err != nil {
+					if err := db.AddReport(ctx, tr.ID(), Report{Iteration: it, Time: time.Now(), Metrics: m}, &loss); err != nil {
 						return err
 					}
 					if it%5 == 0 {
@@ -130,7 +130,7 @@ func childFill(path string) error {
 	for {
 		it++
 		loss := float64(it)
-		err := db.AddReport(ctx, tr.ID(), Report{it, time.Now(), big}, &loss)
+		err := db.AddReport(ctx, tr.ID(), Report{Iteration: it, Time: time.Now(), Metrics: big}, &loss)
 		if err != nil {
 			if !errors.Is(err, ErrDiskFull) {
 				return fmt.Errorf("report %d: want a disk-full error, got %w", it, err)
@@ -145,7 +145,7 @@ func childFill(path string) error {
 	}
 	for range childResumed {
 		loss := float64(it)
-		if err := db.AddReport(ctx, tr.ID(), Report{it, time.Now(), big}, &loss); err != nil {
+		if err := db.AddReport(ctx, tr.ID(), Report{Iteration: it, Time: time.Now(), Metrics: big}, &loss); err != nil {
 			return fmt.Errorf("report %d after space came back: %w", it, err)
 		}
 		it++

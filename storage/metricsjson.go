@@ -21,6 +21,26 @@ type Number float64
 // MarshalJSON implements json.Marshaler.
 func (n Number) MarshalJSON() ([]byte, error) { return AppendJSONFloat(nil, float64(n)), nil }
 
+// UnmarshalJSON implements json.Unmarshaler: it reads what MarshalJSON
+// writes.
+func (n *Number) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("not a number: %q", s)
+		}
+		*n = Number(f)
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*n = Number(f)
+	return nil
+}
+
 // NumberPtr converts an optional float64.
 func NumberPtr(f *float64) *Number {
 	if f == nil {

@@ -218,7 +218,7 @@ WITH RECURSIVE chain(trial, id) AS (
 	UNION ALL
 	SELECT c.trial, r.prev_id FROM chain c JOIN reports r ON r.id = c.id WHERE r.prev_id IS NOT NULL
 )
-SELECT c.trial, r.iteration, r.time, r.metrics_json FROM chain c JOIN reports r ON r.id = c.id
+SELECT c.trial, r.id, r.iteration, r.time, r.metrics_json FROM chain c JOIN reports r ON r.id = c.id
 ORDER BY c.trial, r.iteration`, args...)
 	if err != nil {
 		return err
@@ -229,7 +229,7 @@ ORDER BY c.trial, r.iteration`, args...)
 		var r Report
 		var ts float64
 		var m string
-		if err := rows.Scan(&n, &r.Iteration, &ts, &m); err != nil {
+		if err := rows.Scan(&n, &r.Seq, &r.Iteration, &ts, &m); err != nil {
 			return err
 		}
 		r.Time = fromUnixSeconds(ts)

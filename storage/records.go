@@ -80,6 +80,9 @@ type Report struct {
 	Iteration int
 	Time      time.Time
 	Metrics   map[string]float64
+	// Seq is the report's place in the order the database committed the
+	// experiment's reports, across trials; 0 in a report not yet recorded.
+	Seq int64
 }
 
 const insertExperiment = `INSERT INTO experiments (name, status, metric, mode, config_json, created_at) VALUES (?, ?, ?, ?, ?, ?)`

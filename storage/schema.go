@@ -174,6 +174,19 @@ CREATE VIEW reports_v AS
 SELECT e.name AS experiment, t.number AS trial_id, r.iteration, r.time, r.metrics_json
 FROM reports r JOIN trials t ON t.id = r.trial_id JOIN experiments e ON e.id = t.experiment_id;
 `,
+	// 2: the scheduler's inputs in the order the tuner gave them, so that a
+	// resumed run replays them into a new scheduler and it decides exactly
+	// as the interrupted one would have.
+	`
+CREATE TABLE scheduler_inputs (
+	id            INTEGER PRIMARY KEY,
+	experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+	trial         INTEGER NOT NULL,
+	kind          TEXT NOT NULL,
+	data_json     TEXT
+);
+CREATE INDEX scheduler_inputs_experiment ON scheduler_inputs (experiment_id, id);
+`,
 }
 
 // SchemaVersion is the schema version this build of gotune reads and writes.

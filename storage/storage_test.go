@@ -99,7 +99,7 @@ func TestBestTrialAndViews(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := db.AddReport(ctx, tr.ID(), Report{1, time.Now(), map[string]float64{"acc": acc}}, &acc); err != nil {
+		if err := db.AddReport(ctx, tr.ID(), Report{Iteration: 1, Time: time.Now(), Metrics: map[string]float64{"acc": acc}}, &acc); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.FinishTrial(ctx, tr.ID(), TrialTerminated, ""); err != nil {
@@ -225,7 +225,7 @@ func TestCloseLeavesEveryResultInTheFile(t *testing.T) {
 	const n = 50
 	for i := 1; i <= n; i++ {
 		v := float64(i)
-		if err := db.AddReport(ctx, tr.ID(), Report{i, time.Now(), map[string]float64{"loss": v}}, &v); err != nil {
+		if err := db.AddReport(ctx, tr.ID(), Report{Iteration: i, Time: time.Now(), Metrics: map[string]float64{"loss": v}}, &v); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -282,7 +282,7 @@ func TestReadersDuringWrites(t *testing.T) {
 		defer wg.Done()
 		for i := 1; i <= n; i++ {
 			v := float64(i)
-			if err := db.AddReport(ctx, tr.ID(), Report{i, time.Now(), map[string]float64{"loss": v}}, &v); err != nil {
+			if err := db.AddReport(ctx, tr.ID(), Report{Iteration: i, Time: time.Now(), Metrics: map[string]float64{"loss": v}}, &v); err != nil {
 				t.Error(err)
 				return
 			}

@@ -33,6 +33,8 @@ type writer struct {
 	prepared map[string]*sql.Stmt
 
 	writes, commits atomic.Int64
+	// queuedErr is the first failure of a write queued by enqueue.
+	queuedErr atomic.Pointer[error]
 }
 
 // WriteStats counts a database's writes since Open.
@@ -59,8 +61,22 @@ func (db *DB) WriteStats() WriteStats {
 // fail the others. apply must therefore only write through tx and set its
 // results afresh on each run.
 type writeOp struct {
-	apply  func(tx *wtx) error
-	result chan error // buffered, receives exactly once
+	apply func(tx *wtx) error
+	// result is buffered and receives exactly once; nil for a write queued
+	// by enqueue, which nobody waits for.
+	result chan error
+}
+
+// answer gives op its outcome; the first failure of a write nobody waits
+// for is kept for enqueue to return.
+func (w *writer) answer(op *writeOp, err error) {
+	if op.result != nil {
+		op.result <- err
+		return
+	}
+	if err != nil {
+		w.queuedErr.CompareAndSwap(nil, &err)
+	}
 }
 
 var resultChans = sync.Pool{New: func() any { return make(chan error, 1) }}
@@ -68,7 +84,7 @@ var resultChans = sync.Pool{New: func() any { return make(chan error, 1) }}
 // hotWrites are the statements a running sweep executes per report; the
 // writer prepares them once, before its connection is ever busy in a
 // transaction (with one connection, preparing later would wait on itself).
-var hotWrites = []string{insertReport, insertEvent, upsertWorker, insertResourceSample}
+var hotWrites = []string{insertReport, insertEvent, upsertWorker, insertResourceSample, insertSchedulerInput}
 
 // startWriter prepares the hot statements on db, a pool of one connection,
 // and starts the goroutine.
@@ -118,6 +134,24 @@ func (w *writer) do(ctx context.Context, apply func(tx *wtx) error) error {
 	err := <-op.result
 	resultChans.Put(op.result)
 	return err
+}
+
+// enqueue queues apply and returns at once: the write commits with the next
+// batch, after every write queued before it and before every write queued
+// after it, so a write that is seen committed implies the queued ones
+// before it are too. It returns the failure of an earlier queued write, if
+// one failed, and ErrClosed after close.
+func (w *writer) enqueue(apply func(tx *wtx) error) error {
+	if p := w.queuedErr.Load(); p != nil {
+		return *p
+	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	w.ops <- &writeOp{apply: apply}
+	return nil
 }
 
 // close commits what is queued, stops the goroutine and closes the
@@ -174,12 +208,12 @@ func (w *writer) commit(batch []*writeOp) {
 	err := w.runTx(batch)
 	if err == nil || len(batch) == 1 {
 		for _, op := range batch {
-			op.result <- err
+			w.answer(op, err)
 		}
 		return
 	}
 	for _, op := range batch {
-		op.result <- w.runTx([]*writeOp{op})
+		w.answer(op, w.runTx([]*writeOp{op}))
 	}
 }
 
