@@ -30,6 +30,8 @@ type loop struct {
 	// err ends the run: a database failure or a searcher's error.
 	err    error
 	cancel context.CancelFunc
+	// lastNext is the capacity of the latest call of the scheduler's Next.
+	lastNext *schedulers.Capacity
 }
 
 // event is a message from a trial's goroutine to the loop.
@@ -73,11 +75,13 @@ type trialRun struct {
 	pauseReason string
 	// pausing: the scheduler paused the trial and its group is stopping;
 	// pending is an order about it that came meanwhile.
-	pausing       bool
-	pending       *schedulers.Order
-	terminal      bool                // the scheduler stopped it at max_t: it completed
-	exploit       *schedulers.Exploit // a PBT restart waiting for the group to stop
-	exploitReason string
+	pausing  bool
+	pending  *schedulers.Order
+	terminal bool // the scheduler stopped it at max_t: it completed
+	// schedulerEnded: the scheduler has been told the trial ended.
+	schedulerEnded bool
+	exploit        *schedulers.Exploit // a PBT restart waiting for the group to stop
+	exploitReason  string
 }
 
 func newLoop(t *Tuner, exp *storage.Experiment) *loop {
@@ -135,7 +139,7 @@ func (l *loop) fail(err error) {
 // starts new trials while there is room.
 func (l *loop) dispatch(ctx context.Context) {
 	for l.err == nil {
-		ord, ok := l.t.scheduler.Next(schedulers.Capacity{CanResume: l.hasRoom(), MoreTrials: l.moreTrials()})
+		ord, ok := l.next(schedulers.Capacity{CanResume: l.hasRoom(), MoreTrials: l.moreTrials()})
 		if !ok {
 			break
 		}
@@ -218,7 +222,7 @@ func (l *loop) startTrial(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t.scheduler.OnTrialAdd(number, config)
+	l.addTrial(number, config)
 	l.launch(ctx, tr)
 	return nil
 }
@@ -302,7 +306,7 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	if !hasProgress {
 		return trainer.Continue
 	}
-	d := t.scheduler.OnResult(schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics,
+	d := l.result(tr, r.Iteration, schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics,
 		Checkpoint: r.CheckpointPath != "" || len(r.Checkpoint) > 0})
 	l.recordDecision(ctx, tr, d, progress)
 	switch d.Action {
@@ -392,8 +396,8 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 	if status != storage.TrialError {
 		l.succeeded++
 	}
+	l.trialEnded(tr, status, msg)
 	l.record(t.db.FinishTrial(context.WithoutCancel(ctx), tr.record.ID(), status, msg))
-	t.scheduler.OnTrialEnd(tr.number)
 	t.searcher.OnTrialEnd(tr.number, searcherEnd(status, tr.last))
 	t.observer.OnTrialEnd(tr.number, status, err)
 	// A trial that never checkpointed leaves no empty folder behind.

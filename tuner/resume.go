@@ -141,12 +141,13 @@ type recordedConfig struct {
 }
 
 // restore replays a recorded experiment into the loop: every trial's
-// configuration to the searcher (see Replayer) and the scheduler, then its
-// reports and, for a trial that ended, its end. Trials the interruption
-// cut short are restarted from their latest checkpoints.
+// configuration, reports and end to the searcher (see Replayer), the
+// scheduler's recorded inputs to the scheduler (see replaySchedule). Then
+// each unfinished trial goes on as the scheduler last decided: ended,
+// paused, exploiting another trial's checkpoint, or restarted from its
+// latest checkpoint when the interruption cut it short.
 func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 	t := l.t
-	var interrupted []*trialRun
 	for _, ts := range st.Trials {
 		rec := ts.Trial
 		config := restoreTypes(t.cfg.Search.Space, rec.Params)
@@ -161,8 +162,7 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		case err != nil && !errors.Is(err, ErrWait):
 			return fmt.Errorf("searcher: replay trial %d: %w", rec.Number, err)
 		}
-		t.scheduler.OnTrialAdd(rec.Number, config)
-		last := l.replayReports(tr, ts)
+		l.replayReports(tr, ts)
 		// A group commits a report's checkpoint before the report itself,
 		// so an interruption may leave a checkpoint newer than the recorded
 		// reports: it is discarded, and the run resumes from the newest
@@ -173,22 +173,47 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		if c, ok := tr.ckpts.dir.Latest(); ok {
 			tr.resumeDir, tr.resumeIter = c.Path, c.Iteration
 		}
-		switch rec.Status {
-		case storage.TrialTerminated, storage.TrialStopped, storage.TrialError:
+		if finished(rec.Status) {
 			l.replayEnd(tr, rec.Status)
-		case storage.TrialPaused:
-			tr.state = trialPaused
-		default: // RUNNING or PENDING: the interruption cut it short
-			switch last.Action {
-			case schedulers.Stop:
-				tr.terminal = t.cfg.Scheduler.MaxT > 0 && tr.last != nil && tr.last.Step >= t.cfg.Scheduler.MaxT
-				l.endTrial(ctx, tr, l.stoppedStatus(tr), nil)
-			case schedulers.Pause, schedulers.Restart:
-				tr.state = trialPaused
-				l.record(t.db.SetTrialStatus(ctx, rec.ID(), storage.TrialPaused))
-			default:
-				interrupted = append(interrupted, tr)
+		}
+	}
+	fates, err := l.replaySchedule(ctx, st)
+	if err != nil {
+		return err
+	}
+	var interrupted, exploiting []*trialRun
+	for _, ts := range st.Trials {
+		rec := ts.Trial
+		tr, f := l.trials[rec.Number], fates[rec.Number]
+		switch {
+		case finished(rec.Status):
+			if !f.ended {
+				// Recorded before the scheduler's inputs were.
+				l.trialEnded(tr, rec.Status, "")
 			}
+		case f.ended:
+			// The run ended the trial and was interrupted before it
+			// recorded the end.
+			var err error
+			if f.endError != "" {
+				err = errors.New(f.endError)
+			}
+			l.endTrial(ctx, tr, f.endStatus, err)
+		case f.decided && f.last.Action == schedulers.Stop:
+			tr.terminal = t.cfg.Scheduler.MaxT > 0 && tr.last != nil && tr.last.Step >= t.cfg.Scheduler.MaxT
+			l.endTrial(ctx, tr, l.stoppedStatus(tr), nil)
+		case f.decided && f.last.Action == schedulers.Pause:
+			tr.state = trialPaused
+			if rec.Status != storage.TrialPaused {
+				l.record(t.db.SetTrialStatus(ctx, rec.ID(), storage.TrialPaused))
+				l.record(t.db.AddEvent(ctx, l.exp.ID, rec.ID(), storage.EventPause, reasonOr(f.last.Reason, "paused by the scheduler"), nil))
+			}
+		case f.decided && f.last.Action == schedulers.Restart && f.last.Exploit != nil:
+			tr.state = trialPaused
+			tr.exploit, tr.exploitReason = f.last.Exploit, f.last.Reason
+			exploiting = append(exploiting, tr)
+		default: // running, or promoted: the interruption cut it short
+			interrupted = append(interrupted, tr)
 		}
 	}
 	for _, tr := range interrupted {
@@ -201,44 +226,46 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		}
 		l.launch(ctx, tr)
 	}
+	for _, tr := range exploiting {
+		l.exploit(ctx, tr)
+	}
 	return l.err
 }
 
-// replayReports feeds a recorded trial's reports to the searcher and the
-// scheduler and returns the scheduler's decision on the last one.
-func (l *loop) replayReports(tr *trialRun, ts storage.TrialState) schedulers.Decision {
+// finished reports whether a trial's status is final.
+func finished(status string) bool {
+	switch status {
+	case storage.TrialTerminated, storage.TrialStopped, storage.TrialError:
+		return true
+	}
+	return false
+}
+
+// replayReports feeds a recorded trial's reports to the searcher.
+func (l *loop) replayReports(tr *trialRun, ts storage.TrialState) {
 	t := l.t
-	var last schedulers.Decision
 	for _, rep := range ts.Reports {
 		tr.iterations = rep.Iteration
 		_, score, ok := t.score(rep.Metrics)
 		if !ok {
 			continue
 		}
-		r := trainer.Result{Iteration: rep.Iteration, Time: rep.Time, Metrics: rep.Metrics}
-		progress, hasProgress := t.progress(r)
+		progress, hasProgress := t.progress(trainer.Result{Iteration: rep.Iteration, Metrics: rep.Metrics})
 		step := progress
 		if !hasProgress {
 			step = float64(rep.Iteration)
 		}
 		tr.last = &Observation{Step: step, Score: score, Metrics: rep.Metrics}
 		t.searcher.OnResult(tr.number, *tr.last)
-		if hasProgress {
-			hasCheckpoint := ts.Checkpoint != nil && ts.Checkpoint.Iteration >= rep.Iteration
-			last = t.scheduler.OnResult(schedulers.Result{Trial: tr.number, Time: progress, Score: score,
-				Metrics: rep.Metrics, Checkpoint: hasCheckpoint})
-		}
 	}
-	return last
 }
 
-// replayEnd tells the scheduler and the searcher how a recorded trial ended.
+// replayEnd tells the searcher how a recorded trial ended.
 func (l *loop) replayEnd(tr *trialRun, status string) {
 	tr.state = trialEnded
 	if status != storage.TrialError {
 		l.succeeded++
 	}
-	l.t.scheduler.OnTrialEnd(tr.number)
 	l.t.searcher.OnTrialEnd(tr.number, searcherEnd(status, tr.last))
 }
 
