@@ -182,6 +182,14 @@ func (a *attempt) cleanup() {
 // rank order, without gaps.
 func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, error) {
 	r := a.r
+	if a.ended().kind != endNone {
+		// The attempt is over (the tuner stopped or paused the trial, or
+		// the group failed): what a worker printed before it noticed is
+		// not the trial's, since a resumed or restarted group reports it
+		// again or the scheduler has decided already.
+		removeAll(shards)
+		return Continue, nil
+	}
 	a.iter++
 	k := a.iter
 	if k <= r.delivered {
