@@ -229,6 +229,12 @@ func TestChaos(t *testing.T) {
 			got := chaosOutcomes(t, db, sc.name)
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("after the faults:\n%v\nan undisturbed run:\n%v", got, want)
+				for i := range min(len(got), len(want)) {
+					if got[i] != want[i] {
+						_, show, _ := runCLI("show", "--db", db, sc.name, strconv.Itoa(got[i].Trial))
+						t.Logf("trial %d after the faults:\n%s", got[i].Trial, show)
+					}
+				}
 			}
 		})
 	}
