@@ -28,7 +28,8 @@ import (
 // the generation is filled by later trials.
 //
 // The same seed gives the same sequence of configurations when results
-// arrive in the same order, as they do when trials run one at a time.
+// arrive in the same order, as they do when trials run one at a time; a
+// resumed experiment then goes on with the sequence (see Replay).
 type CMAES struct {
 	s       *study
 	sampler *cmaes.Sampler
@@ -80,17 +81,9 @@ func kindName(d searchspace.Domain) string {
 
 // Suggest implements Searcher.
 func (c *CMAES) Suggest(trial int) (map[string]any, error) {
-	id, err := c.s.newTrial(trial)
+	id, xs, err := c.draw(trial)
 	if err != nil {
 		return nil, err
-	}
-	frozen, err := c.s.store.GetTrial(id)
-	if err != nil {
-		return nil, err
-	}
-	xs, err := c.sampler.SampleRelative(c.s.study, frozen, c.dists)
-	if err != nil {
-		return nil, fmt.Errorf("cmaes: %w", err)
 	}
 	cfg := c.s.config()
 	for _, p := range c.s.params {
@@ -103,6 +96,42 @@ func (c *CMAES) Suggest(trial int) (map[string]any, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// Replay implements Replayer. The evolution strategy's state (its
+// generator, its generation and the trials that belong to it) lives in
+// goptuna's sampler and cannot be set, so Replay re-draws: it asks the
+// sampler for the trial as Suggest does, which moves the strategy on
+// exactly as the suggestion did, and records the configuration the trial
+// ran with in place of the draw. Replayed in the order they were
+// suggested and told, as a sequential run's trials are, the trials leave
+// the strategy where it was, in the middle of its generation; otherwise
+// the generations may be cut differently, but the strategy never draws
+// the same point twice.
+func (c *CMAES) Replay(trial int, config map[string]any) error {
+	id, _, err := c.draw(trial)
+	if err != nil {
+		return fmt.Errorf("replay trial %d: %w", trial, err)
+	}
+	return c.s.record(trial, id, config)
+}
+
+// draw creates the goptuna trial of a gotune trial and asks the sampler
+// for its internal parameter values.
+func (c *CMAES) draw(trial int) (int, map[string]float64, error) {
+	id, err := c.s.newTrial(trial)
+	if err != nil {
+		return 0, nil, err
+	}
+	frozen, err := c.s.store.GetTrial(id)
+	if err != nil {
+		return 0, nil, err
+	}
+	xs, err := c.sampler.SampleRelative(c.s.study, frozen, c.dists)
+	if err != nil {
+		return 0, nil, fmt.Errorf("cmaes: %w", err)
+	}
+	return id, xs, nil
 }
 
 // OnResult implements Searcher. CMA-ES learns from finished trials only; a

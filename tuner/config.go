@@ -63,7 +63,8 @@ type SearchConfig struct {
 	// Seed seeds the searcher; nil means the experiment's Seed. The same
 	// seed gives the same configurations with random and grid and, when
 	// results arrive in the same order (as when trials run one at a time),
-	// with tpe and cmaes.
+	// with tpe and cmaes; a resumed experiment continues the sequence (see
+	// Replayer).
 	Seed *int64 `toml:"seed" json:"seed,omitempty"`
 	// Space is the search space. A sweep file gives it as [search.space].
 	// nil is an empty space.

@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -23,6 +24,10 @@ import (
 //
 // Scores are always lower-is-better: the tuner negates the metric of a
 // "max" objective before a searcher sees it.
+//
+// When an interrupted experiment is resumed, a new searcher is told the
+// recorded trials first (see Replayer, which also says what a searcher
+// must do to continue as if it had never been interrupted).
 //
 // A Searcher decides; it does no I/O of the tuner's. That keeps it testable
 // by feeding it events, as the built-in searchers' tests do.
@@ -132,8 +137,22 @@ func NewRandomSearch(space *searchspace.Space, seed int64) *RandomSearch {
 	return &RandomSearch{space: space, rng: newRand(seed)}
 }
 
-// newRand is the generator every built-in searcher draws from.
+// newRand is the generator a random search draws its whole sequence from.
 func newRand(seed int64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0x7e57)) }
+
+// TrialRand returns a generator for trial's draws under seed: a ChaCha8
+// stream keyed by both, so that different trials (and seeds) draw
+// independent streams and trial n draws the same values however many
+// suggestions came before it. TPE draws from it; a custom searcher that
+// draws each suggestion from TrialRand(seed, trial) needs nothing
+// re-drawn to resume exactly (see Replayer).
+func TrialRand(seed int64, trial int) *rand.Rand {
+	var key [32]byte
+	copy(key[:16], "gotune trial rng")
+	binary.LittleEndian.PutUint64(key[16:], uint64(seed))
+	binary.LittleEndian.PutUint64(key[24:], uint64(trial))
+	return rand.New(rand.NewChaCha8(key))
+}
 
 // Suggest implements Searcher.
 func (s *RandomSearch) Suggest(int) (map[string]any, error) { return s.space.Sample(s.rng), nil }

@@ -3,7 +3,6 @@ package tuner
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sort"
 
@@ -72,16 +71,18 @@ const tpeCandidates = 24
 // Failed trials, completed trials without a score (or with a NaN one)
 // and trials still running do not count.
 //
-// A TPE draws from its own generator, seeded by NewTPE's seed: the same
-// seed, with the same results arriving in the same order (as when
-// trials run one at a time), gives the same configurations.
+// Trial n draws from a generator of its own, TrialRand(seed, n), so what
+// it draws does not depend on how many suggestions came before it: the
+// same seed, with the same trials finished when each is suggested (as
+// when trials run one at a time), gives the same configurations, and a
+// resumed experiment (see Replayer) continues as if never interrupted.
 //
 // A suggestion costs O(n·p·log n) to fit the estimators and O(24·n·p) to
 // score the candidates, for n finished trials and p parameters.
 type TPE struct {
 	params []tpeParam
 	consts map[string]any
-	rng    *rand.Rand
+	seed   int64
 	// pending holds the model-space values of each trial suggested or
 	// replayed and not yet ended.
 	pending map[int][]float64
@@ -116,13 +117,13 @@ type tpeParam struct {
 	model func(v any) (x float64, ok bool)
 }
 
-// NewTPE returns a TPE searcher over space, drawing from a generator
-// seeded with seed. It fails, with a *ConfigError naming the parameter,
+// NewTPE returns a TPE searcher over space whose trials draw from
+// generators derived from seed (see TrialRand). It fails, with a *ConfigError naming the parameter,
 // on a domain it cannot model (a user-defined Domain). Grid parameters
 // are modelled like choices; wrap the searcher in a GridSearch over
 // space.WithoutGrid() to expand them instead.
 func NewTPE(space *searchspace.Space, seed int64) (*TPE, error) {
-	t := &TPE{consts: map[string]any{}, rng: newRand(seed), pending: map[int][]float64{}}
+	t := &TPE{consts: map[string]any{}, seed: seed, pending: map[int][]float64{}}
 	for _, p := range space.Params() {
 		if c, ok := p.Domain.(searchspace.Constant); ok {
 			t.consts[p.Name] = c.Value
@@ -206,11 +207,12 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 		cfg[k] = v
 	}
 	xs := make([]float64, len(t.params))
+	r := TrialRand(t.seed, trial)
 	n := len(t.h.trial)
 	if n < TPEStartupTrials {
 		for i := range t.params {
 			p := &t.params[i]
-			v := p.domain.Sample(t.rng)
+			v := p.domain.Sample(r)
 			x, err := p.modelValue(v)
 			if err != nil {
 				return nil, fmt.Errorf("tpe: %w", err)
@@ -223,7 +225,7 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 		values := make([]any, len(t.params))
 		best := math.Inf(-1)
 		for c := range tpeCandidates {
-			t.l.sample(t.rng, t.cand)
+			t.l.sample(r, t.cand)
 			for i := range t.params {
 				values[i], t.cand[i] = t.params[i].snap(t.cand[i])
 			}
@@ -316,7 +318,8 @@ func (t *TPE) OnTrialEnd(trial int, end TrialEnd) {
 }
 
 // Replay implements Replayer: the trial counts as running with the
-// configuration it ran with, and joins the history when it ends.
+// configuration it ran with, and joins the history when it ends. Since
+// each trial draws from its own generator, nothing needs re-drawing.
 func (t *TPE) Replay(trial int, config map[string]any) error {
 	xs := make([]float64, len(t.params))
 	for i := range t.params {

@@ -29,9 +29,13 @@ import (
 // perturbation each time a round of trials brings no improvement, and ends
 // the search when the perturbation is too small to matter.
 //
-// The tuner calls it from one goroutine, so it needs no locks.
+// The tuner calls it from one goroutine, so it needs no locks. It is also
+// a tuner.Replayer, so that a resumed experiment continues it as if it had
+// never been interrupted: each trial draws from tuner.TrialRand(seed,
+// trial), so Replay has no random numbers to re-draw and only records the
+// trial as Suggest would have.
 type LocalSearch struct {
-	rng     *rand.Rand
+	seed    int64
 	explore int     // random configurations before local moves
 	sigma   float64 // perturbation width, in log10 units for lr
 	stale   int     // finished trials since the last improvement
@@ -44,13 +48,16 @@ type LocalSearch struct {
 	latest    map[int]float64        // latest score of each running trial
 }
 
-var _ tuner.Searcher = (*LocalSearch)(nil)
+var (
+	_ tuner.Searcher = (*LocalSearch)(nil)
+	_ tuner.Replayer = (*LocalSearch)(nil)
+)
 
 // NewLocalSearch returns a local search that explores at random for
 // explore trials.
-func NewLocalSearch(seed uint64, explore int) *LocalSearch {
+func NewLocalSearch(seed int64, explore int) *LocalSearch {
 	return &LocalSearch{
-		rng: rand.New(rand.NewPCG(seed, 1)), explore: explore, sigma: 0.5,
+		seed: seed, explore: explore, sigma: 0.5,
 		bestScore: math.Inf(1), configs: map[int]map[string]any{}, latest: map[int]float64{},
 	}
 }
@@ -63,29 +70,42 @@ var (
 
 // Suggest implements tuner.Searcher.
 func (s *LocalSearch) Suggest(trial int) (map[string]any, error) {
+	rng := tuner.TrialRand(s.seed, trial)
 	var cfg map[string]any
 	switch {
 	case s.sigma < 0.01:
 		// Moves this small no longer change the loss: the search is done.
 		return nil, tuner.ErrExhausted
 	case s.suggested < s.explore || s.best == nil && len(s.configs) == 0:
-		cfg = map[string]any{"lr": lrDomain.Sample(s.rng), "momentum": momentumDomain.Sample(s.rng)}
+		cfg = map[string]any{"lr": lrDomain.Sample(rng), "momentum": momentumDomain.Sample(rng)}
 	case s.best == nil:
 		// Trials run but none has finished: wait for one rather than guess.
 		return nil, tuner.ErrWait
 	default:
 		center := s.center()
-		lr := math.Pow(10, math.Log10(center["lr"].(float64))+s.sigma*s.rng.NormFloat64())
-		m := center["momentum"].(float64) + s.sigma/5*s.rng.NormFloat64()
+		lr := math.Pow(10, math.Log10(center["lr"].(float64))+s.sigma*rng.NormFloat64())
+		m := center["momentum"].(float64) + s.sigma/5*rng.NormFloat64()
 		cfg = map[string]any{
 			"lr":       min(max(lr, lrDomain.Low), lrDomain.High),
 			"momentum": min(max(m, momentumDomain.Low), momentumDomain.High),
 		}
 	}
 	cfg["epochs"] = int64(15)
+	s.record(trial, cfg)
+	return cfg, nil
+}
+
+// Replay implements tuner.Replayer: trial ran with config, as if Suggest
+// had returned it.
+func (s *LocalSearch) Replay(trial int, config map[string]any) error {
+	s.record(trial, config)
+	return nil
+}
+
+// record counts trial as suggested and running with cfg.
+func (s *LocalSearch) record(trial int, cfg map[string]any) {
 	s.suggested++
 	s.configs[trial] = cfg
-	return cfg, nil
 }
 
 // center is the configuration to perturb: the best finished one, or a

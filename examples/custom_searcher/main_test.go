@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"math"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/tuner"
 )
 
 func TestCustomSearcherTunes(t *testing.T) {
@@ -23,6 +27,75 @@ func TestCustomSearcherTunes(t *testing.T) {
 	for _, tr := range res.Trials {
 		if tr.Status == storage.TrialRunning {
 			t.Errorf("trial %d still RUNNING after Fit", tr.Number)
+		}
+	}
+}
+
+// TestLocalSearchResumes replays the first k trials of a search with two
+// trials at a time into a new LocalSearch, as a resumed experiment does
+// (Replay where the searcher has it, else Suggest with its answer
+// discarded; then each ended trial's result and end), for every k, and
+// checks that it goes on with the very configurations the undisturbed
+// search suggests.
+func TestLocalSearchResumes(t *testing.T) {
+	loss := func(cfg map[string]any) float64 {
+		return math.Pow(math.Log10(cfg["lr"].(float64))+1.5, 2) + math.Pow(cfg["momentum"].(float64)-0.8, 2)
+	}
+	end := func(s *LocalSearch, trial int, cfg map[string]any) {
+		obs := tuner.Observation{Step: 15, Score: loss(cfg)}
+		s.OnResult(trial, obs)
+		s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &obs})
+	}
+	// play suggests trial n, then ends trial n-1, until the search ends or
+	// n reaches 60, and returns the configurations by trial.
+	play := func(s *LocalSearch, n int, cfgs map[int]map[string]any) map[int]map[string]any {
+		for ; n <= 60; n++ {
+			cfg, err := s.Suggest(n)
+			if errors.Is(err, tuner.ErrExhausted) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("suggest trial %d: %v", n, err)
+			}
+			cfgs[n] = cfg
+			end(s, n-1, cfgs[n-1])
+		}
+		return cfgs
+	}
+	s := NewLocalSearch(1, 4)
+	cfg, err := s.Suggest(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := play(s, 2, map[int]map[string]any{1: cfg})
+	if len(want) < 10 {
+		t.Fatalf("the search ended after %d trials, want a longer one to interrupt", len(want))
+	}
+	for k := 1; k < len(want); k++ {
+		resumed := NewLocalSearch(1, 4)
+		got := map[int]map[string]any{}
+		for i := 1; i <= k; i++ {
+			got[i] = want[i]
+			if r, ok := any(resumed).(tuner.Replayer); ok {
+				err = r.Replay(i, want[i])
+			} else {
+				_, err = resumed.Suggest(i)
+			}
+			if err != nil {
+				t.Fatalf("replay trial %d: %v", i, err)
+			}
+			if i < k { // trial k was running when the search was interrupted
+				end(resumed, i, want[i])
+			}
+		}
+		play(resumed, k+1, got)
+		if !reflect.DeepEqual(got, want) {
+			for i := k + 1; i <= max(len(got), len(want)); i++ {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Errorf("resumed after trial %d: trial %d is %v, %v undisturbed", k, i, got[i], want[i])
+					break
+				}
+			}
 		}
 	}
 }

@@ -1,0 +1,310 @@
+package tuner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/trainer"
+)
+
+// resumeGate makes a sweep of several trials at a time deterministic:
+// trial n reports only once the tuner has ended trial n-1, so trials end
+// in trial order and each suggestion sees the same finished trials in
+// every run. It outlives the runs of one experiment (an interrupted run
+// and the runs that resume it), as the trials' ends do.
+type resumeGate struct {
+	mu    sync.Mutex
+	ended map[int]chan struct{}
+}
+
+func newResumeGate() *resumeGate { return &resumeGate{ended: map[int]chan struct{}{}} }
+
+func (g *resumeGate) ch(trial int) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, ok := g.ended[trial]
+	if !ok {
+		c = make(chan struct{})
+		g.ended[trial] = c
+	}
+	return c
+}
+
+func (g *resumeGate) end(trial int) {
+	c := g.ch(trial)
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+// train reports a score of the configuration three times, the last one
+// its value, after the previous trial has ended.
+func (g *resumeGate) train(ctx context.Context, w *trainer.Worker) error {
+	if n := w.Trial(); n > 1 {
+		select {
+		case <-g.ch(n - 1):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	v := resumeScore(w.Config())
+	for step := 1; step <= 3; step++ {
+		if err := w.Report(ctx, map[string]float64{"loss": v * (1 + 1/float64(step))}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resumeScore is lowest near x = 0.3, lr = 1e-2, n = 3 and c = "b".
+func resumeScore(cfg map[string]any) float64 {
+	num := func(k string) float64 {
+		switch v := cfg[k].(type) {
+		case float64:
+			return v
+		case int64:
+			return float64(v)
+		}
+		return 0
+	}
+	v := math.Pow(num("x")-0.3, 2) + 0.1*math.Pow(math.Log10(num("lr"))+2, 2) + 0.05*math.Abs(num("n")-3)
+	if c, ok := cfg["c"]; ok && c != "b" {
+		v += 0.3
+	}
+	return v
+}
+
+// interruptAt is a moment to interrupt a run at: when the tuner has
+// ended trial end, or when it gets a report of trial report.
+type interruptAt struct{ end, report int }
+
+func (p interruptAt) String() string {
+	if p.end > 0 {
+		return fmt.Sprintf("end of trial %d", p.end)
+	}
+	return fmt.Sprintf("a report of trial %d", p.report)
+}
+
+// interrupter is the observer of one run: it opens the gate as trials
+// end and cancels the run at its moment.
+type interrupter struct {
+	gate   *resumeGate
+	at     interruptAt
+	cancel context.CancelFunc
+}
+
+func (o *interrupter) OnReport(trial int, _ trainer.Result) {
+	if trial == o.at.report {
+		o.cancel()
+	}
+}
+
+func (o *interrupter) OnTrialEnd(trial int, _ string, _ error) {
+	o.gate.end(trial)
+	if trial == o.at.end {
+		o.cancel()
+	}
+}
+
+// searcherCase is a searcher to resume, and what a resume must keep.
+type searcherCase struct {
+	name      string
+	algorithm string
+	space     *searchspace.Space
+	samples   int
+	// custom builds a searcher of the test's own; nil for the algorithm's.
+	custom func(seed int64) Searcher
+	// exactWhenConcurrent: the resumed sweep suggests what an undisturbed
+	// one does also when trials run 3 at a time, not only one at a time.
+	exactWhenConcurrent bool
+}
+
+// runSweep runs a sweep to its end through the interruptions and returns
+// the configuration of every trial, as recorded.
+func runSweep(t *testing.T, sc searcherCase, concurrent int, stops []interruptAt) []map[string]any {
+	t.Helper()
+	cfg := Config{
+		Name:      "resume",
+		Storage:   filepath.Join(t.TempDir(), "gotune.db"),
+		Seed:      5,
+		Objective: Objective{Metric: "loss", Mode: "min"},
+		Search:    SearchConfig{Algorithm: sc.algorithm, NumSamples: sc.samples, MaxConcurrent: concurrent, Space: sc.space},
+		Trainer:   trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01}},
+	}
+	gate := newResumeGate()
+	fit := func(at interruptAt) (*Result, error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		opts := []Option{WithTrainFunc(gate.train), WithObserver(&interrupter{gate: gate, at: at, cancel: cancel})}
+		if sc.custom != nil {
+			opts = append(opts, WithSearcher(sc.custom(cfg.Seed)))
+		}
+		tu, err := New(cfg, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tu.Fit(ctx)
+	}
+	for _, at := range stops {
+		if _, err := fit(at); !errors.Is(err, context.Canceled) {
+			t.Fatalf("the run interrupted at %s: %v, want it interrupted", at, err)
+		}
+	}
+	res, err := fit(interruptAt{})
+	if err != nil {
+		t.Fatalf("the last run: %v", err)
+	}
+	var cfgs []map[string]any
+	for i, tr := range res.Trials {
+		if tr.Number != i+1 {
+			t.Fatalf("trial %d is numbered %d", i+1, tr.Number)
+		}
+		cfgs = append(cfgs, tr.Params)
+	}
+	return cfgs
+}
+
+// TestResumedSearchersContinue interrupts a sweep of each searcher at
+// many moments, resuming it against the same database each time, and
+// compares the configurations it ran with an undisturbed sweep's: no
+// configuration twice, and the very same sequence when trials run one at
+// a time, and also three at a time for the searchers whose draws do not
+// depend on when results arrive (random, grid, TPE, a custom searcher
+// that follows the Replayer contract). CMA-ES and a custom searcher
+// without Replay must at least never repeat a configuration when trials
+// overlap, since the replay tells them the trials' ends in another order
+// than the one they arrived in.
+func TestResumedSearchersContinue(t *testing.T) {
+	mixed := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -1, High: 1}},
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1}},
+		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 8}},
+		searchspace.Param{Name: "c", Domain: searchspace.Choice{Values: []any{"a", "b", "c"}}},
+	)
+	withGrid := mustSpace(t, append(mixed.Params(),
+		searchspace.Param{Name: "g", Domain: searchspace.Grid{Values: []any{int64(1), int64(2)}}})...)
+	numeric := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -1, High: 1}},
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1}},
+		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 8}},
+	)
+	cases := []searcherCase{
+		{name: "random", algorithm: "random", space: mixed, samples: 16, exactWhenConcurrent: true},
+		{name: "grid", algorithm: "grid", space: withGrid, samples: 8, exactWhenConcurrent: true},
+		{name: "tpe", algorithm: "tpe", space: mixed, samples: TPEStartupTrials + 8, exactWhenConcurrent: true},
+		{name: "cmaes", algorithm: "cmaes", space: numeric, samples: 18},
+		{name: "custom", space: mixed, samples: 16, exactWhenConcurrent: true,
+			custom: func(seed int64) Searcher { return newPerturbBest(mixed, seed, false) }},
+		{name: "custom_without_replay", space: mixed, samples: 16,
+			custom: func(seed int64) Searcher { return noReplay{newPerturbBest(mixed, seed, true)} }},
+	}
+	for _, sc := range cases {
+		for _, concurrent := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/%d", sc.name, concurrent), func(t *testing.T) {
+				want := runSweep(t, sc, concurrent, nil)
+				// Moments all through the sweep: right after a trial ends and
+				// before the next is suggested, and while trials run.
+				var stops []interruptAt
+				for n := 1; n < sc.samples*sc.space.GridSize(); n += 2 {
+					stops = append(stops, interruptAt{end: n}, interruptAt{report: n + 1})
+				}
+				got := runSweep(t, sc, concurrent, stops)
+				if len(got) != len(want) {
+					t.Fatalf("%d trials after %d interruptions, an undisturbed sweep %d", len(got), len(stops), len(want))
+				}
+				seen := map[string]int{}
+				for i, cfg := range got {
+					b, _ := json.Marshal(cfg)
+					if first, ok := seen[string(b)]; ok {
+						t.Errorf("trial %d repeats trial %d's configuration %s", i+1, first, b)
+					}
+					seen[string(b)] = i + 1
+				}
+				if concurrent > 1 && !sc.exactWhenConcurrent {
+					return
+				}
+				for i := range got {
+					if !reflect.DeepEqual(got[i], want[i]) {
+						t.Errorf("trial %d ran %v after the interruptions, %v in an undisturbed sweep", i+1, got[i], want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// perturbBest is a custom searcher: four random configurations, then the
+// best finished one with x and lr perturbed. With sequential set, it
+// draws from one generator for the whole sequence; otherwise each trial
+// draws from TrialRand(seed, trial) and Replay only records the trial,
+// as the Replayer contract suggests.
+type perturbBest struct {
+	space      *searchspace.Space
+	seed       int64
+	sequential *rand.Rand
+	configs    map[int]map[string]any
+	best       map[string]any
+	bestScore  float64
+}
+
+func newPerturbBest(space *searchspace.Space, seed int64, sequential bool) *perturbBest {
+	s := &perturbBest{space: space, seed: seed, configs: map[int]map[string]any{}, bestScore: math.Inf(1)}
+	if sequential {
+		s.sequential = newRand(seed)
+	}
+	return s
+}
+
+func (s *perturbBest) Suggest(trial int) (map[string]any, error) {
+	r := s.sequential
+	if r == nil {
+		r = TrialRand(s.seed, trial)
+	}
+	cfg := s.space.Sample(r)
+	if s.best != nil && trial > 4 {
+		for k, v := range s.best {
+			cfg[k] = v
+		}
+		cfg["x"] = min(max(s.best["x"].(float64)+0.1*r.NormFloat64(), -1), math.Nextafter(1, 0))
+		cfg["lr"] = min(max(s.best["lr"].(float64)*math.Exp(0.3*r.NormFloat64()), 1e-4), math.Nextafter(1, 0))
+	}
+	s.configs[trial] = cfg
+	return cfg, nil
+}
+
+func (s *perturbBest) Replay(trial int, config map[string]any) error {
+	s.configs[trial] = config
+	return nil
+}
+
+func (s *perturbBest) OnResult(int, Observation) {}
+
+func (s *perturbBest) OnTrialEnd(trial int, end TrialEnd) {
+	cfg := s.configs[trial]
+	delete(s.configs, trial)
+	if v, ok := end.value(); ok && v < s.bestScore {
+		s.best, s.bestScore = cfg, v
+	}
+}
+
+// noReplay hides a searcher's Replay, so that a resume takes the
+// fallback: Suggest, its answer discarded.
+type noReplay struct{ s *perturbBest }
+
+func (n noReplay) Suggest(trial int) (map[string]any, error) { return n.s.Suggest(trial) }
+func (n noReplay) OnResult(trial int, obs Observation)       { n.s.OnResult(trial, obs) }
+func (n noReplay) OnTrialEnd(trial int, end TrialEnd)        { n.s.OnTrialEnd(trial, end) }
