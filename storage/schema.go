@@ -187,6 +187,27 @@ CREATE TABLE scheduler_inputs (
 );
 CREATE INDEX scheduler_inputs_experiment ON scheduler_inputs (experiment_id, id);
 `,
+	// 3: what was delivered to MLflow tracking servers, so that a resumed
+	// sweep or a second sync sends nothing twice. One row per experiment,
+	// target (a server and an MLflow experiment name) and trial (0: the
+	// sweep's parent run). sent_time and sent_iteration are those of the
+	// trial's newest delivered report: the reports after it in the trial's
+	// chain are the undelivered ones. tags_json holds the tags delivered
+	// last; status the final run status delivered, NULL while running.
+	`
+CREATE TABLE mlflow_runs (
+	experiment_id  INTEGER NOT NULL REFERENCES experiments(id),
+	target         TEXT NOT NULL,
+	trial          INTEGER NOT NULL,
+	run_id         TEXT NOT NULL,
+	params_sent    INTEGER NOT NULL DEFAULT 0,
+	sent_time      REAL,
+	sent_iteration INTEGER,
+	tags_json      TEXT NOT NULL DEFAULT '{}',
+	status         TEXT,
+	PRIMARY KEY (experiment_id, target, trial)
+) WITHOUT ROWID;
+`,
 }
 
 // SchemaVersion is the schema version this build of gotune reads and writes.
