@@ -18,6 +18,11 @@ func flagsFirst(app *cli.App, args []string) []string {
 	if cmd == nil {
 		return args
 	}
+	if sub := cmd.Command(args[2]); sub != nil {
+		// A subcommand's flags: move them after both names.
+		out := flagsFirst(&cli.App{Commands: []*cli.Command{sub}}, append([]string{args[0]}, args[2:]...))
+		return append([]string{args[0], args[1]}, out[1:]...)
+	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {
 		_, isBool := f.(*cli.BoolFlag)

@@ -87,6 +87,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			exportCommand(dbFlag),
 			dashboardCommand(dbFlag),
 			agentCommand(),
+			mlflowCommand(dbFlag),
 		},
 	}
 	for _, c := range app.Commands {

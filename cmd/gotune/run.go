@@ -18,6 +18,7 @@ import (
 	"github.com/gotune/gotune/cmd/gotune/sweepfile"
 	"github.com/gotune/gotune/dashboard"
 	"github.com/gotune/gotune/dashboard/trialfiles"
+	"github.com/gotune/gotune/mlflow"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
@@ -40,10 +41,11 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := sweepfile.Load(path)
+			sweep, err := sweepfile.LoadSweep(path)
 			if err != nil {
 				return badInput(err)
 			}
+			cfg := sweep.Config
 			if db := c.String("db"); db != "" {
 				cfg.Storage = db
 			}
@@ -72,13 +74,20 @@ func runCommand() *cli.Command {
 				live = newLiveView(out, terminalWidth(f), func(ctx context.Context) liveSnapshot { return sweepSnapshot(ctx, ro, t) })
 				progress = live
 			}
-			opts = append(opts, tuner.WithObserver(observers{progress, files}))
+			var tracker *mlflow.Tracker // set once the tuner knows its database
+			opts = append(opts, tuner.WithObserver(observers{progress, files, trackerWake{&tracker}}))
 			if c.Bool("resume") {
 				opts = append(opts, tuner.WithResumeOnly())
 			}
 			t, err = tuner.New(cfg, opts...)
 			if err != nil {
 				return badInput(fmt.Errorf("%s: %w", path, err))
+			}
+			if tracker, err = startTracking(c, sweep.MLflow, t.Config().Storage, t.Config().Name); err != nil {
+				return err
+			}
+			if tracker != nil {
+				defer finishTracking(ctx, c, tracker, t.Config().Storage, t.Config().Name)
 			}
 			if live != nil || c.String("dashboard") != "" {
 				if ro, err = openReader(t.Config().Storage); err != nil {

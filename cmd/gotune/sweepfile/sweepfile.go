@@ -15,6 +15,7 @@ import (
 
 	toml "github.com/pelletier/go-toml/v2"
 
+	"github.com/gotune/gotune/mlflow"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
@@ -57,6 +58,24 @@ type file struct {
 	Scheduler tuner.SchedulerConfig `toml:"scheduler"`
 	Trainer   trainer.Config        `toml:"trainer"`
 	Resources *workers.Declared     `toml:"resources"`
+	MLflow    MLflow                `toml:"mlflow"`
+}
+
+// MLflow is a sweep file's [mlflow] section: the tracking server to log
+// the sweep to. MLflow's environment variables override it.
+type MLflow struct {
+	// TrackingURI is the server's http(s) address; "" logs nowhere.
+	TrackingURI string `toml:"tracking_uri"`
+	// Experiment names the MLflow experiment; "" means the sweep's name.
+	Experiment string `toml:"experiment"`
+}
+
+// Sweep is everything a sweep file sets.
+type Sweep struct {
+	// Config is the tuner's configuration.
+	Config tuner.Config
+	// MLflow is the [mlflow] section, zero when absent.
+	MLflow MLflow
 }
 
 type fileSearch struct {
@@ -64,26 +83,50 @@ type fileSearch struct {
 	Space map[string]any `toml:"space"`
 }
 
-// Load reads and decodes the sweep file at path.
+// Load reads and decodes the sweep file at path into the tuner's
+// configuration.
 func Load(path string) (tuner.Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return tuner.Config{}, err
-	}
-	return Decode(path, data)
+	s, err := LoadSweep(path)
+	return s.Config, err
 }
 
-// Decode decodes a sweep file's contents; name is used in errors.
+// LoadSweep reads and decodes the sweep file at path.
+func LoadSweep(path string) (Sweep, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Sweep{}, err
+	}
+	return DecodeSweep(path, data)
+}
+
+// Decode decodes a sweep file's contents into the tuner's configuration;
+// name is used in errors.
 func Decode(name string, data []byte) (tuner.Config, error) {
+	s, err := DecodeSweep(name, data)
+	return s.Config, err
+}
+
+// DecodeSweep decodes a sweep file's contents; name is used in errors.
+func DecodeSweep(name string, data []byte) (Sweep, error) {
+	cfg, f, err := decode(name, data)
+	if err != nil {
+		return Sweep{}, err
+	}
+	return Sweep{Config: cfg, MLflow: f.MLflow}, nil
+}
+
+// decode decodes and checks a sweep file's contents into the tuner's
+// configuration; name is used in errors.
+func decode(name string, data []byte) (tuner.Config, *file, error) {
 	var f file
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return tuner.Config{}, decodeError(name, err)
+		return tuner.Config{}, nil, decodeError(name, err)
 	}
 	lines, err := keyLines(data)
 	if err != nil {
-		return tuner.Config{}, decodeError(name, err)
+		return tuner.Config{}, nil, decodeError(name, err)
 	}
 	at := func(key string, err error) error {
 		return &Error{File: name, Line: lines.find(key), Key: key, Err: err}
@@ -108,10 +151,10 @@ func Decode(name string, data []byte) (tuner.Config, error) {
 		key := "search.space." + n
 		d, err := searchspace.Parse(f.Search.Space[n])
 		if err != nil {
-			return tuner.Config{}, at(key, err)
+			return tuner.Config{}, nil, at(key, err)
 		}
 		if err := space.Add(n, d); err != nil {
-			return tuner.Config{}, at(key, err)
+			return tuner.Config{}, nil, at(key, err)
 		}
 	}
 	cfg.Search.Space = space
@@ -119,19 +162,27 @@ func Decode(name string, data []byte) (tuner.Config, error) {
 		// A [resources] section declares at least one node, even when it
 		// leaves nodes out.
 		if _, set := lines["resources.nodes"]; set && r.Nodes < 1 {
-			return tuner.Config{}, at("resources.nodes", fmt.Errorf("must be at least 1, got %d", r.Nodes))
+			return tuner.Config{}, nil, at("resources.nodes", fmt.Errorf("must be at least 1, got %d", r.Nodes))
 		}
 		cfg.Resources = *r
 		cfg.Resources.Nodes = max(r.Nodes, 1)
 	}
+	if u := f.MLflow.TrackingURI; u != "" {
+		if err := mlflow.CheckURI(u); err != nil {
+			return tuner.Config{}, nil, at("mlflow.tracking_uri", err)
+		}
+	}
+	if _, set := lines["mlflow.experiment"]; set && f.MLflow.Experiment == "" {
+		return tuner.Config{}, nil, at("mlflow.experiment", errors.New("must not be empty (leave it out to use the sweep's name)"))
+	}
 	if err := cfg.Validate(); err != nil {
 		var ce *tuner.ConfigError
 		if errors.As(err, &ce) {
-			return tuner.Config{}, at(ce.Key, ce.Err)
+			return tuner.Config{}, nil, at(ce.Key, ce.Err)
 		}
-		return tuner.Config{}, &Error{File: name, Err: err}
+		return tuner.Config{}, nil, &Error{File: name, Err: err}
 	}
-	return cfg, nil
+	return cfg, &f, nil
 }
 
 // decodeError turns go-toml's errors into an *Error with a line and a key.
