@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/mlflow"
+	"github.com/gotune/gotune/mlflow/mlflowtest"
+)
+
+// mlflowSweep writes a sweep of 4 command trials, 2 at a time, each making
+// reports reports sleep seconds apart, with extra appended to the file.
+func mlflowSweep(t *testing.T, reports int, sleep, extra string) (sweep, db string) {
+	t.Helper()
+	dir := t.TempDir()
+	sweep = filepath.Join(dir, "sweep.toml")
+	os.WriteFile(sweep, []byte(fmt.Sprintf(`name = "tracked"
+seed = 5
+
+[objective]
+metric = "loss"
+
+[search]
+num_samples = 4
+max_concurrent = 2
+
+[search.space]
+x = { uniform = [0, 1] }
+
+[trainer]
+command = ["sh", "-c", "i=1; while [ $i -le %d ]; do echo \"@gotune {\\\"loss\\\": {x}, \\\"step\\\": $i}\"; sleep %s; i=$((i+1)); done"]
+
+[trainer.scaling]
+num_workers = 1
+cpus_per_worker = 0.1
+%s`, reports, sleep, extra)), 0o644)
+	return sweep, filepath.Join(dir, "sweep.db")
+}
+
+// checkTracked checks that the server holds the sweep's parent run and its
+// 4 finished trials, each with its param and reports values of loss.
+func checkTracked(t *testing.T, srv *mlflowtest.Server, experiment string, reports int) {
+	t.Helper()
+	runs := srv.Runs(t, experiment)
+	parent := runs["tracked"]
+	if parent == nil || parent.Status != "FINISHED" || len(runs) != 5 {
+		t.Fatalf("the server has %d runs, parent %v; want the FINISHED parent and 4 trials: %v", len(runs), parent, runs)
+	}
+	for n := 1; n <= 4; n++ {
+		r := runs[fmt.Sprintf("trial-%d", n)]
+		switch {
+		case r == nil:
+			t.Errorf("no run of trial %d", n)
+		case r.Status != "FINISHED" || r.Tags["mlflow.parentRunId"] != parent.ID || r.Tags["gotune.trial"] != fmt.Sprint(n) ||
+			r.Tags["gotune.status"] != "TERMINATED" || r.Tags["gotune.experiment"] != "tracked" || r.Params["x"] == "":
+			t.Errorf("%v: tags %v, params %v", r, r.Tags, r.Params)
+		case len(r.Metrics["loss"]) != reports || len(r.Metrics["step"]) != reports:
+			t.Errorf("%v: %d values of loss and %d of step, want %d", r, len(r.Metrics["loss"]), len(r.Metrics["step"]), reports)
+		default:
+			for i, p := range r.Metrics["step"] {
+				if p.Step != int64(i+1) || p.Value != float64(i+1) {
+					t.Errorf("%v: step value %d is %+v, want step %d", r, i, p, i+1)
+				}
+			}
+		}
+	}
+}
+
+// TestRunLogsToMLflow runs a sweep whose file names an MLflow server and
+// checks what arrived; gotune mlflow sync then sends nothing more.
+func TestRunLogsToMLflow(t *testing.T) {
+	srv := mlflowtest.Start(t, "", "")
+	sweep, db := mlflowSweep(t, 3, "0", fmt.Sprintf("\n[mlflow]\ntracking_uri = %q\nexperiment = \"gotune tests\"\n", srv.URI))
+	cmd := gotune(t, "run", "--db", db, sweep)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gotune run: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "logging to MLflow at "+srv.URI) || strings.Contains(errOut.String(), "mlflow") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	}
+	checkTracked(t, srv, "gotune tests", 3)
+
+	code, stdout, stderr := runCLI("mlflow", "sync", "tracked", "--db", db, "--tracking-uri", srv.URI, "--experiment", "gotune tests")
+	if code != 0 || !strings.Contains(stdout, "0 runs created, 0 reports sent in 0 requests") {
+		t.Errorf("gotune mlflow sync after the sweep: exit %d\n%s%s", code, stdout, stderr)
+	}
+	checkTracked(t, srv, "gotune tests", 3)
+}
+
+// TestRunWhileMLflowIsDown runs a sweep while its MLflow server is down:
+// the sweep succeeds, warns once, and says what was not delivered and how
+// to send it; that command sends it all once the server is up, and again
+// sends nothing.
+func TestRunWhileMLflowIsDown(t *testing.T) {
+	mlflowtest.Binary(t) // skip early where there is no server
+	addr := mlflowtest.FreeAddr(t)
+	sweep, db := mlflowSweep(t, 3, "0.2", "")
+	cmd := gotune(t, "run", "--db", db, sweep)
+	cmd.Env = append(cmd.Env, "MLFLOW_TRACKING_URI=http://"+addr, "MLFLOW_EXPERIMENT_NAME=late")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gotune run: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	stderr := errOut.String()
+	if n := strings.Count(stderr, "warning: mlflow: http://"+addr+": "); n != 1 {
+		t.Errorf("%d warnings that the server is down, want 1:\n%s", n, stderr)
+	}
+	if !strings.Contains(stderr, "12 reports of 5 runs were not delivered") {
+		t.Errorf("stderr does not count the 12 undelivered reports of 5 runs:\n%s", stderr)
+	}
+	m := regexp.MustCompile(`\n  gotune (mlflow sync .*)\n`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("stderr does not say how to send them later:\n%s", stderr)
+	}
+	args := strings.Fields(m[1])
+
+	srv := mlflowtest.StartAt(t, addr, "", "")
+	code, stdout, errs := runCLI(args...)
+	if code != 0 || !strings.Contains(stdout, "5 runs created, 12 reports sent") {
+		t.Fatalf("gotune %s: exit %d\n%s%s", m[1], code, stdout, errs)
+	}
+	checkTracked(t, srv, "late", 3)
+	code, stdout, errs = runCLI(args...)
+	if code != 0 || !strings.Contains(stdout, "0 runs created, 0 reports sent in 0 requests") {
+		t.Errorf("gotune %s again: exit %d\n%s%s", m[1], code, stdout, errs)
+	}
+	checkTracked(t, srv, "late", 3)
+}
+
+// TestRunMLflowComesUpLater starts the MLflow server only after the sweep
+// started: what was reported meanwhile reaches it during the sweep.
+func TestRunMLflowComesUpLater(t *testing.T) {
+	mlflowtest.Binary(t)
+	old := trackerOptions
+	trackerOptions = mlflow.Options{MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+	t.Cleanup(func() { trackerOptions = old })
+	addr := mlflowtest.FreeAddr(t)
+	sweep, db := mlflowSweep(t, 6, "0.2", fmt.Sprintf("\n[mlflow]\ntracking_uri = \"http://%s\"\n", addr))
+
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result)
+	go func() {
+		code, out, errOut := runCLI("run", "--db", db, sweep)
+		done <- result{code, out, errOut}
+	}()
+	time.Sleep(700 * time.Millisecond)
+	srv := mlflowtest.StartAt(t, addr, "", "")
+	res := <-done
+	if res.code != 0 {
+		t.Fatalf("gotune run: exit %d\n%s\n%s", res.code, res.out, res.errOut)
+	}
+	if strings.Count(res.errOut, "warning: mlflow") != 1 || !strings.Contains(res.errOut, "answers again") || strings.Contains(res.errOut, "not delivered") {
+		t.Errorf("stderr, want one warning and the recovery during the sweep:\n%s", res.errOut)
+	}
+	checkTracked(t, srv, "tracked", 6)
+}
