@@ -12,6 +12,7 @@ import (
 
 	"github.com/gotune/gotune/mlflow"
 	"github.com/gotune/gotune/mlflow/mlflowtest"
+	"github.com/gotune/gotune/storage"
 )
 
 // mlflowSweep writes a sweep of 4 command trials, 2 at a time, each making
@@ -165,4 +166,35 @@ func TestRunMLflowComesUpLater(t *testing.T) {
 		t.Errorf("stderr, want one warning and the recovery during the sweep:\n%s", res.errOut)
 	}
 	checkTracked(t, srv, "tracked", 6)
+}
+
+// TestMLflowSyncBadInput checks that gotune mlflow sync refuses what it
+// cannot use before it calls any server, with exit code 2.
+func TestMLflowSyncBadInput(t *testing.T) {
+	dir := t.TempDir()
+	missing, db := filepath.Join(dir, "missing.db"), filepath.Join(dir, "results.db")
+	d, err := storage.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	t.Setenv("MLFLOW_TRACKING_URI", "")
+	for _, tt := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"no server", []string{"mlflow", "sync", "x", "--db", db}, "--tracking-uri or MLFLOW_TRACKING_URI"},
+		{"not http", []string{"mlflow", "sync", "x", "--db", db, "--tracking-uri", "file:///tmp/mlruns"}, "http:// or https://"},
+		{"no database", []string{"mlflow", "sync", "x", "--db", missing, "--tracking-uri", "http://127.0.0.1:1"}, "no such file"},
+		{"no experiment", []string{"mlflow", "sync", "x", "--db", db, "--tracking-uri", "http://127.0.0.1:1"}, `experiment "x": not found`},
+		{"two experiments", []string{"mlflow", "sync", "x", "y", "--tracking-uri", "http://127.0.0.1:1"}, "takes one argument"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runCLI(tt.args...)
+			if code != 2 || !strings.Contains(errOut, tt.msg) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, errOut, tt.msg)
+			}
+		})
+	}
 }
