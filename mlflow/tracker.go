@@ -47,6 +47,7 @@ type Options struct {
 type Tracker struct {
 	c      *Client
 	db     *storage.DB
+	lock   *storage.ExperimentLock
 	exp    string // the gotune experiment
 	name   string // the MLflow experiment
 	target string
@@ -97,6 +98,8 @@ type Backlog struct {
 
 // New returns a tracker of experiment exp of the results database at
 // dbPath (created when absent, as a sweep would) for the server s names.
+// It holds a lock (storage.LockMLflow) so that no other tracker sends the
+// same experiment to the same server and MLflow experiment meanwhile.
 // Close it when done.
 func New(dbPath, exp string, s Settings, o Options) (*Tracker, error) {
 	if o.Interval == 0 {
@@ -129,7 +132,13 @@ func New(dbPath, exp string, s Settings, o Options) (*Tracker, error) {
 	if name == "" {
 		name = exp
 	}
-	return &Tracker{c: c, db: db, exp: exp, name: name, target: c.URI() + "#" + name, o: o,
+	target := c.URI() + "#" + name
+	lock, err := db.LockMLflow(exp, target)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Tracker{c: c, db: db, lock: lock, exp: exp, name: name, target: target, o: o,
 		seen: map[int]trialState{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
@@ -211,7 +220,7 @@ func (t *Tracker) Close(ctx context.Context) (Backlog, error) {
 	var b Backlog
 	var err error
 	t.once.Do(func() {
-		defer func() { err = errors.Join(err, t.db.Close()) }()
+		defer func() { err = errors.Join(err, t.db.Close(), t.lock.Release()) }()
 		if t.cancel == nil {
 			return
 		}

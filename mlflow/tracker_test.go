@@ -3,6 +3,7 @@ package mlflow_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
@@ -290,4 +291,25 @@ func TestTrackerWaitsForServer(t *testing.T) {
 	if run == nil || run.Status != "FINISHED" || len(run.Metrics["loss"]) != 8 {
 		t.Errorf("the server has %v, want a FINISHED run with 8 values of loss", run)
 	}
+}
+
+// TestOneTrackerAtATime checks that a second tracker of the same experiment
+// and server is refused while the first is open, and allowed after.
+func TestOneTrackerAtATime(t *testing.T) {
+	r := newResults(t)
+	s := mlflow.Settings{TrackingURI: "http://" + mlflowtest.FreeAddr(t)}
+	first, err := mlflow.New(r.path, "sweep", s, mlflow.Options{})
+	r.must(err)
+	if _, err := mlflow.New(r.path, "sweep", s, mlflow.Options{}); !errors.Is(err, storage.ErrExperimentRunning) {
+		t.Errorf("second tracker: %v, want ErrExperimentRunning", err)
+	}
+	other := s
+	other.Experiment = "elsewhere"
+	second, err := mlflow.New(r.path, "sweep", other, mlflow.Options{})
+	r.must(err)
+	second.Close(context.Background())
+	first.Close(context.Background())
+	third, err := mlflow.New(r.path, "sweep", s, mlflow.Options{})
+	r.must(err)
+	third.Close(context.Background())
 }

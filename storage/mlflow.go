@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 )
@@ -143,4 +145,17 @@ WHERE `+newer+` ORDER BY r.iteration`, trialID, m.set, m.time, m.iteration)
 		out = append(out, p)
 	}
 	return out, rows.Err()
+}
+
+// LockMLflow takes the exclusive lock on sending experiment name of this
+// database to MLflow target, so that two senders (a sweep's and a sync)
+// do not send the same reports at once. Like LockExperiment it does not
+// wait: when another holds it, it fails with an error that wraps
+// ErrExperimentRunning and names the holder's process id.
+func (db *DB) LockMLflow(name, target string) (*ExperimentLock, error) {
+	sum := sha256.Sum256([]byte(name + "\x00" + target))
+	return lockFile(db.path+".mlflow-"+hex.EncodeToString(sum[:8])+".lock", func(holder, path string) error {
+		return fmt.Errorf("%w: %q in %s is being sent to %s by %s (lock %s); wait for it to end",
+			ErrExperimentRunning, name, db.path, target, holder, path)
+	})
 }
