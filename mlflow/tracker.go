@@ -301,7 +301,7 @@ func (t *Tracker) round(ctx context.Context) error {
 		t.seen[tr.Number] = st
 	}
 	if status := experimentStatus[exp.Status]; status != "" && parent.Status == "" {
-		if err := t.end(ctx, parent, status); err != nil {
+		if err := t.end(ctx, parent, status, 0); err != nil {
 			return err
 		}
 	}
@@ -338,8 +338,17 @@ func (t *Tracker) save(ctx context.Context, r *storage.MLflowRun) error {
 	return nil
 }
 
-func (t *Tracker) end(ctx context.Context, r *storage.MLflowRun, status string) error {
-	if err := t.c.EndRun(ctx, r.RunID, status, time.Now()); err != nil {
+// end sets run r's final status, with the end time the database has of
+// the trial with database id trialID, or of the experiment when 0.
+func (t *Tracker) end(ctx context.Context, r *storage.MLflowRun, status string, trialID int64) error {
+	_, at, err := t.db.Times(ctx, t.expID, trialID)
+	if err != nil {
+		return err
+	}
+	if at.IsZero() {
+		at = time.Now() // a trial the finished sweep left unfinished
+	}
+	if err := t.c.EndRun(ctx, r.RunID, status, at); err != nil {
 		return err
 	}
 	t.stats.Requests++
@@ -352,9 +361,12 @@ func (t *Tracker) end(ctx context.Context, r *storage.MLflowRun, status string) 
 func (t *Tracker) sendTrial(ctx context.Context, exp *storage.Experiment, parent *storage.MLflowRun, tr *storage.Trial) error {
 	r := t.runs[tr.Number]
 	if r == nil {
-		var err error
+		start, _, err := t.db.Times(ctx, t.expID, tr.ID())
+		if err != nil {
+			return err
+		}
 		tags := []Tag{{"mlflow.parentRunId", parent.RunID}, {"gotune.experiment", exp.Name}, {"gotune.trial", strconv.Itoa(tr.Number)}}
-		if r, err = t.createRun(ctx, tr.Number, "trial-"+strconv.Itoa(tr.Number), time.Now(), tags); err != nil {
+		if r, err = t.createRun(ctx, tr.Number, "trial-"+strconv.Itoa(tr.Number), start, tags); err != nil {
 			return err
 		}
 	}
@@ -423,7 +435,7 @@ func (t *Tracker) sendTrial(ctx context.Context, exp *storage.Experiment, parent
 		status = "KILLED" // the sweep ended and left the trial unfinished
 	}
 	if status != "" && r.Status == "" {
-		return t.end(ctx, r, status)
+		return t.end(ctx, r, status, tr.ID())
 	}
 	return nil
 }

@@ -181,6 +181,17 @@ func TestSyncSendsEachThingOnce(t *testing.T) {
 			t.Errorf("%v: loss (step, value) %v, want %v", c.run, got, c.loss)
 		}
 	}
+	// The runs' times are the database's.
+	for _, c := range []struct {
+		run   *mlflowtest.Run
+		trial int64
+	}{{parent, 0}, {one, t1.ID()}, {two, t2.ID()}} {
+		start, end, err := r.db.Times(ctx, r.exp.ID, c.trial)
+		r.must(err)
+		if c.run.Start != start.UnixMilli() || c.run.End != end.UnixMilli() {
+			t.Errorf("%v: start %d, end %d; want %d, %d", c.run, c.run.Start, c.run.End, start.UnixMilli(), end.UnixMilli())
+		}
+	}
 	// The timestamps are the reports' times.
 	reports, err := r.db.Reports(ctx, "sweep", 2)
 	r.must(err)

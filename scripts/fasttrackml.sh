@@ -19,7 +19,8 @@ if [ -x "$bin" ]; then
 fi
 
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+tmp=""
+trap 'rm -rf "$scratch" ${tmp:+"$tmp"}' EXIT
 cd "$scratch"
 cat >go.mod <<MOD
 module fmlbuild
@@ -33,6 +34,10 @@ export GOSUMDB=off GOFLAGS=-mod=mod
 go get "github.com/G-Research/fasttrackml@$version" >&2
 go get github.com/mattn/go-sqlite3@v1.14.53 >&2
 mkdir -p "$(dirname "$bin")"
-go build -o "$bin.tmp" github.com/G-Research/fasttrackml >&2
-mv "$bin.tmp" "$bin"
+# Builds that run at once (the tests of two packages) each rename their own
+# file into place.
+tmp=$(mktemp "$bin.XXXXXX")
+go build -o "$tmp" github.com/G-Research/fasttrackml >&2
+chmod +x "$tmp"
+mv -f "$tmp" "$bin"
 echo "$bin"

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // MLflowRun records what was delivered of one MLflow run to one tracking
@@ -158,4 +159,36 @@ func (db *DB) LockMLflow(name, target string) (*ExperimentLock, error) {
 		return fmt.Errorf("%w: %q in %s is being sent to %s by %s (lock %s); wait for it to end",
 			ErrExperimentRunning, name, db.path, target, holder, path)
 	})
+}
+
+// Times returns when the trial with database id trialID (Trial.ID) was
+// created and ended, or, when trialID is 0, experiment expID; end is zero
+// while it runs. It returns ErrNotFound when there is no such row.
+func (db *DB) Times(ctx context.Context, expID, trialID int64) (start, end time.Time, err error) {
+	q := `SELECT created_at, ended_at FROM experiments WHERE id = ?`
+	id := expID
+	if trialID != 0 {
+		q, id = `SELECT created_at, ended_at FROM trials WHERE id = ?`, trialID
+	}
+	rows, err := db.rq.QueryContext(ctx, q, id)
+	if err != nil {
+		return start, end, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return start, end, err
+		}
+		return start, end, ErrNotFound
+	}
+	var s float64
+	var e sql.NullFloat64
+	if err := rows.Scan(&s, &e); err != nil {
+		return start, end, err
+	}
+	start = fromUnixSeconds(s)
+	if e.Valid {
+		end = fromUnixSeconds(e.Float64)
+	}
+	return start, end, nil
 }

@@ -171,6 +171,9 @@ type Point struct {
 // Run is one run as the server holds it.
 type Run struct {
 	ID, Name, Status string
+	// Start and End are the run's times in milliseconds since 1970; End
+	// is 0 while it runs.
+	Start, End int64
 	Params, Tags     map[string]string
 	// Metrics holds every metric's whole history, in the server's order.
 	Metrics map[string][]Point
@@ -193,6 +196,8 @@ func (s *Server) Runs(t testing.TB, name string) map[string]*Run {
 				ID     string `json:"run_id"`
 				Name   string `json:"run_name"`
 				Status string `json:"status"`
+				Start  int64  `json:"start_time"`
+				End    int64  `json:"end_time"`
 			} `json:"info"`
 			Data struct {
 				Params  []kv `json:"params"`
@@ -209,7 +214,7 @@ func (s *Server) Runs(t testing.TB, name string) map[string]*Run {
 		got.Next = ""
 		s.call(t, "runs/search", map[string]any{"experiment_ids": []string{exp.Experiment.ID}, "max_results": 1000, "page_token": page}, &got)
 		for _, r := range got.Runs {
-			run := &Run{ID: r.Info.ID, Name: r.Info.Name, Status: r.Info.Status,
+			run := &Run{ID: r.Info.ID, Name: r.Info.Name, Status: r.Info.Status, Start: r.Info.Start, End: r.Info.End,
 				Params: map[string]string{}, Tags: map[string]string{}, Metrics: map[string][]Point{}}
 			for _, p := range r.Data.Params {
 				run.Params[p.Key] = p.Value
