@@ -173,8 +173,8 @@ type Run struct {
 	ID, Name, Status string
 	// Start and End are the run's times in milliseconds since 1970; End
 	// is 0 while it runs.
-	Start, End int64
-	Params, Tags     map[string]string
+	Start, End   int64
+	Params, Tags map[string]string
 	// Metrics holds every metric's whole history, in the server's order.
 	Metrics map[string][]Point
 }
