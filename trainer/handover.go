@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gotune/gotune/workers"
@@ -51,14 +52,22 @@ func (a *attempt) takeOver(rank int, p *workers.Process, dir string) (taken stri
 	return "", true, nil
 }
 
+// maxRefusal bounds the reason recorded for a refused checkpoint, in
+// bytes: it quotes the path a worker reported, which may be long.
+const maxRefusal = 4096
+
 // refuse tells the EventSink that rank's checkpoint was refused, and why.
 // A sink that fails to record it fails the attempt.
 func (a *attempt) refuse(rank int, why error) {
 	if a.r.events == nil {
 		return
 	}
+	reason := why.Error()
+	if len(reason) > maxRefusal {
+		reason = strings.ToValidUTF8(reason[:maxRefusal], "") + "…"
+	}
 	e := Event{Kind: EventCheckpointRefused, Time: time.Now(), Attempt: a.number, Workers: a.size(),
-		Cause: fmt.Sprintf("worker %d: refused its checkpoint; the report counts without one: %v", rank, why)}
+		Cause: fmt.Sprintf("worker %d: refused its checkpoint; the report counts without one: %s", rank, reason)}
 	if err := a.r.events.Event(a.r.ctx, e); err != nil {
 		a.fail(fmt.Errorf("trainer: record %s: %w", e.Kind, err))
 	}

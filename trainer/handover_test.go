@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func init() { Register("handover", handOverFunc) }
@@ -221,5 +222,29 @@ done`
 	log, _ := os.ReadFile(filepath.Join(spec.LogDir, "worker_0.log"))
 	if !strings.Contains(string(log), "refused the checkpoint "+out) {
 		t.Errorf("rank 0's log says nothing of the refusal:\n%s", log)
+	}
+}
+
+// TestRefusalOfALongPathIsBounded: a worker's path is quoted in the event,
+// up to a bound.
+func TestRefusalOfALongPathIsBounded(t *testing.T) {
+	long := "/" + strings.Repeat("d", 300) + strings.Repeat("/é", 20000)
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 1,
+		Train: func(ctx context.Context, w *Worker) error {
+			return w.Report(ctx, map[string]float64{"round": 1}, WithCheckpoint(long))
+		},
+		ScratchDir: filepath.Join(t.TempDir(), "scratch"),
+	}
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	refused := sink.refusals()
+	if len(refused) != 1 || len(refused[0]) > maxRefusal+200 || !strings.Contains(refused[0], long[:300]) || !utf8.ValidString(refused[0]) {
+		t.Errorf("refusals of %d bytes: %.300q", len(refused[0]), refused)
+	}
+	if got := sink.rounds(); !slices.Equal(got, []float64{1}) {
+		t.Errorf("reports %v", got)
 	}
 }
