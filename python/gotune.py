@@ -22,6 +22,13 @@ This module reads the one and writes the other::
             save(os.path.join(ckpt, "model.pt"), epoch)
             gotune.report(epoch=epoch, loss=loss, checkpoint=ckpt)
 
+A checkpoint must be a folder inside the worker's own GOTUNE_CHECKPOINT_DIR
+(checkpoint_dir() makes one there), once symbolic links and ".." are
+resolved, and not that folder itself: gotune moves it into the trial's
+committed checkpoint. Any other folder is refused and left untouched; the
+trial gets a "checkpoint_refused" event saying why, and the report's
+metrics are recorded without a checkpoint.
+
 Rank 0's reports are the trial's. Other ranks may call report too: their
 metrics are ignored, but a checkpoint folder they hand over is merged with
 rank 0's checkpoint of the same round (each rank's j-th checkpoint belongs
@@ -118,7 +125,8 @@ def checkpoint_dir():
 
     Hand it over with report(..., checkpoint=path) once it is complete, and
     do not touch it again: gotune moves it into the trial's committed
-    checkpoint. Outside gotune the folder is made in the system's temporary
+    checkpoint. Only such a folder, inside GOTUNE_CHECKPOINT_DIR, is taken
+    over. Outside gotune the folder is made in the system's temporary
     folder and nobody removes it.
     """
     base = os.environ.get("GOTUNE_CHECKPOINT_DIR") or None
@@ -139,6 +147,9 @@ def resume_dir():
 
 def report(checkpoint=None, **metrics):
     """Report metrics (finite numbers), with an optional checkpoint folder.
+
+    The checkpoint must be a folder inside GOTUNE_CHECKPOINT_DIR, such as
+    checkpoint_dir() returns; gotune refuses any other (see above).
 
     Metric names that are not Python identifiers can be passed as
     report(**{"val/loss": 0.4}). Raises ValueError for a value that is not a

@@ -61,8 +61,11 @@ type Sink interface {
 	Report(ctx context.Context, r Result) (Action, error)
 }
 
-// EventSink is a Sink that also wants to hear of the group's restarts and
-// resizes. A Sink without it is not told.
+// EventSink is a Sink that also wants to hear of the group's restarts,
+// resizes and refused checkpoints. A Sink without it is not told. Restarts
+// and resizes come from Run's goroutine between attempts; a refused
+// checkpoint comes from the goroutine that received its report, before
+// the report reaches Report, possibly while another call is in progress.
 type EventSink interface {
 	Sink
 	Event(ctx context.Context, e Event) error
@@ -76,22 +79,29 @@ const (
 	EventRestart EventKind = "restart"
 	// EventResize: an elastic group grew and starts again, larger.
 	EventResize EventKind = "resize"
+	// EventCheckpointRefused: a worker handed over a checkpoint that is not
+	// a folder inside its own GOTUNE_CHECKPOINT_DIR (or that could not be
+	// read): it is left where it is, untouched, and the report counts
+	// without a checkpoint. Cause says which folder and why.
+	EventCheckpointRefused EventKind = "checkpoint_refused"
 )
 
 // Event is a restart or a resize of a trial's group, told to an EventSink
-// just before the new group starts.
+// just before the new group starts, or a checkpoint refused.
 type Event struct {
 	Kind EventKind
 	Time time.Time
 	// Cause says why: the failure that ended the previous group, or the
 	// resize.
 	Cause string
-	// Attempt numbers the group about to start within this Run, from 1.
+	// Attempt numbers the group about to start within this Run, from 1
+	// (for a refused checkpoint: the group running).
 	Attempt int
-	// Workers is the size of the group about to start.
+	// Workers is the size of the group about to start (or running).
 	Workers int
-	// Checkpoint is the committed checkpoint it resumes from, "" when none,
-	// and Iteration the report that committed it.
+	// Checkpoint is the committed checkpoint it resumes from, "" when none
+	// (and for a refused checkpoint), and Iteration the report that
+	// committed it.
 	Checkpoint string
 	Iteration  int
 }
@@ -150,7 +160,10 @@ type Spec struct {
 	Launcher Launcher
 	// ScratchDir is where workers write checkpoints before handing them
 	// over; a temporary folder when empty. Put it on the checkpoint store's
-	// file system so that committing is a rename. Run removes it.
+	// file system so that committing is a rename. Run removes it. Each
+	// worker has a folder of its own inside (GOTUNE_CHECKPOINT_DIR; for a
+	// Go function, where Worker.CheckpointDir creates folders), and only a
+	// folder inside it is taken over: see workers.Confine.
 	ScratchDir string
 	// LogDir receives one log file per process worker, worker_<rank>.log,
 	// appended to across restarts; "" keeps no log files (a failure's error

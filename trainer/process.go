@@ -152,20 +152,21 @@ func serveControl(a *attempt, g *gather, rank int, p *workers.Process, st *ctlSt
 			st.hello = true
 		case m.Report != nil:
 			rep := m.Report
+			refused := false
 			if rep.Checkpoint != "" {
 				// Before the next message: a remote process's folders
 				// stay until its control stream is read to the end.
-				dir, err := p.Fetch(a.ctx, rep.Checkpoint)
+				dir, ref, err := a.takeOver(rank, p, rep.Checkpoint)
 				if err != nil {
 					a.fail(fmt.Errorf("worker %d: take over its checkpoint: %w", rank, err))
 					continue
 				}
-				rep.Checkpoint = dir
+				rep.Checkpoint, refused = dir, ref
 			}
 			inflight.Add(1)
 			go func() {
 				defer inflight.Done()
-				err := g.report(a.ctx, rank, rep.Metrics, rep.Checkpoint)
+				err := g.report(a.ctx, rank, rep.Metrics, rep.Checkpoint, refused)
 				var v ctlVerdict
 				switch {
 				case err == nil:

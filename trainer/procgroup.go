@@ -217,7 +217,7 @@ func (a *attempt) logPath(rank int) string {
 
 // checkpointDir creates rank's scratch folder for checkpoints.
 func (a *attempt) checkpointDir(rank int) (string, error) {
-	dir := filepath.Join(a.scratch, fmt.Sprintf("rank-%d", rank))
+	dir := a.rankScratch(rank)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint scratch folder: %w", err)
 	}

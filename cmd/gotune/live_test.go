@@ -221,6 +221,14 @@ func TestRunWithDashboard(t *testing.T) {
 		!strings.Contains(string(metrics), `gotune_trials{experiment="served",status="RUNNING"}`) {
 		t.Errorf("/metrics of a running sweep:\n%s", metrics)
 	}
+	// A page of another site whose name resolves here is refused.
+	req, _ := http.NewRequest("GET", url+"api/experiments", nil)
+	req.Host = "attacker.example"
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a request for another host: %v, %v; want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("gotune run: %v\n%s", err, stderr.String())
 	}

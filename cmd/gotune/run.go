@@ -133,8 +133,15 @@ func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 }
 
 func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
-	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s with %d workers from iteration %d: %s\n",
-		time.Since(p.start).Seconds(), trial, e.Kind, e.Workers, e.Iteration, firstLine(e.Cause))
+	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s\n", time.Since(p.start).Seconds(), trial, describeEvent(e))
+}
+
+// describeEvent is a line about a group's event, after the trial number.
+func describeEvent(e trainer.Event) string {
+	if e.Kind == trainer.EventCheckpointRefused {
+		return fmt.Sprintf("%s: %s", e.Kind, firstLine(e.Cause))
+	}
+	return fmt.Sprintf("%s with %d workers from iteration %d: %s", e.Kind, e.Workers, e.Iteration, firstLine(e.Cause))
 }
 
 // firstLine is s up to its first line break.
