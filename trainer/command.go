@@ -133,7 +133,7 @@ func (k *commandKind) runAttempt(a *attempt) {
 	defer ge.closeRdv()
 	col := newCollator(a, n, base)
 	go col.run()
-	places := placeRanks(a.slots)
+	places := placeRanks(a.slots, a.r.spec.Scaling.GPUVisibility)
 	startAll(n, func(rank int) {
 		dir, err := a.checkpointDir(rank)
 		if err != nil {

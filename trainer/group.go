@@ -157,8 +157,13 @@ type Spec struct {
 	// still quotes the worker's last lines).
 	LogDir string
 	// Env holds extra NAME=value variables for every process and command
-	// worker, after the ones the command-worker contract sets.
+	// worker. They replace the caller's variables of the same name (and
+	// the defaults OMP_NUM_THREADS and PYTHONUNBUFFERED), never the ones the
+	// command-worker contract sets.
 	Env []string
+	// TrialDir is the trial's own folder, in GOTUNE_TRIAL_DIR; "" for none.
+	// The caller creates it.
+	TrialDir string
 }
 
 // CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,

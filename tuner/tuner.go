@@ -303,12 +303,13 @@ func (c Config) record() any {
 }
 
 // trialSeed derives a trial's seed from the experiment's with SplitMix64, so
-// neighbouring trials get unrelated streams.
+// neighbouring trials get unrelated streams. It is in [0, 2^32), the range
+// numpy's np.random.seed accepts, since GOTUNE_SEED hands it to scripts.
 func trialSeed(seed int64, trial int) int64 {
 	z := uint64(seed) + uint64(trial)*0x9e3779b97f4a7c15
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return int64(z ^ (z >> 31))
+	return int64((z ^ (z >> 31)) >> 32)
 }
 
 // score extracts the objective from metrics, negated for "max" so that lower
