@@ -44,8 +44,16 @@ type Config struct {
 	// trial's configuration in the environment, reports as "@gotune {json}"
 	// lines on stdout.
 	Command []string `toml:"command" json:"command,omitempty"`
-	// Workdir is the folder Command runs in; "" is gotune's own.
+	// Workdir is the folder Command runs in; "" is gotune's own working
+	// directory. "{trial_dir}" in it (and in Command) is the trial's own
+	// folder: workdir = "{trial_dir}" runs every trial in a folder of its
+	// own, so that files the command writes where it runs are the trial's.
 	Workdir string `toml:"workdir" json:"workdir,omitempty"`
+	// PathBase is where Command's relative paths are looked up when they
+	// name no file in Workdir, before gotune's working directory (see
+	// Spec.PathBase): the sweep file's folder, set by the sweep-file
+	// loader; "" for none.
+	PathBase string `toml:"-" json:"-"`
 	// Isolation is how a built-in model's workers run: "goroutine" (the
 	// default: in gotune's own process, with in-memory collectives) or
 	// "process" (each worker in a child process, with collectives over

@@ -114,9 +114,14 @@ type Spec struct {
 	Process string
 	// Command is a program every worker runs, per the command-worker
 	// contract; "{name}" placeholders are expanded from Config (see
-	// ExpandCommand). Workdir is the folder it runs in; "" is the caller's.
-	Command []string
-	Workdir string
+	// ExpandCommand), and "{trial_dir}" is TrialDir. Workdir is the folder
+	// it runs in, expanded likewise; "" is the caller's. When Workdir is
+	// set, relative paths in Command that name no file there are looked up
+	// in PathBase, then in the caller's working directory (the sweep
+	// file's folder, for a sweep file).
+	Command  []string
+	Workdir  string
+	PathBase string
 
 	Scaling ScalingConfig
 	Failure FailureConfig
@@ -291,11 +296,11 @@ func (s Spec) kind() (groupKind, error) {
 	}
 	if s.Command != nil {
 		n++
-		argv, err := ExpandCommand(s.Command, s.Config)
+		argv, dir, err := s.expandCommand()
 		if err != nil {
-			return nil, fmt.Errorf("trainer: command: %w", err)
+			return nil, fmt.Errorf("trainer: %w", err)
 		}
-		k = &commandKind{argv: argv, dir: s.Workdir}
+		k = &commandKind{argv: argv, dir: dir}
 	}
 	switch n {
 	case 0:

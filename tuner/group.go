@@ -37,7 +37,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		KillTimeout:     tc.Kill(),
 		Placer:          managerPlacer{m: t.manager, req: t.groupRequest(tr.number), trial: tr.number, watch: t.gpus},
 		LogDir:          filepath.Join(t.TrialDir(tr.number), "logs"),
-		TrialDir:        t.TrialDir(tr.number),
+		TrialDir:        absPath(t.TrialDir(tr.number)),
 		Checkpoints:     tr.ckpts,
 		ScratchDir:      tr.ckpts.dir.ScratchDir(),
 		ResumeDir:       tr.resumeDir,
@@ -49,12 +49,20 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 	case t.process != "":
 		spec.Process = t.process
 	case tc.Command != nil:
-		spec.Command, spec.Workdir = tc.Command, tc.Workdir
+		spec.Command, spec.Workdir, spec.PathBase = tc.Command, tc.Workdir, tc.PathBase
 	default:
 		spec.Train = t.train
 	}
 	t.clusterSpec(&spec)
 	return spec
+}
+
+// absPath is path made absolute, or path when the working directory is gone.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // openCheckpoints opens trial rec's checkpoint folder and learns which of

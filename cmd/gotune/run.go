@@ -72,7 +72,11 @@ func runCommand() *cli.Command {
 				live = newLiveView(out, terminalWidth(f), func(ctx context.Context) liveSnapshot { return sweepSnapshot(ctx, ro, t) })
 				progress = live
 			}
-			opts = append(opts, tuner.WithObserver(observers{progress, files}))
+			obs := observers{progress, files}
+			if w := newSharedDirWatch(cfg, c.App.ErrWriter); w != nil {
+				obs = append(obs, w)
+			}
+			opts = append(opts, tuner.WithObserver(obs))
 			if c.Bool("resume") {
 				opts = append(opts, tuner.WithResumeOnly())
 			}
