@@ -45,9 +45,11 @@ type attempt struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	// iter is the iteration of the attempt's latest report, owned by the
-	// delivering goroutine.
-	iter int
+	// iter is the iteration of the attempt's latest report, and redoUntil
+	// the step up to which its reports are work redone (nil once past it),
+	// both owned by the delivering goroutine.
+	iter      int
+	redoUntil *float64
 
 	mu       sync.Mutex
 	end      attemptEnd
@@ -59,12 +61,13 @@ type attempt struct {
 
 func (r *runner) newAttempt(number int) *attempt {
 	a := &attempt{
-		r:       r,
-		number:  number,
-		slots:   r.placement.Slots(),
-		resume:  r.latest,
-		scratch: r.attemptScratch(number),
-		iter:    r.latest.iteration,
+		r:         r,
+		number:    number,
+		slots:     r.placement.Slots(),
+		resume:    r.latest,
+		scratch:   r.attemptScratch(number),
+		iter:      r.latest.iteration,
+		redoUntil: r.lastStep,
 	}
 	a.workers = newWorkerTable(r.sink, a.slots)
 	// Workers see the caller's context values, but only the attempt's end
@@ -180,14 +183,35 @@ func (a *attempt) cleanup() {
 // to the sink and acts on the answer. Calls are serialised by the worker
 // kind, in report order. shards are the folders the ranks handed over, in
 // rank order, without gaps.
+//
+// A report that carries its own step (Spec.StepKey) is numbered next after
+// the last delivered. Until the attempt's first report with a step past
+// the step the group had delivered before it started (the restarted
+// workers resumed from an earlier point: their own files, a checkpoint, or
+// scratch), such reports are work redone and dropped. A report without is
+// numbered by the attempt's count from its checkpoint, and new when that
+// is past the last iteration delivered.
 func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, error) {
 	r := a.r
-	a.iter++
-	k := a.iter
-	if k <= r.delivered {
-		// Work redone after a restart: the sink has this report already.
-		removeAll(shards)
-		return Continue, nil
+	step, stepped := metrics[r.spec.StepKey]
+	stepped = stepped && r.spec.StepKey != ""
+	var k int
+	if stepped {
+		if a.redoUntil != nil && step <= *a.redoUntil {
+			removeAll(shards)
+			return Continue, nil
+		}
+		a.redoUntil = nil
+		k = r.delivered + 1
+		a.iter = k
+	} else {
+		a.iter++
+		k = a.iter
+		if k <= r.delivered {
+			// Work redone after a restart: the sink has this report already.
+			removeAll(shards)
+			return Continue, nil
+		}
 	}
 	res := Result{Iteration: k, Time: time.Now(), Metrics: metrics}
 	if len(shards) > 0 {
@@ -210,6 +234,9 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 		return Continue, fmt.Errorf("report %d: %w", k, err)
 	}
 	r.delivered = k
+	if stepped {
+		r.lastStep = &step
+	}
 	switch act {
 	case Stop:
 		a.finish(attemptEnd{kind: endStopped})

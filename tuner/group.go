@@ -43,6 +43,8 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		ResumeDir:       tr.resumeDir,
 		ResumeIteration: tr.resumeIter,
 		Delivered:       tr.iterations,
+		StepKey:         t.cfg.Scheduler.TimeAttr,
+		LastStep:        tr.lastStep,
 		Env:             append(slices.Clip(t.env), tc.EnvList()...),
 	}
 	switch {
@@ -55,6 +57,16 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 	}
 	t.clusterSpec(&spec)
 	return spec
+}
+
+// stepOf is the scheduler's time attribute in a report's metrics, which
+// the trainer takes as the report's own step (see trainer.Spec.StepKey),
+// or last when the report has none.
+func (t *Tuner) stepOf(metrics map[string]float64, last *float64) *float64 {
+	if v, ok := metrics[t.cfg.Scheduler.TimeAttr]; ok {
+		return &v
+	}
+	return last
 }
 
 // absPath is path made absolute, or path when the working directory is gone.

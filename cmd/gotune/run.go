@@ -137,8 +137,16 @@ func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 }
 
 func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
-	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s with %d workers from iteration %d: %s\n",
-		time.Since(p.start).Seconds(), trial, e.Kind, e.Workers, e.Iteration, firstLine(e.Cause))
+	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s\n", time.Since(p.start).Seconds(), trial, describeEvent(e))
+}
+
+// describeEvent says what a restart or resize starts from, and why.
+func describeEvent(e trainer.Event) string {
+	from := "no committed checkpoint"
+	if e.Checkpoint != "" {
+		from = fmt.Sprintf("the checkpoint of iteration %d", e.Iteration)
+	}
+	return fmt.Sprintf("%s with %d workers from %s, %d reports recorded: %s", e.Kind, e.Workers, from, e.Recorded, firstLine(e.Cause))
 }
 
 // firstLine is s up to its first line break.
