@@ -65,3 +65,20 @@ cpus_per_worker = 0.1
 		}
 	}
 }
+
+func TestRunFailsWhenNoTrialReportsTheObjective(t *testing.T) {
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "sweep.toml")
+	os.WriteFile(sweep, []byte(`name = "typo"
+[objective]
+metric = "val_loss"
+[trainer]
+command = ["sh", "-c", "echo '@gotune {\"val-loss\": 1, \"epoch\": 1}'"]
+[trainer.scaling]
+cpus_per_worker = 0.1
+`), 0o644)
+	code, _, stderr := runCLI("run", "--db", filepath.Join(dir, "typo.db"), sweep)
+	if code != exitFailed || !strings.Contains(stderr, `no trial reported the objective "val_loss"; the reports carried epoch, val-loss`) {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
