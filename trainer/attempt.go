@@ -75,11 +75,42 @@ func (r *runner) newAttempt(number int) *attempt {
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
 	a.stopCtx = context.AfterFunc(r.ctx, func() { a.finish(attemptEnd{kind: endCancelled, err: r.ctx.Err()}) })
 	if hb := r.spec.Failure.Heartbeat(); hb > 0 {
-		a.watchdog = time.AfterFunc(hb, func() {
-			a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb)})
-		})
+		a.watchdog = time.AfterFunc(hb, func() { a.hung(hb) })
 	}
 	return a
+}
+
+// hung fails the attempt when no worker has reported for hb, unless the
+// failure config counts output as a sign of life and a worker's log has
+// grown within hb: then the watchdog waits for the rest of hb from then.
+func (a *attempt) hung(hb time.Duration) {
+	if !a.r.spec.Failure.OutputHeartbeat {
+		a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb)})
+		return
+	}
+	if quiet := a.quiet(); quiet < hb {
+		a.mu.Lock()
+		if a.end.kind == endNone && !a.hbOff {
+			a.watchdog.Reset(hb - quiet)
+		}
+		a.mu.Unlock()
+		return
+	}
+	a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report and no output from any worker for %v (failure.heartbeat_timeout)", hb)})
+}
+
+// quiet is how long ago a worker's log last grew, by its file's
+// modification time; a very long time when there are no log files.
+func (a *attempt) quiet() time.Duration {
+	quiet := time.Duration(1<<63 - 1)
+	for rank := range a.size() {
+		if path := a.logPath(rank); path != "" {
+			if fi, err := os.Stat(path); err == nil {
+				quiet = min(quiet, time.Since(fi.ModTime()))
+			}
+		}
+	}
+	return quiet
 }
 
 // size is the number of workers of the attempt.

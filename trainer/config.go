@@ -176,6 +176,12 @@ type FailureConfig struct {
 	// disables the check. Go goroutine workers are cancelled, but must
 	// return on their own: only processes can be killed.
 	HeartbeatTimeout float64 `toml:"heartbeat_timeout" json:"heartbeat_timeout,omitempty"`
+	// OutputHeartbeat counts every line a process or command worker writes
+	// to its log (stdout lines that are not reports, and stderr) as a sign
+	// of life for HeartbeatTimeout, like a report: for scripts that print
+	// progress but report rarely. It needs the trial's logs, which a sweep
+	// always keeps (Spec.LogDir).
+	OutputHeartbeat bool `toml:"output_heartbeat" json:"output_heartbeat,omitempty"`
 }
 
 // Heartbeat is HeartbeatTimeout as a duration; 0 when disabled.
@@ -250,6 +256,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Failure.HeartbeatTimeout < 0 {
 		return &FieldError{"failure.heartbeat_timeout", fmt.Errorf("must not be negative, got %g", c.Failure.HeartbeatTimeout)}
+	}
+	if c.Failure.OutputHeartbeat && c.Failure.HeartbeatTimeout == 0 {
+		return &FieldError{"failure.output_heartbeat", errors.New("needs a heartbeat_timeout")}
 	}
 	if c.Checkpoint.NumToKeep < 0 {
 		return &FieldError{"checkpoint.num_to_keep", fmt.Errorf("must not be negative, got %d", c.Checkpoint.NumToKeep)}

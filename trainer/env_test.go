@@ -110,3 +110,25 @@ echo '@gotune {"ok": 1}'`
 		t.Errorf("OMP_NUM_THREADS with 2.5 CPUs per worker: %q, want 2", data)
 	}
 }
+
+func TestOutputCountsAsHeartbeat(t *testing.T) {
+	// Prints a line every 0.1 s for a second, then reports once.
+	script := `i=0; while [ $i -lt 10 ]; do echo "batch $i"; sleep 0.1; i=$((i + 1)); done; echo '@gotune {"ok": 1}'`
+	for _, output := range []bool{false, true} {
+		spec := Spec{
+			Experiment: uniqueName(t), Trial: 1,
+			Command:    []string{"sh", "-c", script},
+			Failure:    FailureConfig{HeartbeatTimeout: 0.4, OutputHeartbeat: output},
+			ScratchDir: filepath.Join(t.TempDir(), "scratch"),
+			LogDir:     t.TempDir(),
+		}
+		sink := &collect{}
+		_, err := Run(context.Background(), spec, sink)
+		if output && (err != nil || len(sink.results) != 1) {
+			t.Errorf("output_heartbeat: %v, %d reports", err, len(sink.results))
+		}
+		if !output && (err == nil || !strings.Contains(err.Error(), "hung")) {
+			t.Errorf("without output_heartbeat: %v, want the group hung", err)
+		}
+	}
+}
