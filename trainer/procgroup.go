@@ -285,9 +285,10 @@ func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir strin
 }
 
 // errorFile is where torch's @record writes rank's failure, beside its
-// log; "" when the spec keeps no logs.
+// log; "" when the spec keeps no logs, and for a worker on another node,
+// where the log folder may not exist.
 func (a *attempt) errorFile(rank int) string {
-	if a.r.spec.LogDir == "" {
+	if a.r.spec.LogDir == "" || a.slots[rank].Launcher != nil {
 		return ""
 	}
 	return filepath.Join(a.r.spec.LogDir, fmt.Sprintf("worker_%d.error.json", rank))
