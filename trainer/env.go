@@ -76,8 +76,9 @@ type envSpec struct {
 }
 
 // workerEnv returns base (the launcher's environment) without any variable
-// the contract sets, followed by the contract's variables for one worker and
-// then s.extra; a variable appears once.
+// the contract sets (nor any GOTUNE_* or TORCHELASTIC_* one), followed by
+// the contract's variables for one worker and then s.extra; a variable
+// appears once.
 func workerEnv(base []string, s envSpec) []string {
 	config, err := json.Marshal(s.config)
 	if err != nil {
@@ -131,7 +132,7 @@ func workerEnv(base []string, s envSpec) []string {
 	has := map[string]bool{}
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if drop[k] || extra[k] || strings.HasPrefix(k, "GOTUNE_") {
+		if drop[k] || extra[k] || strings.HasPrefix(k, "GOTUNE_") || strings.HasPrefix(k, "TORCHELASTIC_") {
 			continue
 		}
 		has[k] = true
@@ -158,8 +159,7 @@ func workerEnv(base []string, s envSpec) []string {
 // torch.distributed.is_torchelastic_launched() is true and libraries that
 // look for torchrun (Lightning, Accelerate) take their torchrun path. The
 // group has one role, "default", spanning every worker; rank 0 hosts the
-// store at MASTER_ADDR:MASTER_PORT itself (no agent store). The NCCL error
-// handling variables keep a value the caller set.
+// store at MASTER_ADDR:MASTER_PORT itself (no agent store).
 func elasticVars(s envSpec) [][2]string {
 	p := s.place
 	vars := [][2]string{

@@ -28,7 +28,10 @@ func TestWorkerEnvTorchrunVariables(t *testing.T) {
 	s := envSpec{experiment: "exp", trial: 7, seed: 4000000000, place: place, masterAddr: "10.0.0.1", masterPort: 29500,
 		trialDir: "/runs/trial_7", runID: "exp-trial-7", restartCount: 2, maxRestarts: 3,
 		errorFile: "/runs/trial_7/logs/worker_3.error.json", ompThreads: 2}
-	got := envMap(t, workerEnv([]string{"PATH=/bin", "RANK=9", "GOTUNE_TRIAL_DIR=/stale"}, s))
+	got := envMap(t, workerEnv([]string{"PATH=/bin", "RANK=9", "GOTUNE_TRIAL_DIR=/stale", "TORCHELASTIC_TIMER_FILE=/stale"}, s))
+	if v, ok := got["TORCHELASTIC_TIMER_FILE"]; ok {
+		t.Errorf("the launcher's own TORCHELASTIC_TIMER_FILE=%s went through", v)
+	}
 	want := map[string]string{
 		"PATH": "/bin", "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
 		"GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "ROLE_NAME": "default", "ROLE_RANK": "3", "ROLE_WORLD_SIZE": "4",
