@@ -39,6 +39,13 @@ round before rank 0's report of the next round, as DDP's collectives ensure).
 Outside gotune (plain python, or torchrun) the helpers fall back to
 torchrun's variables and report lines are still printed, so a script runs
 unchanged.
+
+A launcher nested inside a gotune worker (``torchrun --nproc_per_node=4
+train.py`` as the command of a one-worker trial) starts processes that
+share that worker's stdout. There, report() and heartbeat() print only in
+the process whose RANK is 0, so that each report is counted once; the
+others' calls do nothing. Such a process is told apart by its
+TORCHELASTIC_RUN_ID, which the nested launcher sets to its own run's.
 """
 
 import json
@@ -50,7 +57,7 @@ import tempfile
 __all__ = [
     "active", "config", "report", "heartbeat", "checkpoint_dir", "resume_dir",
     "world_size", "world_rank", "local_rank", "local_world_size", "node_rank",
-    "is_chief", "experiment", "trial_id", "seed",
+    "is_chief", "experiment", "trial_id", "seed", "nested", "trial_dir",
 ]
 
 PREFIX = "@gotune"
@@ -135,6 +142,12 @@ def checkpoint_dir():
     return tempfile.mkdtemp(prefix="ckpt-", dir=base)
 
 
+def trial_dir():
+    """The trial's own folder (its checkpoints, logs and reports.csv), where
+    files a script keeps for itself belong; None outside gotune."""
+    return os.environ.get("GOTUNE_TRIAL_DIR") or None
+
+
 def resume_dir():
     """The committed checkpoint to start from, or None on a fresh start.
 
@@ -182,7 +195,20 @@ def heartbeat():
     _emit({})
 
 
+def nested():
+    """True in a process that a launcher nested inside a gotune worker
+    started (see the module's notes): torch's variables are then the
+    nested launcher's, and only its RANK 0 reports."""
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if not active() or run_id is None:
+        return False
+    own = "%s-trial-%s" % (os.environ.get("GOTUNE_EXPERIMENT", ""), os.environ.get("GOTUNE_TRIAL_ID"))
+    return run_id != own
+
+
 def _emit(obj):
+    if nested() and os.environ.get("RANK", "0") != "0":
+        return  # the nested launcher's rank 0 speaks for the worker
     # One write per line, flushed at once: the line is the report.
     sys.stdout.write(PREFIX + " " + json.dumps(obj, allow_nan=False) + "\n")
     sys.stdout.flush()

@@ -16,10 +16,11 @@ import (
 var placeholder = regexp.MustCompile(`\{\{[A-Za-z_][A-Za-z0-9_.\-]*\}\}|\{[A-Za-z_][A-Za-z0-9_.\-]*\}`)
 
 // Placeholders returns the hyperparameter names that command's "{name}"
-// placeholders refer to, each once, in order of first appearance.
+// placeholders refer to, each once, in order of first appearance;
+// "{trial_dir}" names none.
 func Placeholders(command []string) []string {
 	var names []string
-	seen := map[string]bool{}
+	seen := map[string]bool{TrialDirPlaceholder: true}
 	for _, arg := range command {
 		for _, m := range placeholder.FindAllString(arg, -1) {
 			if strings.HasPrefix(m, "{{") {
@@ -130,7 +131,7 @@ func (k *commandKind) runAttempt(a *attempt) {
 	defer ge.closeRdv()
 	col := newCollator(a, n)
 	go col.run()
-	places := placeRanks(a.slots)
+	places := placeRanks(a.slots, a.r.spec.Scaling.GPUVisibility)
 	startAll(n, func(rank int) {
 		dir, err := a.checkpointDir(rank)
 		if err != nil {

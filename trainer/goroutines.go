@@ -41,7 +41,7 @@ func (k goroutineKind) runAttempt(a *attempt) {
 			c.Close()
 		}
 	})
-	places := placeRanks(a.slots)
+	places := placeRanks(a.slots, GPUViewWorker)
 	for rank := range n {
 		a.workers.start(rank, 0, "")
 	}

@@ -41,7 +41,9 @@ func (a Action) String() string {
 type Result struct {
 	// Iteration numbers the trial's reports from 1. After a restart from a
 	// checkpoint, numbering goes on from the iteration that committed it;
-	// reports the trial had already delivered are not delivered again.
+	// reports the trial had already delivered are not delivered again. A
+	// report that carries its own step (Spec.StepKey) is numbered next
+	// after the last delivered, when its step is new.
 	Iteration int
 	Time      time.Time
 	Metrics   map[string]float64
@@ -104,6 +106,9 @@ type Event struct {
 	// committed it.
 	Checkpoint string
 	Iteration  int
+	// Recorded is the trial's last delivered iteration: the group about to
+	// start delivers only reports past it (see Spec.StepKey).
+	Recorded int
 }
 
 // Spec is everything needed to run one trial's group. Exactly one of Train,
@@ -124,9 +129,14 @@ type Spec struct {
 	Process string
 	// Command is a program every worker runs, per the command-worker
 	// contract; "{name}" placeholders are expanded from Config (see
-	// ExpandCommand). Workdir is the folder it runs in; "" is the caller's.
-	Command []string
-	Workdir string
+	// ExpandCommand), and "{trial_dir}" is TrialDir. Workdir is the folder
+	// it runs in, expanded likewise; "" is the caller's. When Workdir is
+	// set, relative paths in Command that name no file there are looked up
+	// in PathBase, then in the caller's working directory (the sweep
+	// file's folder, for a sweep file).
+	Command  []string
+	Workdir  string
+	PathBase string
 
 	Scaling ScalingConfig
 	Failure FailureConfig
@@ -144,6 +154,18 @@ type Spec struct {
 	// its latest checkpoint): those reports are computed again but not
 	// delivered again. 0 means ResumeIteration.
 	Delivered int
+
+	// StepKey names the report key that carries a report's own step (the
+	// scheduler's time attribute). After a restart, reports with it are
+	// dropped until one's step is past the step of the last report
+	// delivered before, so that every step is delivered once however far
+	// back the workers resume (their own files, ResumeDir, or scratch);
+	// within a group's run, steps may repeat. "" (and a report without the
+	// key) numbers reports by count (see Result).
+	StepKey string
+	// LastStep is the StepKey value of the trial's last delivered report
+	// that had it, for a resume; nil when none.
+	LastStep *float64
 
 	// Checkpoints commits the checkpoints that reports hand over; nil hands
 	// the ranks' folders to the sink in Result.Checkpoint instead, and a
@@ -170,8 +192,13 @@ type Spec struct {
 	// still quotes the worker's last lines).
 	LogDir string
 	// Env holds extra NAME=value variables for every process and command
-	// worker, after the ones the command-worker contract sets.
+	// worker. They replace the caller's variables of the same name (and
+	// the defaults OMP_NUM_THREADS and PYTHONUNBUFFERED), never the ones the
+	// command-worker contract sets.
 	Env []string
+	// TrialDir is the trial's own folder, in GOTUNE_TRIAL_DIR; "" for none.
+	// The caller creates it.
+	TrialDir string
 }
 
 // CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,
@@ -261,6 +288,7 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Summary, error) {
 	r.events, _ = sink.(EventSink)
 	r.latest = checkpointRef{dir: spec.ResumeDir, iteration: spec.ResumeIteration}
 	r.delivered = max(spec.Delivered, spec.ResumeIteration)
+	r.lastStep = spec.LastStep
 	scratch := spec.ScratchDir
 	if scratch == "" {
 		dir, err := os.MkdirTemp("", "gotune-scratch-")
@@ -299,11 +327,11 @@ func (s Spec) kind() (groupKind, error) {
 	}
 	if s.Command != nil {
 		n++
-		argv, err := ExpandCommand(s.Command, s.Config)
+		argv, dir, err := s.expandCommand()
 		if err != nil {
-			return nil, fmt.Errorf("trainer: command: %w", err)
+			return nil, fmt.Errorf("trainer: %w", err)
 		}
-		k = &commandKind{argv: argv, dir: s.Workdir}
+		k = &commandKind{argv: argv, dir: dir}
 	}
 	switch n {
 	case 0:
@@ -335,6 +363,7 @@ type runner struct {
 	placement Placement
 	latest    checkpointRef
 	delivered int
+	lastStep  *float64 // see Spec.LastStep
 	restarts  int
 }
 
@@ -406,7 +435,7 @@ func (r *runner) event(kind EventKind, cause string, attempt int) error {
 		return nil
 	}
 	e := Event{Kind: kind, Time: time.Now(), Cause: cause, Attempt: attempt,
-		Workers: len(r.placement.Slots()), Checkpoint: r.latest.dir, Iteration: r.latest.iteration}
+		Workers: len(r.placement.Slots()), Checkpoint: r.latest.dir, Iteration: r.latest.iteration, Recorded: r.delivered}
 	if err := r.events.Event(r.ctx, e); err != nil {
 		return fmt.Errorf("trainer: record %s: %w", kind, err)
 	}

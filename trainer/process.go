@@ -99,7 +99,7 @@ func (k processKind) runAttempt(a *attempt) {
 	defer ge.closeRdv()
 	g := newGather(n, a.deliver, a.beat)
 	var inflight sync.WaitGroup // reports waiting in the gather
-	places := placeRanks(a.slots)
+	places := placeRanks(a.slots, a.r.spec.Scaling.GPUVisibility)
 	startAll(n, func(rank int) {
 		dir, err := a.checkpointDir(rank)
 		if err != nil {

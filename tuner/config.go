@@ -256,9 +256,20 @@ func (c Config) searchSeed() int64 {
 	return c.Seed
 }
 
-// validateCommand checks that every {name} in the trainer's command names
-// a parameter of the search space.
+// validateCommand checks that every {name} in the trainer's command and
+// workdir names a parameter of the search space, and that none is named
+// like the trial's folder.
 func (c Config) validateCommand() error {
+	if c.Search.Space.Domain(trainer.TrialDirPlaceholder) != nil && c.Trainer.Command != nil {
+		return fieldErr("search.space."+trainer.TrialDirPlaceholder, "the name is taken: {%s} in a command is the trial's folder", trainer.TrialDirPlaceholder)
+	}
+	if w := c.Trainer.Workdir; w != "" {
+		for _, name := range trainer.Placeholders([]string{w}) {
+			if c.Search.Space.Domain(name) == nil {
+				return fieldErr("trainer.workdir", "{%s} names no parameter of [search.space] (write {%s} for the trial's own folder)", name, trainer.TrialDirPlaceholder)
+			}
+		}
+	}
 	for i, arg := range c.Trainer.Command {
 		for _, name := range trainer.Placeholders([]string{arg}) {
 			if c.Search.Space.Domain(name) != nil {

@@ -311,3 +311,20 @@ func TestFitRefusesExistingExperiment(t *testing.T) {
 		}
 	}
 }
+
+func TestFitFailsWhenNoTrialReportsTheObjective(t *testing.T) {
+	cfg := testConfig(t, 2)
+	cfg.Objective.Metric = "val_loss"
+	tu, err := New(cfg, WithTrainFunc(quadratic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tu.Fit(context.Background())
+	var me *ObjectiveMissingError
+	if !errors.Is(err, ErrObjectiveNeverReported) || !errors.As(err, &me) || res == nil || len(res.Trials) != 2 {
+		t.Fatalf("Fit: %v, %v", res, err)
+	}
+	if want := `no trial reported the objective "val_loss"; the reports carried loss, step: check [objective] metric`; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+}

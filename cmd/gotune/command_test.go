@@ -53,7 +53,7 @@ cpus_per_worker = 0.1
 	if !strings.Contains(out.String(), "best trial:") {
 		t.Errorf("no summary:\n%s", out.String())
 	}
-	log, err := os.ReadFile(filepath.Join(dir, "logs", "shell", "trial_1", "worker_1.log"))
+	log, err := os.ReadFile(filepath.Join(dir, "checkpoints", "shell", "trial_1", "logs", "worker_1.log"))
 	if err != nil || !strings.Contains(string(log), "done") {
 		t.Errorf("worker log: %q, %v", log, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,13 +65,20 @@ type fileSearch struct {
 	Space map[string]any `toml:"space"`
 }
 
-// Load reads and decodes the sweep file at path.
+// Load reads and decodes the sweep file at path. The command's relative
+// paths are looked up in the file's folder when it runs elsewhere (see
+// trainer.Config.PathBase).
 func Load(path string) (tuner.Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return tuner.Config{}, err
 	}
-	return Decode(path, data)
+	cfg, err := Decode(path, data)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Trainer.PathBase, err = filepath.Abs(filepath.Dir(path))
+	return cfg, err
 }
 
 // Decode decodes a sweep file's contents; name is used in errors.
