@@ -150,6 +150,21 @@ func (a *attempt) finish(e attemptEnd) bool {
 	return true
 }
 
+// decide ends the attempt as the tuner answered a delivered report. A
+// failure that ended the attempt while the tuner decided gives way to the
+// decision: it was taken on a report already recorded, and restarting the
+// group instead would lose it. The workers are stopping either way.
+func (a *attempt) decide(e attemptEnd) {
+	a.mu.Lock()
+	if a.end.kind == endFailed {
+		a.end = e
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	a.finish(e)
+}
+
 // fail ends the attempt with err as its failure.
 func (a *attempt) fail(err error) bool { return a.finish(attemptEnd{kind: endFailed, err: err}) }
 
@@ -278,9 +293,9 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 	}
 	switch act {
 	case Stop:
-		a.finish(attemptEnd{kind: endStopped})
+		a.decide(attemptEnd{kind: endStopped})
 	case Pause:
-		a.finish(attemptEnd{kind: endPaused})
+		a.decide(attemptEnd{kind: endPaused})
 	case Continue:
 		if res.CheckpointPath != "" {
 			a.maybeGrow()
