@@ -15,6 +15,8 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -119,9 +121,11 @@ func Listen(addr string) (net.Listener, error) {
 
 // Serve serves h on l until ctx ends, then shuts the server down, waiting
 // up to 5 seconds for requests in flight. It returns nil after a shutdown
-// that ctx asked for.
+// that ctx asked for. Requests for a host name other than this machine's
+// own are refused, against DNS rebinding: see GuardHost.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hostname, _ := os.Hostname()
+	srv := &http.Server{Handler: GuardHost(h, hostname), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	select {
@@ -136,4 +140,58 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 		err = errors.Join(err, serr)
 	}
 	return err
+}
+
+// GuardHost passes on to h only the requests whose Host header names this
+// machine in a way no one else's DNS answer can change, and refuses the
+// others with 403 Forbidden and a body that says why and what to open
+// instead. This protects the dashboard from DNS rebinding: a web page of
+// another site, whose name its owner makes resolve to 127.0.0.1 (or to the
+// address the dashboard serves), would otherwise read the dashboard
+// through the visitor's browser, its requests carrying that site's name.
+//
+// Accepted hosts, with any port or none (so that an SSH tunnel to another
+// local port works): "localhost", any IP address literal
+// ("127.0.0.1", "[::1]", or the address of one of the machine's interfaces
+// when the dashboard serves on 0.0.0.0: a browser sends an address only
+// when the page's own address is that address, which no rebinding can
+// fake), and hostname, this machine's own name (os.Hostname; "" accepts
+// none). Other names, a DNS alias or a reverse proxy's public name for
+// instance, are refused: open the dashboard by address, or have the proxy
+// send the Host header as 127.0.0.1.
+func GuardHost(h http.Handler, hostname string) http.Handler {
+	hostname = strings.TrimSuffix(strings.ToLower(hostname), ".")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allowedHost(r.Host, hostname) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusForbidden)
+		also := ""
+		if hostname != "" {
+			also = " and this machine's name (" + hostname + ")"
+		}
+		open := "http://127.0.0.1:PORT/"
+		if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			open = "http://" + a.String() + "/"
+		}
+		fmt.Fprintf(w, "gotune dashboard: refused a request for host %q: against DNS rebinding, the dashboard answers only to localhost, IP addresses%s; open %s instead\n",
+			r.Host, also, open)
+	})
+}
+
+// allowedHost reports whether a Host header value names this machine by
+// one of the names GuardHost accepts.
+func allowedHost(host, hostname string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return host != "" && (host == "localhost" || host == hostname)
 }

@@ -22,6 +22,13 @@ This module reads the one and writes the other::
             save(os.path.join(ckpt, "model.pt"), epoch)
             gotune.report(epoch=epoch, loss=loss, checkpoint=ckpt)
 
+A checkpoint must be a folder inside the worker's own GOTUNE_CHECKPOINT_DIR
+(checkpoint_dir() makes one there), once symbolic links and ".." are
+resolved, and not that folder itself: gotune moves it into the trial's
+committed checkpoint. Any other folder is refused and left untouched; the
+trial gets a "checkpoint_refused" event saying why, and the report's
+metrics are recorded without a checkpoint.
+
 Rank 0's reports are the trial's. Other ranks may call report too: their
 metrics are ignored, but a checkpoint folder they hand over is merged with
 rank 0's checkpoint of the same round (each rank's j-th checkpoint belongs
@@ -32,6 +39,13 @@ round before rank 0's report of the next round, as DDP's collectives ensure).
 Outside gotune (plain python, or torchrun) the helpers fall back to
 torchrun's variables and report lines are still printed, so a script runs
 unchanged.
+
+A launcher nested inside a gotune worker (``torchrun --nproc_per_node=4
+train.py`` as the command of a one-worker trial) starts processes that
+share that worker's stdout. There, report() and heartbeat() print only in
+the process whose RANK is 0, so that each report is counted once; the
+others' calls do nothing. Such a process is told apart by its
+TORCHELASTIC_RUN_ID, which the nested launcher sets to its own run's.
 """
 
 import json
@@ -43,7 +57,7 @@ import tempfile
 __all__ = [
     "active", "config", "report", "heartbeat", "checkpoint_dir", "resume_dir",
     "world_size", "world_rank", "local_rank", "local_world_size", "node_rank",
-    "is_chief", "experiment", "trial_id", "seed",
+    "is_chief", "experiment", "trial_id", "seed", "nested", "trial_dir",
 ]
 
 PREFIX = "@gotune"
@@ -118,13 +132,20 @@ def checkpoint_dir():
 
     Hand it over with report(..., checkpoint=path) once it is complete, and
     do not touch it again: gotune moves it into the trial's committed
-    checkpoint. Outside gotune the folder is made in the system's temporary
+    checkpoint. Only such a folder, inside GOTUNE_CHECKPOINT_DIR, is taken
+    over. Outside gotune the folder is made in the system's temporary
     folder and nobody removes it.
     """
     base = os.environ.get("GOTUNE_CHECKPOINT_DIR") or None
     if base:
         os.makedirs(base, exist_ok=True)
     return tempfile.mkdtemp(prefix="ckpt-", dir=base)
+
+
+def trial_dir():
+    """The trial's own folder (its checkpoints, logs and reports.csv), where
+    files a script keeps for itself belong; None outside gotune."""
+    return os.environ.get("GOTUNE_TRIAL_DIR") or None
 
 
 def resume_dir():
@@ -139,6 +160,9 @@ def resume_dir():
 
 def report(checkpoint=None, **metrics):
     """Report metrics (finite numbers), with an optional checkpoint folder.
+
+    The checkpoint must be a folder inside GOTUNE_CHECKPOINT_DIR, such as
+    checkpoint_dir() returns; gotune refuses any other (see above).
 
     Metric names that are not Python identifiers can be passed as
     report(**{"val/loss": 0.4}). Raises ValueError for a value that is not a
@@ -171,7 +195,20 @@ def heartbeat():
     _emit({})
 
 
+def nested():
+    """True in a process that a launcher nested inside a gotune worker
+    started (see the module's notes): torch's variables are then the
+    nested launcher's, and only its RANK 0 reports."""
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if not active() or run_id is None:
+        return False
+    own = "%s-trial-%s" % (os.environ.get("GOTUNE_EXPERIMENT", ""), os.environ.get("GOTUNE_TRIAL_ID"))
+    return run_id != own
+
+
 def _emit(obj):
+    if nested() and os.environ.get("RANK", "0") != "0":
+        return  # the nested launcher's rank 0 speaks for the worker
     # One write per line, flushed at once: the line is the report.
     sys.stdout.write(PREFIX + " " + json.dumps(obj, allow_nan=False) + "\n")
     sys.stdout.flush()

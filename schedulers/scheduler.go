@@ -145,6 +145,14 @@ type Result struct {
 //
 // A scheduler that never answers Pause or Restart works with any tuner;
 // one that does needs trials that checkpoint (see Env.Checkpoints).
+//
+// A resumed experiment rebuilds its scheduler by making the recorded calls
+// again, in order, on a new one. For that to give back the state the
+// interrupted scheduler had, a scheduler must decide the same from the
+// same calls (no clock, no unseeded randomness, no map iteration order in
+// its decisions), and a call of Next that orders nothing must leave it as
+// it was unless its Capacity differs from the call before: the tuner
+// records only those calls of Next.
 type Scheduler interface {
 	// OnTrialAdd is told that trial starts with config, which it must not
 	// modify.

@@ -330,8 +330,10 @@ func removeCheckpoint(dir string) error {
 
 // mergeInto moves the contents of src into dst. Folders present in both are
 // merged; a file already present in dst is kept and src's copy dropped.
+// Nothing is followed: src must be a folder, not a link to one, and links
+// inside it are moved as links.
 func mergeInto(dst, src string) error {
-	fi, err := os.Stat(src)
+	fi, err := os.Lstat(src)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ const (
 	EventDecision  = "decision"  // a scheduler decision; data e.g. action, rung, cutoff
 	EventParams    = "params"    // a trial's params changed (SetTrialParams); data: the new params
 	EventResize    = "resize"    // an elastic group changed size
+	// EventCheckpointRefused: a worker handed over a checkpoint outside its
+	// own scratch folder (or unreadable); it was left untouched.
+	EventCheckpointRefused = "checkpoint_refused"
 )
 
 // Event is something that happened to an experiment or one of its trials.

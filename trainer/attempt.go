@@ -45,9 +45,11 @@ type attempt struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	// iter is the iteration of the attempt's latest report, owned by the
-	// delivering goroutine.
-	iter int
+	// iter is the iteration of the attempt's latest report, and redoUntil
+	// the step up to which its reports are work redone (nil once past it),
+	// both owned by the delivering goroutine.
+	iter      int
+	redoUntil *float64
 
 	mu       sync.Mutex
 	end      attemptEnd
@@ -59,12 +61,13 @@ type attempt struct {
 
 func (r *runner) newAttempt(number int) *attempt {
 	a := &attempt{
-		r:       r,
-		number:  number,
-		slots:   r.placement.Slots(),
-		resume:  r.latest,
-		scratch: r.attemptScratch(number),
-		iter:    r.latest.iteration,
+		r:         r,
+		number:    number,
+		slots:     r.placement.Slots(),
+		resume:    r.latest,
+		scratch:   r.attemptScratch(number),
+		iter:      r.latest.iteration,
+		redoUntil: r.lastStep,
 	}
 	a.workers = newWorkerTable(r.sink, a.slots)
 	// Workers see the caller's context values, but only the attempt's end
@@ -72,11 +75,42 @@ func (r *runner) newAttempt(number int) *attempt {
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
 	a.stopCtx = context.AfterFunc(r.ctx, func() { a.finish(attemptEnd{kind: endCancelled, err: r.ctx.Err()}) })
 	if hb := r.spec.Failure.Heartbeat(); hb > 0 {
-		a.watchdog = time.AfterFunc(hb, func() {
-			a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb)})
-		})
+		a.watchdog = time.AfterFunc(hb, func() { a.hung(hb) })
 	}
 	return a
+}
+
+// hung fails the attempt when no worker has reported for hb, unless the
+// failure config counts output as a sign of life and a worker's log has
+// grown within hb: then the watchdog waits for the rest of hb from then.
+func (a *attempt) hung(hb time.Duration) {
+	if !a.r.spec.Failure.OutputHeartbeat {
+		a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb)})
+		return
+	}
+	if quiet := a.quiet(); quiet < hb {
+		a.mu.Lock()
+		if a.end.kind == endNone && !a.hbOff {
+			a.watchdog.Reset(hb - quiet)
+		}
+		a.mu.Unlock()
+		return
+	}
+	a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report and no output from any worker for %v (failure.heartbeat_timeout)", hb)})
+}
+
+// quiet is how long ago a worker's log last grew, by its file's
+// modification time; a very long time when there are no log files.
+func (a *attempt) quiet() time.Duration {
+	quiet := time.Duration(1<<63 - 1)
+	for rank := range a.size() {
+		if path := a.logPath(rank); path != "" {
+			if fi, err := os.Stat(path); err == nil {
+				quiet = min(quiet, time.Since(fi.ModTime()))
+			}
+		}
+	}
+	return quiet
 }
 
 // size is the number of workers of the attempt.
@@ -114,6 +148,21 @@ func (a *attempt) finish(e attemptEnd) bool {
 		teardown(e.graceful())
 	}
 	return true
+}
+
+// decide ends the attempt as the tuner answered a delivered report. A
+// failure that ended the attempt while the tuner decided gives way to the
+// decision: it was taken on a report already recorded, and restarting the
+// group instead would lose it. The workers are stopping either way.
+func (a *attempt) decide(e attemptEnd) {
+	a.mu.Lock()
+	if a.end.kind == endFailed {
+		a.end = e
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	a.finish(e)
 }
 
 // fail ends the attempt with err as its failure.
@@ -180,6 +229,14 @@ func (a *attempt) cleanup() {
 // to the sink and acts on the answer. Calls are serialised by the worker
 // kind, in report order. shards are the folders the ranks handed over, in
 // rank order, without gaps.
+//
+// A report that carries its own step (Spec.StepKey) is numbered next after
+// the last delivered. Until the attempt's first report with a step past
+// the step the group had delivered before it started (the restarted
+// workers resumed from an earlier point: their own files, a checkpoint, or
+// scratch), such reports are work redone and dropped. A report without is
+// numbered by the attempt's count from its checkpoint, and new when that
+// is past the last iteration delivered.
 func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, error) {
 	r := a.r
 	if a.ended().kind != endNone {
@@ -190,12 +247,25 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 		removeAll(shards)
 		return Continue, nil
 	}
-	a.iter++
-	k := a.iter
-	if k <= r.delivered {
-		// Work redone after a restart: the sink has this report already.
-		removeAll(shards)
-		return Continue, nil
+	step, stepped := metrics[r.spec.StepKey]
+	stepped = stepped && r.spec.StepKey != ""
+	var k int
+	if stepped {
+		if a.redoUntil != nil && step <= *a.redoUntil {
+			removeAll(shards)
+			return Continue, nil
+		}
+		a.redoUntil = nil
+		k = r.delivered + 1
+		a.iter = k
+	} else {
+		a.iter++
+		k = a.iter
+		if k <= r.delivered {
+			// Work redone after a restart: the sink has this report already.
+			removeAll(shards)
+			return Continue, nil
+		}
 	}
 	res := Result{Iteration: k, Time: time.Now(), Metrics: metrics}
 	if len(shards) > 0 {
@@ -218,11 +288,14 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 		return Continue, fmt.Errorf("report %d: %w", k, err)
 	}
 	r.delivered = k
+	if stepped {
+		r.lastStep = &step
+	}
 	switch act {
 	case Stop:
-		a.finish(attemptEnd{kind: endStopped})
+		a.decide(attemptEnd{kind: endStopped})
 	case Pause:
-		a.finish(attemptEnd{kind: endPaused})
+		a.decide(attemptEnd{kind: endPaused})
 	case Continue:
 		if res.CheckpointPath != "" {
 			a.maybeGrow()

@@ -3,7 +3,6 @@ package trainer
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,10 +16,11 @@ import (
 var placeholder = regexp.MustCompile(`\{\{[A-Za-z_][A-Za-z0-9_.\-]*\}\}|\{[A-Za-z_][A-Za-z0-9_.\-]*\}`)
 
 // Placeholders returns the hyperparameter names that command's "{name}"
-// placeholders refer to, each once, in order of first appearance.
+// placeholders refer to, each once, in order of first appearance;
+// "{trial_dir}" names none.
 func Placeholders(command []string) []string {
 	var names []string
-	seen := map[string]bool{}
+	seen := map[string]bool{TrialDirPlaceholder: true}
 	for _, arg := range command {
 		for _, m := range placeholder.FindAllString(arg, -1) {
 			if strings.HasPrefix(m, "{{") {
@@ -107,6 +107,9 @@ func formatValue(v any) string {
 //   - A shard that arrives after its report was delivered is dropped with a
 //     warning in the rank's log, and a checkpoint missing a shard of a rank
 //     that contributes is not committed (the report is delivered without it).
+//   - A checkpoint or shard that is not a folder inside the rank's own
+//     GOTUNE_CHECKPOINT_DIR is refused (see takeOver) and left untouched; it
+//     keeps its place in the count, so its report commits no checkpoint.
 type commandKind struct {
 	argv []string
 	dir  string
@@ -120,20 +123,15 @@ const firstShardWait = 500 * time.Millisecond
 func (k *commandKind) runAttempt(a *attempt) {
 	n := a.size()
 	pg := newProcGroup(a)
-	base, err := filepath.Abs(k.dir)
-	if err != nil {
-		a.fail(Permanent(fmt.Errorf("workdir: %w", err)))
-		return
-	}
 	ge, err := a.newGroupEnv()
 	if err != nil {
 		a.fail(err)
 		return
 	}
 	defer ge.closeRdv()
-	col := newCollator(a, n, base)
+	col := newCollator(a, n)
 	go col.run()
-	places := placeRanks(a.slots)
+	places := placeRanks(a.slots, a.r.spec.Scaling.GPUVisibility)
 	startAll(n, func(rank int) {
 		dir, err := a.checkpointDir(rank)
 		if err != nil {
@@ -173,14 +171,13 @@ func (k *commandKind) runAttempt(a *attempt) {
 // group's reports, by the rules on commandKind, and delivers them in order
 // from its own goroutine.
 type collator struct {
-	a    *attempt
-	n    int
-	base string // relative checkpoint paths are relative to it
+	a *attempt
+	n int
 
 	mu            sync.Mutex
 	cond          *sync.Cond
 	queue         []*lineReport    // rank 0's reports, not yet delivered
-	shards        []map[int]string // per rank: its shards by ordinal, waiting
+	shards        []map[int]string // per rank: its shards by ordinal, waiting ("": refused)
 	handed        []int            // checkpoints handed over per rank
 	contributor   []bool
 	exitedRank    []bool
@@ -195,12 +192,12 @@ type collator struct {
 // lineReport is one of rank 0's reports waiting to be delivered.
 type lineReport struct {
 	metrics map[string]float64
-	ordinal int // rank 0's checkpoint ordinal; 0 without a checkpoint
-	dir     string
+	ordinal int    // rank 0's checkpoint ordinal; 0 without a checkpoint
+	dir     string // "" when rank 0's checkpoint was refused
 }
 
-func newCollator(a *attempt, n int, base string) *collator {
-	c := &collator{a: a, n: n, base: base, shards: make([]map[int]string, n), handed: make([]int, n),
+func newCollator(a *attempt, n int) *collator {
+	c := &collator{a: a, n: n, shards: make([]map[int]string, n), handed: make([]int, n),
 		contributor: make([]bool, n), exitedRank: make([]bool, n), done: make(chan struct{})}
 	for r := range c.shards {
 		c.shards[r] = map[int]string{}
@@ -217,14 +214,12 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 		return
 	}
 	c.a.beat(rank)
-	if dir != "" {
+	handed := dir != "" // even when refused: it keeps its place in the count
+	if handed {
 		// A remote process's folder comes over before its next line.
-		if dir, err = p.Fetch(c.a.ctx, dir); err == nil {
-			dir, err = c.resolve(dir)
-		}
-		if err != nil {
+		var err error
+		if dir, _, err = c.a.takeOver(rank, p, dir); err != nil {
 			p.Logf("warning: ignored the checkpoint of a report: %v", err)
-			dir = ""
 		}
 	}
 	c.mu.Lock()
@@ -232,7 +227,7 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 	defer c.cond.Broadcast()
 	if rank == 0 {
 		c.rank0 = p
-		if len(metrics) == 0 && dir == "" {
+		if len(metrics) == 0 && !handed {
 			return // a heartbeat
 		}
 		if c.handed[0] > 0 {
@@ -241,7 +236,7 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 			c.firstWaitOver = true
 		}
 		rep := &lineReport{metrics: metrics}
-		if dir != "" {
+		if handed {
 			c.handed[0]++
 			rep.ordinal, rep.dir = c.handed[0], dir
 			if rep.ordinal == 1 && c.n > 1 {
@@ -256,33 +251,20 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 		c.queue = append(c.queue, rep)
 		return
 	}
-	if dir == "" {
+	if !handed {
 		return // other ranks' metrics are not the trial's
 	}
 	c.handed[rank]++
 	j := c.handed[rank]
 	c.contributor[rank] = true
 	if j <= c.deliveredOrd {
-		p.Logf("warning: dropped checkpoint %s: rank 0's report it belongs with (its checkpoint %d) was already delivered; hand each checkpoint over before rank 0's next report", dir, j)
-		os.RemoveAll(dir)
+		if dir != "" {
+			p.Logf("warning: dropped checkpoint %s: rank 0's report it belongs with (its checkpoint %d) was already delivered; hand each checkpoint over before rank 0's next report", dir, j)
+			os.RemoveAll(dir)
+		}
 		return
 	}
 	c.shards[rank][j] = dir
-}
-
-// resolve makes a reported checkpoint path absolute and checks it is a folder.
-func (c *collator) resolve(dir string) (string, error) {
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(c.base, dir)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a folder", dir)
-	}
-	return dir, nil
 }
 
 // exited records that rank's process is gone.
@@ -328,13 +310,20 @@ func (c *collator) run() {
 		var shards []string
 		complete := true
 		if rep.ordinal > 0 {
-			shards = append(shards, rep.dir)
+			dirs := []string{rep.dir}
 			for r := 1; r < c.n; r++ {
 				if s, ok := c.shards[r][rep.ordinal]; ok {
-					shards = append(shards, s)
+					dirs = append(dirs, s)
 					delete(c.shards[r], rep.ordinal)
 				} else if c.contributor[r] {
 					complete = false
+				}
+			}
+			for _, d := range dirs {
+				if d == "" {
+					complete = false // refused
+				} else {
+					shards = append(shards, d)
 				}
 			}
 			c.deliveredOrd = rep.ordinal
@@ -350,7 +339,9 @@ func (c *collator) run() {
 			continue
 		}
 		if !complete {
-			rank0.Logf("warning: the checkpoint of a report misses the shard of a rank that exited: it is not committed")
+			if len(shards) > 0 {
+				rank0.Logf("warning: the checkpoint of a report misses the shard of a rank that exited or was refused: it is not committed")
+			}
 			removeAll(shards)
 			shards = nil
 		}
@@ -372,7 +363,7 @@ func (c *collator) close() {
 	<-c.done
 	for _, m := range c.shards {
 		for _, dir := range m {
-			os.RemoveAll(dir) // shards whose report never came
+			removeAll([]string{dir}) // shards whose report never came
 		}
 	}
 }

@@ -65,6 +65,9 @@ func TestCommandEnvironmentAndPlaceholders(t *testing.T) {
 			"GOTUNE_LOCAL_WORLD_SIZE": "2", "GOTUNE_NODE_RANK": "0", "GOTUNE_SEED": "11",
 			"RANK": fmt.Sprint(rank), "WORLD_SIZE": "2", "LOCAL_RANK": fmt.Sprint(rank), "LOCAL_WORLD_SIZE": "2",
 			"MASTER_ADDR": "127.0.0.1", "CUDA_VISIBLE_DEVICES": "",
+			"TORCHELASTIC_RUN_ID": spec.Experiment + "-trial-4", "TORCHELASTIC_RESTART_COUNT": "0",
+			"TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_USE_AGENT_STORE": "False",
+			"GROUP_WORLD_SIZE": "1", "ROLE_NAME": "default", "ROLE_RANK": fmt.Sprint(rank), "ROLE_WORLD_SIZE": "2",
 		}
 		for k, v := range want {
 			if got, ok := env[k]; !ok || got != v {

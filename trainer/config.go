@@ -3,6 +3,7 @@ package trainer
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -43,14 +44,28 @@ type Config struct {
 	// trial's configuration in the environment, reports as "@gotune {json}"
 	// lines on stdout.
 	Command []string `toml:"command" json:"command,omitempty"`
-	// Workdir is the folder Command runs in; "" is gotune's own.
+	// Workdir is the folder Command runs in; "" is gotune's own working
+	// directory. "{trial_dir}" in it (and in Command) is the trial's own
+	// folder: workdir = "{trial_dir}" runs every trial in a folder of its
+	// own, so that files the command writes where it runs are the trial's.
 	Workdir string `toml:"workdir" json:"workdir,omitempty"`
+	// PathBase is where Command's relative paths are looked up when they
+	// name no file in Workdir, before gotune's working directory (see
+	// Spec.PathBase): the sweep file's folder, set by the sweep-file
+	// loader; "" for none.
+	PathBase string `toml:"-" json:"-"`
 	// Isolation is how a built-in model's workers run: "goroutine" (the
 	// default: in gotune's own process, with in-memory collectives) or
 	// "process" (each worker in a child process, with collectives over
 	// TCP, so that a worker that crashes or runs out of memory cannot take
 	// the sweep down). Commands always run as processes.
 	Isolation string `toml:"isolation" json:"isolation,omitempty"`
+	// Env adds variables to every command and process worker's
+	// environment, as in env = { HF_HOME = "/data/hf", OMP_NUM_THREADS = "4" }.
+	// They replace gotune's own environment's variables of the same name
+	// and the defaults OMP_NUM_THREADS and PYTHONUNBUFFERED; the variables
+	// of the command-worker contract cannot be set here.
+	Env map[string]string `toml:"env" json:"env,omitempty"`
 	// KillTimeout is the seconds a process worker is given to exit after
 	// SIGTERM before it is killed with SIGKILL; 0 means DefaultKillTimeout.
 	KillTimeout float64 `toml:"kill_timeout" json:"kill_timeout,omitempty"`
@@ -98,7 +113,26 @@ type ScalingConfig struct {
 	// Placement is "pack" (the default: as few nodes as possible) or
 	// "spread" (as many nodes as possible).
 	Placement workers.Placement `toml:"placement" json:"placement,omitempty"`
+	// GPUVisibility is what CUDA_VISIBLE_DEVICES shows a command or
+	// process worker: GPUViewGroup (the default, as torchrun does) or
+	// GPUViewWorker.
+	GPUVisibility string `toml:"gpu_visibility" json:"gpu_visibility,omitempty"`
 }
+
+// The values of ScalingConfig.GPUVisibility.
+const (
+	// GPUViewGroup shows every worker the devices of all the group's
+	// workers on its node, ordered so that device LOCAL_RANK (cuda:LOCAL_RANK
+	// in PyTorch) is the worker's own, its first when it has several; the
+	// first devices of the node's workers come first, in local-rank order,
+	// then the others. When workers share a device (gpus_per_worker below
+	// 1), that node's workers see only their own devices instead, since
+	// CUDA cannot list a device twice.
+	GPUViewGroup = "group"
+	// GPUViewWorker shows every worker only its own devices: its first is
+	// cuda:0, whatever its LOCAL_RANK.
+	GPUViewWorker = "worker"
+)
 
 // Elastic reports whether the group's size may vary.
 func (s ScalingConfig) Elastic() bool { return s.MinWorkers > 0 || s.MaxWorkers > 0 }
@@ -142,6 +176,12 @@ type FailureConfig struct {
 	// disables the check. Go goroutine workers are cancelled, but must
 	// return on their own: only processes can be killed.
 	HeartbeatTimeout float64 `toml:"heartbeat_timeout" json:"heartbeat_timeout,omitempty"`
+	// OutputHeartbeat counts every line a process or command worker writes
+	// to its log (stdout lines that are not reports, and stderr) as a sign
+	// of life for HeartbeatTimeout, like a report: for scripts that print
+	// progress but report rarely. It needs the trial's logs, which a sweep
+	// always keeps (Spec.LogDir).
+	OutputHeartbeat bool `toml:"output_heartbeat" json:"output_heartbeat,omitempty"`
 }
 
 // Heartbeat is HeartbeatTimeout as a duration; 0 when disabled.
@@ -182,6 +222,11 @@ func (c *Config) Validate() error {
 	} else if c.Workdir != "" {
 		return &FieldError{"workdir", fmt.Errorf("a workdir needs a command")}
 	}
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+		if err := checkEnvName(k); err != nil {
+			return &FieldError{"env." + k, err}
+		}
+	}
 	switch c.Isolation {
 	case "", IsolationGoroutine:
 	case IsolationProcess:
@@ -211,6 +256,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Failure.HeartbeatTimeout < 0 {
 		return &FieldError{"failure.heartbeat_timeout", fmt.Errorf("must not be negative, got %g", c.Failure.HeartbeatTimeout)}
+	}
+	if c.Failure.OutputHeartbeat && c.Failure.HeartbeatTimeout == 0 {
+		return &FieldError{"failure.output_heartbeat", errors.New("needs a heartbeat_timeout")}
 	}
 	if c.Checkpoint.NumToKeep < 0 {
 		return &FieldError{"checkpoint.num_to_keep", fmt.Errorf("must not be negative, got %d", c.Checkpoint.NumToKeep)}
@@ -251,6 +299,32 @@ func (s ScalingConfig) validate() error {
 	}
 	if err := s.Placement.Validate(); err != nil {
 		return &FieldError{"scaling.placement", err}
+	}
+	switch s.GPUVisibility {
+	case "", GPUViewGroup, GPUViewWorker:
+	default:
+		return &FieldError{"scaling.gpu_visibility", fmt.Errorf("must be %q or %q, got %q", GPUViewGroup, GPUViewWorker, s.GPUVisibility)}
+	}
+	return nil
+}
+
+// EnvList is Env as NAME=value entries, in name order.
+func (c Config) EnvList() []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+		out = append(out, k+"="+c.Env[k])
+	}
+	return out
+}
+
+// checkEnvName refuses a variable name that cannot be set or that the
+// command-worker contract sets.
+func checkEnvName(k string) error {
+	switch {
+	case k == "" || strings.ContainsAny(k, "=\x00"):
+		return fmt.Errorf("%q is not a variable name", k)
+	case strings.HasPrefix(k, "GOTUNE_") || strings.HasPrefix(k, "TORCHELASTIC_") || contractVars[k]:
+		return fmt.Errorf("%s is set by gotune for every worker (see the worker environment in the README)", k)
 	}
 	return nil
 }

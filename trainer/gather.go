@@ -28,6 +28,7 @@ type gather struct {
 type pendingReport struct {
 	metrics map[string]float64
 	shards  []string // by rank; "" where the rank gave no checkpoint
+	refused bool     // a rank's checkpoint was refused: none is committed
 	arrived int
 	done    bool
 	left    int // ranks yet to read the verdict
@@ -41,9 +42,12 @@ func newGather(n int, deliver func(map[string]float64, []string) (Action, error)
 	return g
 }
 
-// report is Worker.report for a rank of the group. It returns nil to go on,
-// ctx's error once the group is stopping, or the delivery's error.
-func (g *gather) report(ctx context.Context, rank int, metrics map[string]float64, checkpoint string) error {
+// report is Worker.report for a rank of the group, with checkpoint already
+// taken over (confined), or refused set when the rank handed over one that
+// was refused: the report is then delivered without a checkpoint, and the
+// other ranks' folders of it are removed. It returns nil to go on, ctx's
+// error once the group is stopping, or the delivery's error.
+func (g *gather) report(ctx context.Context, rank int, metrics map[string]float64, checkpoint string, refused bool) error {
 	wake := context.AfterFunc(ctx, func() {
 		g.mu.Lock()
 		g.cond.Broadcast()
@@ -68,11 +72,17 @@ func (g *gather) report(ctx context.Context, rank int, metrics map[string]float6
 		p.metrics = metrics
 	}
 	p.shards[rank] = checkpoint
+	p.refused = p.refused || refused
 	p.arrived++
 	if p.arrived == g.n {
+		shards := compact(p.shards)
+		if p.refused {
+			removeAll(shards) // an incomplete checkpoint
+			shards = nil
+		}
 		g.mu.Unlock()
 		// The attempt acts on the verdict: a stop or a pause cancels ctx.
-		_, err := g.deliver(p.metrics, compact(p.shards))
+		_, err := g.deliver(p.metrics, shards)
 		g.mu.Lock()
 		p.done, p.err = true, err
 		g.cond.Broadcast()

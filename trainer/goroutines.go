@@ -23,6 +23,15 @@ func (k goroutineKind) runAttempt(a *attempt) {
 			return
 		}
 	}
+	scratch := make([]string, n)
+	for rank := range n {
+		dir, err := a.checkpointDir(rank)
+		if err != nil {
+			a.fail(err)
+			return
+		}
+		scratch[rank] = dir
+	}
 	comms := allreduce.NewLocal(n)
 	g := newGather(n, a.deliver, a.beat)
 	// However the attempt ends, break the collectives so that no rank stays
@@ -32,7 +41,7 @@ func (k goroutineKind) runAttempt(a *attempt) {
 			c.Close()
 		}
 	})
-	places := placeRanks(a.slots)
+	places := placeRanks(a.slots, GPUViewWorker)
 	for rank := range n {
 		a.workers.start(rank, 0, "")
 	}
@@ -47,9 +56,19 @@ func (k goroutineKind) runAttempt(a *attempt) {
 			seed:       a.r.spec.Seed,
 			config:     a.r.spec.Config,
 			comm:       comms[rank],
-			scratchDir: a.scratch,
+			scratchDir: scratch[rank],
 			resumeDir:  a.resume.dir,
-			report:     g.report,
+			report: func(ctx context.Context, rank int, metrics map[string]float64, checkpoint string) error {
+				refused := false
+				if checkpoint != "" {
+					dir, err := a.confine(rank, checkpoint)
+					if err != nil {
+						a.refuse(rank, err)
+					}
+					checkpoint, refused = dir, err != nil
+				}
+				return g.report(ctx, rank, metrics, checkpoint, refused)
+			},
 		}
 		wg.Add(1)
 		go func() {

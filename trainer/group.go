@@ -41,7 +41,9 @@ func (a Action) String() string {
 type Result struct {
 	// Iteration numbers the trial's reports from 1. After a restart from a
 	// checkpoint, numbering goes on from the iteration that committed it;
-	// reports the trial had already delivered are not delivered again.
+	// reports the trial had already delivered are not delivered again. A
+	// report that carries its own step (Spec.StepKey) is numbered next
+	// after the last delivered, when its step is new.
 	Iteration int
 	Time      time.Time
 	Metrics   map[string]float64
@@ -61,8 +63,11 @@ type Sink interface {
 	Report(ctx context.Context, r Result) (Action, error)
 }
 
-// EventSink is a Sink that also wants to hear of the group's restarts and
-// resizes. A Sink without it is not told.
+// EventSink is a Sink that also wants to hear of the group's restarts,
+// resizes and refused checkpoints. A Sink without it is not told. Restarts
+// and resizes come from Run's goroutine between attempts; a refused
+// checkpoint comes from the goroutine that received its report, before
+// the report reaches Report, possibly while another call is in progress.
 type EventSink interface {
 	Sink
 	Event(ctx context.Context, e Event) error
@@ -76,24 +81,34 @@ const (
 	EventRestart EventKind = "restart"
 	// EventResize: an elastic group grew and starts again, larger.
 	EventResize EventKind = "resize"
+	// EventCheckpointRefused: a worker handed over a checkpoint that is not
+	// a folder inside its own GOTUNE_CHECKPOINT_DIR (or that could not be
+	// read): it is left where it is, untouched, and the report counts
+	// without a checkpoint. Cause says which folder and why.
+	EventCheckpointRefused EventKind = "checkpoint_refused"
 )
 
 // Event is a restart or a resize of a trial's group, told to an EventSink
-// just before the new group starts.
+// just before the new group starts, or a checkpoint refused.
 type Event struct {
 	Kind EventKind
 	Time time.Time
 	// Cause says why: the failure that ended the previous group, or the
 	// resize.
 	Cause string
-	// Attempt numbers the group about to start within this Run, from 1.
+	// Attempt numbers the group about to start within this Run, from 1
+	// (for a refused checkpoint: the group running).
 	Attempt int
-	// Workers is the size of the group about to start.
+	// Workers is the size of the group about to start (or running).
 	Workers int
-	// Checkpoint is the committed checkpoint it resumes from, "" when none,
-	// and Iteration the report that committed it.
+	// Checkpoint is the committed checkpoint it resumes from, "" when none
+	// (and for a refused checkpoint), and Iteration the report that
+	// committed it.
 	Checkpoint string
 	Iteration  int
+	// Recorded is the trial's last delivered iteration: the group about to
+	// start delivers only reports past it (see Spec.StepKey).
+	Recorded int
 }
 
 // Spec is everything needed to run one trial's group. Exactly one of Train,
@@ -114,9 +129,14 @@ type Spec struct {
 	Process string
 	// Command is a program every worker runs, per the command-worker
 	// contract; "{name}" placeholders are expanded from Config (see
-	// ExpandCommand). Workdir is the folder it runs in; "" is the caller's.
-	Command []string
-	Workdir string
+	// ExpandCommand), and "{trial_dir}" is TrialDir. Workdir is the folder
+	// it runs in, expanded likewise; "" is the caller's. When Workdir is
+	// set, relative paths in Command that name no file there are looked up
+	// in PathBase, then in the caller's working directory (the sweep
+	// file's folder, for a sweep file).
+	Command  []string
+	Workdir  string
+	PathBase string
 
 	Scaling ScalingConfig
 	Failure FailureConfig
@@ -135,6 +155,18 @@ type Spec struct {
 	// delivered again. 0 means ResumeIteration.
 	Delivered int
 
+	// StepKey names the report key that carries a report's own step (the
+	// scheduler's time attribute). After a restart, reports with it are
+	// dropped until one's step is past the step of the last report
+	// delivered before, so that every step is delivered once however far
+	// back the workers resume (their own files, ResumeDir, or scratch);
+	// within a group's run, steps may repeat. "" (and a report without the
+	// key) numbers reports by count (see Result).
+	StepKey string
+	// LastStep is the StepKey value of the trial's last delivered report
+	// that had it, for a resume; nil when none.
+	LastStep *float64
+
 	// Checkpoints commits the checkpoints that reports hand over; nil hands
 	// the ranks' folders to the sink in Result.Checkpoint instead, and a
 	// restarted group can then only resume from ResumeDir.
@@ -150,15 +182,23 @@ type Spec struct {
 	Launcher Launcher
 	// ScratchDir is where workers write checkpoints before handing them
 	// over; a temporary folder when empty. Put it on the checkpoint store's
-	// file system so that committing is a rename. Run removes it.
+	// file system so that committing is a rename. Run removes it. Each
+	// worker has a folder of its own inside (GOTUNE_CHECKPOINT_DIR; for a
+	// Go function, where Worker.CheckpointDir creates folders), and only a
+	// folder inside it is taken over: see workers.Confine.
 	ScratchDir string
 	// LogDir receives one log file per process worker, worker_<rank>.log,
 	// appended to across restarts; "" keeps no log files (a failure's error
 	// still quotes the worker's last lines).
 	LogDir string
 	// Env holds extra NAME=value variables for every process and command
-	// worker, after the ones the command-worker contract sets.
+	// worker. They replace the caller's variables of the same name (and
+	// the defaults OMP_NUM_THREADS and PYTHONUNBUFFERED), never the ones the
+	// command-worker contract sets.
 	Env []string
+	// TrialDir is the trial's own folder, in GOTUNE_TRIAL_DIR; "" for none.
+	// The caller creates it.
+	TrialDir string
 }
 
 // CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,
@@ -248,6 +288,7 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Summary, error) {
 	r.events, _ = sink.(EventSink)
 	r.latest = checkpointRef{dir: spec.ResumeDir, iteration: spec.ResumeIteration}
 	r.delivered = max(spec.Delivered, spec.ResumeIteration)
+	r.lastStep = spec.LastStep
 	scratch := spec.ScratchDir
 	if scratch == "" {
 		dir, err := os.MkdirTemp("", "gotune-scratch-")
@@ -286,11 +327,11 @@ func (s Spec) kind() (groupKind, error) {
 	}
 	if s.Command != nil {
 		n++
-		argv, err := ExpandCommand(s.Command, s.Config)
+		argv, dir, err := s.expandCommand()
 		if err != nil {
-			return nil, fmt.Errorf("trainer: command: %w", err)
+			return nil, fmt.Errorf("trainer: %w", err)
 		}
-		k = &commandKind{argv: argv, dir: s.Workdir}
+		k = &commandKind{argv: argv, dir: dir}
 	}
 	switch n {
 	case 0:
@@ -322,6 +363,7 @@ type runner struct {
 	placement Placement
 	latest    checkpointRef
 	delivered int
+	lastStep  *float64 // see Spec.LastStep
 	restarts  int
 }
 
@@ -393,7 +435,7 @@ func (r *runner) event(kind EventKind, cause string, attempt int) error {
 		return nil
 	}
 	e := Event{Kind: kind, Time: time.Now(), Cause: cause, Attempt: attempt,
-		Workers: len(r.placement.Slots()), Checkpoint: r.latest.dir, Iteration: r.latest.iteration}
+		Workers: len(r.placement.Slots()), Checkpoint: r.latest.dir, Iteration: r.latest.iteration, Recorded: r.delivered}
 	if err := r.events.Event(r.ctx, e); err != nil {
 		return fmt.Errorf("trainer: record %s: %w", kind, err)
 	}

@@ -61,25 +61,66 @@ func (noPlacement) Release()      {}
 type rankInfo struct {
 	rank, size           int
 	localRank, localSize int
-	nodeRank             int
-	gpus                 []string
+	nodeRank, nodes      int
+	// gpus is the worker's CUDA_VISIBLE_DEVICES, as a list.
+	gpus []string
 }
 
 // placeRanks derives each worker's local rank and node rank from the
-// slots: nodes are numbered in order of first appearance.
-func placeRanks(slots []Slot) []rankInfo {
+// slots (nodes are numbered in order of first appearance) and the devices
+// each worker sees, by visibility (see ScalingConfig.GPUVisibility).
+func placeRanks(slots []Slot, visibility string) []rankInfo {
 	nodeIndex := map[string]int{}
-	perNode := map[string]int{}
+	perNode := map[string][]int{} // the ranks on each node, in local-rank order
 	out := make([]rankInfo, len(slots))
 	for i, s := range slots {
 		if _, ok := nodeIndex[s.Node]; !ok {
 			nodeIndex[s.Node] = len(nodeIndex)
 		}
-		out[i] = rankInfo{rank: i, size: len(slots), localRank: perNode[s.Node], nodeRank: nodeIndex[s.Node], gpus: s.GPUs}
-		perNode[s.Node]++
+		out[i] = rankInfo{rank: i, size: len(slots), localRank: len(perNode[s.Node]), nodeRank: nodeIndex[s.Node], gpus: s.GPUs}
+		perNode[s.Node] = append(perNode[s.Node], i)
 	}
-	for i, s := range slots {
-		out[i].localSize = perNode[s.Node]
+	for _, ranks := range perNode {
+		var view []string
+		if visibility != GPUViewWorker {
+			view = groupView(slots, ranks)
+		}
+		for _, r := range ranks {
+			out[r].localSize, out[r].nodes = len(ranks), len(nodeIndex)
+			if view != nil {
+				out[r].gpus = view
+			}
+		}
 	}
 	return out
+}
+
+// groupView is what torchrun shows the workers of one node: every device
+// of the group's workers there, such that entry LOCAL_RANK is the worker's
+// own (its first, when it has several). ranks are the node's workers in
+// local-rank order. The first device of each worker comes first, in
+// local-rank order; the other devices of workers with several follow, in
+// the same order. It is nil when no worker has a device, or when two
+// workers share one (fractional gpus_per_worker): CUDA cannot list a device
+// twice, so those workers keep their own view.
+func groupView(slots []Slot, ranks []int) []string {
+	seen := map[string]bool{}
+	var first, rest []string
+	for _, r := range ranks {
+		for i, g := range slots[r].GPUs {
+			if seen[g] {
+				return nil
+			}
+			seen[g] = true
+			if i == 0 {
+				first = append(first, g)
+			} else {
+				rest = append(rest, g)
+			}
+		}
+		if len(slots[r].GPUs) == 0 {
+			return nil
+		}
+	}
+	return append(first, rest...)
 }

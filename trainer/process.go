@@ -99,7 +99,7 @@ func (k processKind) runAttempt(a *attempt) {
 	defer ge.closeRdv()
 	g := newGather(n, a.deliver, a.beat)
 	var inflight sync.WaitGroup // reports waiting in the gather
-	places := placeRanks(a.slots)
+	places := placeRanks(a.slots, a.r.spec.Scaling.GPUVisibility)
 	startAll(n, func(rank int) {
 		dir, err := a.checkpointDir(rank)
 		if err != nil {
@@ -152,20 +152,21 @@ func serveControl(a *attempt, g *gather, rank int, p *workers.Process, st *ctlSt
 			st.hello = true
 		case m.Report != nil:
 			rep := m.Report
+			refused := false
 			if rep.Checkpoint != "" {
 				// Before the next message: a remote process's folders
 				// stay until its control stream is read to the end.
-				dir, err := p.Fetch(a.ctx, rep.Checkpoint)
+				dir, ref, err := a.takeOver(rank, p, rep.Checkpoint)
 				if err != nil {
 					a.fail(fmt.Errorf("worker %d: take over its checkpoint: %w", rank, err))
 					continue
 				}
-				rep.Checkpoint = dir
+				rep.Checkpoint, refused = dir, ref
 			}
 			inflight.Add(1)
 			go func() {
 				defer inflight.Done()
-				err := g.report(a.ctx, rank, rep.Metrics, rep.Checkpoint)
+				err := g.report(a.ctx, rank, rep.Metrics, rep.Checkpoint, refused)
 				var v ctlVerdict
 				switch {
 				case err == nil:

@@ -217,7 +217,7 @@ func (a *attempt) logPath(rank int) string {
 
 // checkpointDir creates rank's scratch folder for checkpoints.
 func (a *attempt) checkpointDir(rank int) (string, error) {
-	dir := filepath.Join(a.scratch, fmt.Sprintf("rank-%d", rank))
+	dir := a.rankScratch(rank)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint scratch folder: %w", err)
 	}
@@ -260,11 +260,12 @@ func (a *attempt) newGroupEnv() (groupEnv, error) {
 }
 
 func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir string) []string {
-	return append(workerEnv(os.Environ(), envSpec{
-		experiment:    a.r.spec.Experiment,
-		trial:         a.r.spec.Trial,
-		seed:          a.r.spec.Seed,
-		config:        a.r.spec.Config,
+	spec := a.r.spec
+	return workerEnv(os.Environ(), envSpec{
+		experiment:    spec.Experiment,
+		trial:         spec.Trial,
+		seed:          spec.Seed,
+		config:        spec.Config,
 		place:         place,
 		checkpointDir: checkpointDir,
 		resumeDir:     a.resume.dir,
@@ -273,7 +274,24 @@ func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir strin
 		rendezvous:    ge.rendezvous,
 		group:         ge.group,
 		host:          a.launcher(rank).Host(),
-	}), a.r.spec.Env...)
+		trialDir:      spec.TrialDir,
+		runID:         fmt.Sprintf("%s-trial-%d", spec.Experiment, spec.Trial),
+		restartCount:  a.number - 1,
+		maxRestarts:   spec.Failure.MaxFailures,
+		errorFile:     a.errorFile(rank),
+		ompThreads:    max(int(spec.Scaling.CPUs()), 1),
+		extra:         spec.Env,
+	})
+}
+
+// errorFile is where torch's @record writes rank's failure, beside its
+// log; "" when the spec keeps no logs, and for a worker on another node,
+// where the log folder may not exist.
+func (a *attempt) errorFile(rank int) string {
+	if a.r.spec.LogDir == "" || a.slots[rank].Launcher != nil {
+		return ""
+	}
+	return filepath.Join(a.r.spec.LogDir, fmt.Sprintf("worker_%d.error.json", rank))
 }
 
 // launchFolders are the folders a worker process's LaunchSpec names, so

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,5 +85,35 @@ assert gotune.world_size() == 1 and gotune.resume_dir() is None and gotune.confi
 	}
 	if got := string(out); got != "@gotune {\"val/loss\": 1}\n@gotune {}\n" {
 		t.Errorf("output %q", got)
+	}
+}
+
+// TestNestedTorchrunReportsOnce runs torchrun with two processes as the
+// command of a one-worker trial; each process reports every step through
+// gotune.py, and only the nested rank 0's reports are printed.
+func TestNestedTorchrunReportsOnce(t *testing.T) {
+	needPython(t)
+	if err := exec.Command("/usr/bin/python3", "-c", "import torch.distributed.run").Run(); err != nil {
+		if os.Getenv("GOTUNE_CI") == "1" {
+			t.Fatalf("CI needs PyTorch (apt-get install python3-torch): %v", err)
+		}
+		t.Skipf("no PyTorch for /usr/bin/python3: %v", err)
+	}
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 2,
+		Command: []string{"sh", "-c", `exec /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 ` +
+			`--master_addr=127.0.0.1 --master_port="$MASTER_PORT" --redirects 9:0 --tee 9:0 testdata/nested_report.py`},
+		ScratchDir: filepath.Join(t.TempDir(), "scratch"),
+	}
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range sink.results {
+		got = append(got, fmt.Sprintf("%g/%g/%g", r.Metrics["step"], r.Metrics["rank"], r.Metrics["nested"]))
+	}
+	if strings.Join(got, " ") != "1/0/1 2/0/1 3/0/1" {
+		t.Errorf("reports (step/rank/nested) %v, want each step once, from the nested rank 0", got)
 	}
 }

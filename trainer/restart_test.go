@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // testPlacer is a pool of worker slots. A hog can claim slots: it takes
@@ -319,5 +320,44 @@ func TestSpecNeedsExactlyOneKind(t *testing.T) {
 		if _, err := Run(context.Background(), spec, &collect{}); err == nil {
 			t.Errorf("spec %+v ran", spec)
 		}
+	}
+}
+
+// slowDecision answers every report with act after a pause long enough
+// for a failing worker to end the attempt meanwhile.
+type slowDecision struct {
+	act     Action
+	mu      sync.Mutex
+	results []Result
+}
+
+func (s *slowDecision) Report(_ context.Context, r Result) (Action, error) {
+	s.mu.Lock()
+	s.results = append(s.results, r)
+	s.mu.Unlock()
+	time.Sleep(1500 * time.Millisecond)
+	return s.act, nil
+}
+
+// TestDecisionDuringAFailureStands has a worker crash while the tuner
+// decides to stop or pause the trial on rank 0's report: the decision,
+// recorded with the report, must stand instead of the group restarting as
+// after the failure (and the scheduler's word being lost).
+func TestDecisionDuringAFailureStands(t *testing.T) {
+	script := `if [ "$RANK" = 0 ]; then echo '@gotune {"step": 1}'; sleep 30; else sleep 0.3; exit 3; fi`
+	for _, tt := range []struct {
+		act  Action
+		want Outcome
+	}{{Stop, Stopped}, {Pause, Paused}} {
+		t.Run(tt.act.String(), func(t *testing.T) {
+			sink := &slowDecision{act: tt.act}
+			spec := Spec{Command: []string{"sh", "-c", script}, Scaling: ScalingConfig{NumWorkers: 2},
+				Failure: FailureConfig{MaxFailures: 3}, Checkpoints: &testStore{dir: t.TempDir()}, KillTimeout: time.Second}
+			sum, err := Run(context.Background(), spec, sink)
+			if err != nil || sum.Outcome != tt.want || sum.Restarts != 0 || len(sink.results) != 1 {
+				t.Errorf("Run: %v, %v after %d restarts and %d reports; want %v, no restart, 1 report",
+					sum.Outcome, err, sum.Restarts, len(sink.results), tt.want)
+			}
+		})
 	}
 }

@@ -117,7 +117,7 @@ func TestClusterBuiltinModel(t *testing.T) {
 	for trial := 1; trial <= 2; trial++ {
 		nodes := map[string]bool{}
 		for rank := range 3 {
-			data, _ := os.ReadFile(filepath.Join(filepath.Dir(cfg.Storage), "logs", cfg.Name, fmt.Sprintf("trial_%d", trial), fmt.Sprintf("worker_%d.log", rank)))
+			data, _ := os.ReadFile(filepath.Join(filepath.Dir(cfg.Storage), "checkpoints", cfg.Name, fmt.Sprintf("trial_%d", trial), "logs", fmt.Sprintf("worker_%d.log", rank)))
 			for i := range 3 {
 				if strings.Contains(string(data), fmt.Sprintf("started on node agent%d ", i)) {
 					nodes[fmt.Sprintf("agent%d", i)] = true

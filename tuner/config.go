@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/searchspace"
@@ -17,7 +19,10 @@ import (
 // trials and what each trial trains. It is what a sweep file decodes into;
 // the Go API fills it directly. Zero values mean the documented defaults.
 type Config struct {
-	// Name identifies the experiment within its database.
+	// Name identifies the experiment within its database and names its
+	// folders (checkpoints/<name>, logs/<name>), so it must be one plain
+	// folder name: not empty, "." or "..", without "/", "\" or control
+	// characters, valid UTF-8, not starting with "-", at most 200 bytes.
 	Name string `toml:"name" json:"name"`
 	// Storage is the SQLite file results go to; default "gotune.db".
 	Storage string `toml:"storage" json:"storage,omitempty"`
@@ -110,6 +115,42 @@ func fieldErr(key, format string, args ...any) error {
 
 var metricName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]*$`)
 
+// maxNameLen is the longest experiment name, in bytes: with what gotune
+// adds to it (".lock", ".old-<time>-<n>") it stays a valid file name.
+const maxNameLen = 200
+
+// checkName says why name cannot name an experiment, nil when it can. The
+// name becomes a folder name (checkpoints/<name>, logs/<name>, and lock
+// files beside them), so it must be one plain path component that no file
+// system or command line reads otherwise: not empty, not "." or "..",
+// without "/" or "\" (no path of folders, on any system), without control
+// characters (a line break or an escape code would also garble every
+// listing), valid UTF-8, not starting with "-" (commands such as
+// "gotune show NAME" would take it for a flag), at most maxNameLen bytes.
+// Validate applies it to Config.Name.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("the experiment needs a name")
+	case name == "." || name == "..":
+		return fmt.Errorf("%q is not a name but a reference to a folder: a name must be a plain folder name", name)
+	case strings.ContainsAny(name, `/\`):
+		return fmt.Errorf("%q holds a %q: a name must be a plain folder name, not a path", name, name[strings.IndexAny(name, `/\`)])
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%q is not valid UTF-8", name)
+	case strings.HasPrefix(name, "-"):
+		return fmt.Errorf("%q starts with \"-\", which commands would read as a flag", name)
+	case len(name) > maxNameLen:
+		return fmt.Errorf("%d bytes long, over the limit of %d", len(name), maxNameLen)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%q holds the control character %U", name, r)
+		}
+	}
+	return nil
+}
+
 // withDefaults returns c with every zero value that has a default filled in.
 func (c Config) withDefaults() Config {
 	if c.Storage == "" {
@@ -157,9 +198,10 @@ func (c Config) checkpoints() bool {
 // as a *ConfigError naming its key.
 func (c Config) Validate() error {
 	c = c.withDefaults()
+	if err := checkName(c.Name); err != nil {
+		return &ConfigError{Key: "name", Err: err}
+	}
 	switch {
-	case c.Name == "":
-		return fieldErr("name", "the experiment needs a name")
 	case c.Objective.Metric == "":
 		return fieldErr("objective.metric", "name the metric to optimise")
 	case !metricName.MatchString(c.Objective.Metric):
@@ -214,9 +256,20 @@ func (c Config) searchSeed() int64 {
 	return c.Seed
 }
 
-// validateCommand checks that every {name} in the trainer's command names
-// a parameter of the search space.
+// validateCommand checks that every {name} in the trainer's command and
+// workdir names a parameter of the search space, and that none is named
+// like the trial's folder.
 func (c Config) validateCommand() error {
+	if c.Search.Space.Domain(trainer.TrialDirPlaceholder) != nil && c.Trainer.Command != nil {
+		return fieldErr("search.space."+trainer.TrialDirPlaceholder, "the name is taken: {%s} in a command is the trial's folder", trainer.TrialDirPlaceholder)
+	}
+	if w := c.Trainer.Workdir; w != "" {
+		for _, name := range trainer.Placeholders([]string{w}) {
+			if c.Search.Space.Domain(name) == nil {
+				return fieldErr("trainer.workdir", "{%s} names no parameter of [search.space] (write {%s} for the trial's own folder)", name, trainer.TrialDirPlaceholder)
+			}
+		}
+	}
 	for i, arg := range c.Trainer.Command {
 		for _, name := range trainer.Placeholders([]string{arg}) {
 			if c.Search.Space.Domain(name) != nil {

@@ -49,6 +49,13 @@ func TestValidateSearch(t *testing.T) {
 			c.Search.Space = nil
 			c.Trainer.Command = []string{"run", "{x}"}
 		}, nil, "trainer.command", "the space has none"},
+		{"workdir placeholder naming no parameter", func(c *Config) {
+			c.Trainer.Command, c.Trainer.Workdir = []string{"run"}, "runs/{trial}"
+		}, []searchspace.Param{x}, "trainer.workdir", "{trial} names no parameter of [search.space] (write {trial_dir}"},
+		{"a parameter named trial_dir", func(c *Config) {
+			c.Trainer.Command = []string{"run", "{trial_dir}"}
+		}, []searchspace.Param{x, {Name: "trial_dir", Domain: searchspace.Choice{Values: []any{"a"}}}},
+			"search.space.trial_dir", "the name is taken"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig(t, 4)
@@ -73,7 +80,8 @@ func TestValidateAcceptsCommandPlaceholders(t *testing.T) {
 		searchspace.Param{Name: "batch-size", Domain: searchspace.Grid{Values: []any{int64(32)}}},
 	)
 	// A JSON argument is not a placeholder.
-	cfg.Trainer.Command = []string{"python3", "train.py", "--lr={lr}", "--opt={opt}", "{batch-size}", `{"log": true}`}
+	cfg.Trainer.Command = []string{"python3", "train.py", "--lr={lr}", "--opt={opt}", "{batch-size}", `{"log": true}`, "--out={trial_dir}/x"}
+	cfg.Trainer.Workdir = "{trial_dir}/{opt}"
 	if err := cfg.Validate(); err != nil {
 		t.Error(err)
 	}

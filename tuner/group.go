@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -23,7 +24,7 @@ type EventObserver interface {
 // groupSpec builds the trainer's spec of a trial's group: what it runs,
 // with the trial's current configuration, from its resume point, placed by
 // the resource manager, committing checkpoints into the trial's folder
-// (TrialDir) and writing logs under <log root>/<experiment>/trial_<n>.
+// (TrialDir) and writing its workers' logs in the folder's logs/.
 func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 	tc := t.cfg.Trainer
 	spec := trainer.Spec{
@@ -35,24 +36,45 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		Failure:         tc.Failure,
 		KillTimeout:     tc.Kill(),
 		Placer:          managerPlacer{m: t.manager, req: t.groupRequest(tr.number), trial: tr.number, watch: t.gpus},
-		LogDir:          filepath.Join(t.logRoot(), t.cfg.Name, fmt.Sprintf("trial_%d", tr.number)),
+		LogDir:          filepath.Join(t.TrialDir(tr.number), "logs"),
+		TrialDir:        absPath(t.TrialDir(tr.number)),
 		Checkpoints:     tr.ckpts,
 		ScratchDir:      tr.ckpts.dir.ScratchDir(),
 		ResumeDir:       tr.resumeDir,
 		ResumeIteration: tr.resumeIter,
 		Delivered:       tr.iterations,
-		Env:             t.env,
+		StepKey:         t.cfg.Scheduler.TimeAttr,
+		LastStep:        tr.lastStep,
+		Env:             append(slices.Clip(t.env), tc.EnvList()...),
 	}
 	switch {
 	case t.process != "":
 		spec.Process = t.process
 	case tc.Command != nil:
-		spec.Command, spec.Workdir = tc.Command, tc.Workdir
+		spec.Command, spec.Workdir, spec.PathBase = tc.Command, tc.Workdir, tc.PathBase
 	default:
 		spec.Train = t.train
 	}
 	t.clusterSpec(&spec)
 	return spec
+}
+
+// stepOf is the scheduler's time attribute in a report's metrics, which
+// the trainer takes as the report's own step (see trainer.Spec.StepKey),
+// or last when the report has none.
+func (t *Tuner) stepOf(metrics map[string]float64, last *float64) *float64 {
+	if v, ok := metrics[t.cfg.Scheduler.TimeAttr]; ok {
+		return &v
+	}
+	return last
+}
+
+// absPath is path made absolute, or path when the working directory is gone.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // openCheckpoints opens trial rec's checkpoint folder and learns which of
@@ -102,20 +124,18 @@ func (t *Tuner) checkpointRoot() string {
 	return filepath.Join(t.dataRoot(), "checkpoints")
 }
 
-// TrialDir is the folder of trial number's committed checkpoints,
-// <checkpoint root>/<experiment>/trial_<n>: per-trial files such as a CSV
-// of its reports go beside them. It exists once the trial has written
-// something there.
+// TrialDir is trial number's own folder,
+// <checkpoint root>/<experiment>/trial_<n>: its committed checkpoints, its
+// workers' logs (logs/worker_<rank>.log), per-trial files such as a CSV of
+// its reports, and whatever a command writes in $GOTUNE_TRIAL_DIR. It
+// exists from the trial's start (openCheckpoints creates it).
 func (t *Tuner) TrialDir(number int) string {
 	return filepath.Join(t.checkpointRoot(), t.cfg.Name, fmt.Sprintf("trial_%d", number))
 }
 
-func (t *Tuner) logRoot() string { return filepath.Join(t.dataRoot(), "logs") }
-
-// experimentFolders are the experiment's folders on disk: its checkpoints
-// (with each trial's files) and its workers' logs.
+// experimentFolders are the experiment's folders on disk: its trials'.
 func (t *Tuner) experimentFolders() []string {
-	return []string{filepath.Join(t.checkpointRoot(), t.cfg.Name), filepath.Join(t.logRoot(), t.cfg.Name)}
+	return []string{filepath.Join(t.checkpointRoot(), t.cfg.Name)}
 }
 
 // trialCheckpoints commits a trial's checkpoints into its folder and

@@ -102,7 +102,7 @@ func TestCommandSweepFailedTrialsDoNotStopIt(t *testing.T) {
 	}
 	// Both workers run the failing script; the first to fail has the other
 	// killed, perhaps before it writes anything, so one log must quote it.
-	logs, _ := filepath.Glob(filepath.Join(filepath.Dir(cfg.Storage), "logs", cfg.Name, "trial_2", "worker_*.log"))
+	logs, _ := filepath.Glob(filepath.Join(filepath.Dir(cfg.Storage), "checkpoints", cfg.Name, "trial_2", "logs", "worker_*.log"))
 	quoted := false
 	for _, path := range logs {
 		data, _ := os.ReadFile(path)
@@ -166,8 +166,9 @@ func TestProcessWorkersRestartFromCommittedCheckpoints(t *testing.T) {
 	if len(obs.got) != 1 || obs.got[0].Kind != trainer.EventRestart || !strings.Contains(obs.got[0].Cause, "exited with status 7") {
 		t.Errorf("events %+v", obs.got)
 	}
-	// The checkpoints are committed beside the database; loss is the
-	// objective (min), so the retention keeps the best (the latest here).
+	// The checkpoints are committed beside the database, in the trial's
+	// folder with its logs; loss is the objective (min), so the retention
+	// keeps the best (the latest here).
 	dir := filepath.Join(filepath.Dir(cfg.Storage), "checkpoints", cfg.Name, "trial_1")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -177,7 +178,7 @@ func TestProcessWorkersRestartFromCommittedCheckpoints(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if got := strings.Join(names, " "); got != "checkpoint_000002 checkpoint_000002.json checkpoint_000003 checkpoint_000003.json" {
+	if got := strings.Join(names, " "); got != "checkpoint_000002 checkpoint_000002.json checkpoint_000003 checkpoint_000003.json logs" {
 		t.Errorf("checkpoint folder holds %s", got)
 	}
 }

@@ -70,6 +70,7 @@ type trialRun struct {
 	// iterations is the trial's last recorded report; resume is the
 	// committed checkpoint its group starts from next ("" for scratch).
 	iterations  int
+	lastStep    *float64 // the time attribute of its last report that had it
 	resumeDir   string
 	resumeIter  int
 	pauseReason string
@@ -291,6 +292,7 @@ func (s *sink) Workers(ctx context.Context, ws []trainer.WorkerStatus) error {
 func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) trainer.Action {
 	t := l.t
 	tr.iterations = r.Iteration
+	tr.lastStep = t.stepOf(r.Metrics, tr.lastStep)
 	t.observer.OnReport(tr.number, r)
 	_, score, ok := t.score(r.Metrics)
 	if !ok {
@@ -502,6 +504,7 @@ func (l *loop) exploit(ctx context.Context, tr *trialRun) {
 		copied, err := tr.ckpts.commitCopy(tr.iterations+1, latest.Metrics, latest.Path)
 		if err == nil {
 			tr.resumeDir, tr.resumeIter, tr.iterations = copied.Path, copied.Iteration, copied.Iteration
+			tr.lastStep = l.t.stepOf(latest.Metrics, nil)
 			break
 		}
 		if attempt == 2 {

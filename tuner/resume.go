@@ -246,6 +246,7 @@ func (l *loop) replayReports(tr *trialRun, ts storage.TrialState) {
 	t := l.t
 	for _, rep := range ts.Reports {
 		tr.iterations = rep.Iteration
+		tr.lastStep = t.stepOf(rep.Metrics, tr.lastStep)
 		_, score, ok := t.score(rep.Metrics)
 		if !ok {
 			continue

@@ -3,6 +3,8 @@ package tuner
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gotune/gotune/schedulers"
@@ -250,8 +252,38 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	if l.succeeded == 0 {
 		return res, ErrAllTrialsFailed
 	}
+	if res.Best == nil {
+		seen, err := t.db.MetricNames(context.WithoutCancel(ctx), t.cfg.Name)
+		if err != nil {
+			return res, err
+		}
+		return res, &ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen}
+	}
 	return res, nil
 }
+
+// ErrObjectiveNeverReported is returned by Fit, with the Result, when
+// trials ran but none of their reports carried the objective's metric;
+// the error is an *ObjectiveMissingError.
+var ErrObjectiveNeverReported = errors.New("no trial reported the objective")
+
+// ObjectiveMissingError says which metric the objective names and which
+// metrics the experiment's reports carried instead.
+type ObjectiveMissingError struct {
+	Metric string
+	// Seen lists the metrics of every report, sorted; empty when no trial
+	// reported at all.
+	Seen []string
+}
+
+func (e *ObjectiveMissingError) Error() string {
+	if len(e.Seen) == 0 {
+		return fmt.Sprintf("%v %q: no trial reported anything (a command reports with \"@gotune {...}\" lines on stdout)", ErrObjectiveNeverReported, e.Metric)
+	}
+	return fmt.Sprintf("%v %q; the reports carried %s: check [objective] metric", ErrObjectiveNeverReported, e.Metric, strings.Join(e.Seen, ", "))
+}
+
+func (e *ObjectiveMissingError) Unwrap() error { return ErrObjectiveNeverReported }
 
 // sampleGPUs samples the GPUs of running trials into the database, through
 // the configured reader or, when this node has GPUs, NVML, and returns the
@@ -303,12 +335,13 @@ func (c Config) record() any {
 }
 
 // trialSeed derives a trial's seed from the experiment's with SplitMix64, so
-// neighbouring trials get unrelated streams.
+// neighbouring trials get unrelated streams. It is in [0, 2^32), the range
+// numpy's np.random.seed accepts, since GOTUNE_SEED hands it to scripts.
 func trialSeed(seed int64, trial int) int64 {
 	z := uint64(seed) + uint64(trial)*0x9e3779b97f4a7c15
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return int64(z ^ (z >> 31))
+	return int64((z ^ (z >> 31)) >> 32)
 }
 
 // score extracts the objective from metrics, negated for "max" so that lower

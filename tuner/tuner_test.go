@@ -266,6 +266,41 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// TestNewRefusesNamesThatAreNotFolderNames: an experiment's name names its
+// folders and lock files, so anything but a plain folder name is refused.
+func TestNewRefusesNamesThatAreNotFolderNames(t *testing.T) {
+	for _, tt := range []struct{ name, why string }{
+		{"", "needs a name"},
+		{".", "not a name"},
+		{"..", "not a name"},
+		{"a/b", `holds a '/'`},
+		{"../other", `holds a '/'`},
+		{"/etc", `holds a '/'`},
+		{`a\b`, `holds a '\\'`},
+		{"a\nb", "control character U+000A"},
+		{"a\x1b[2Jb", "control character U+001B"},
+		{"a\x00", "control character U+0000"},
+		{"-rf", "read as a flag"},
+		{"a\xffb", "not valid UTF-8"},
+		{strings.Repeat("n", 201), "over the limit of 200"},
+	} {
+		cfg := testConfig(t, 1)
+		cfg.Name = tt.name
+		var ce *ConfigError
+		_, err := New(cfg, WithTrainFunc(quadratic))
+		if !errors.As(err, &ce) || ce.Key != "name" || !strings.Contains(err.Error(), tt.why) {
+			t.Errorf("name %q: got %v, want a ConfigError on name saying %q", tt.name, err, tt.why)
+		}
+	}
+	for _, name := range []string{"digits-mlp", "run 2", "résumé", ".hidden", "a.b_c", strings.Repeat("n", 200)} {
+		cfg := testConfig(t, 1)
+		cfg.Name = name
+		if _, err := New(cfg, WithTrainFunc(quadratic)); err != nil {
+			t.Errorf("name %q: %v", name, err)
+		}
+	}
+}
+
 func TestFitRefusesExistingExperiment(t *testing.T) {
 	cfg := testConfig(t, 1)
 	for i := range 2 {
@@ -274,5 +309,22 @@ func TestFitRefusesExistingExperiment(t *testing.T) {
 		if i == 1 && !errors.Is(err, ErrExperimentExists) {
 			t.Errorf("second run of the same experiment: got %v", err)
 		}
+	}
+}
+
+func TestFitFailsWhenNoTrialReportsTheObjective(t *testing.T) {
+	cfg := testConfig(t, 2)
+	cfg.Objective.Metric = "val_loss"
+	tu, err := New(cfg, WithTrainFunc(quadratic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tu.Fit(context.Background())
+	var me *ObjectiveMissingError
+	if !errors.Is(err, ErrObjectiveNeverReported) || !errors.As(err, &me) || res == nil || len(res.Trials) != 2 {
+		t.Fatalf("Fit: %v, %v", res, err)
+	}
+	if want := `no trial reported the objective "val_loss"; the reports carried loss, step: check [objective] metric`; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }

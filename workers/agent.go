@@ -215,6 +215,10 @@ type agentProc struct {
 	dir   string // its folder, removed on Release
 	wd    string // its working folder, for relative paths
 	ctlIn *queue[[]byte]
+	// scratch is its own folder for what it hands over, inside dir; ""
+	// when the head gave it none or this node shares the head's files
+	// (the head takes the folders over itself then): nothing is fetched.
+	scratch string
 }
 
 // inputCopy is a folder of the head copied to this node, shared by the
@@ -448,6 +452,7 @@ func (s *agentSession) start(l *agentpb.Launch) (*agentProc, error) {
 				return nil, fmt.Errorf("scratch folder: %w", err)
 			}
 			paths[l.Scratch] = local
+			ap.scratch = local
 		}
 		for _, in := range l.Inputs {
 			c, err := s.input(in)
@@ -665,20 +670,16 @@ func (s *agentSession) fetch(f *agentpb.Fetch) {
 	failed := func(err error) {
 		s.send(&agentpb.AgentMessage{Msg: &agentpb.AgentMessage_FetchFailed{FetchFailed: &agentpb.FetchFailed{Id: f.Id, Error: err.Error()}}})
 	}
-	dir := f.Path
-	if !filepath.IsAbs(dir) {
-		ap := s.proc(f.Process)
-		if ap == nil {
-			failed(fmt.Errorf("%s is relative and its process is unknown", dir))
-			return
-		}
-		dir = filepath.Join(ap.wd, dir)
-	}
-	if fi, err := os.Stat(dir); err != nil {
-		failed(err)
+	ap := s.proc(f.Process)
+	if ap == nil {
+		failed(fmt.Errorf("%s: its process is unknown", f.Path))
 		return
-	} else if !fi.IsDir() {
-		failed(fmt.Errorf("%s is not a folder", dir))
+	}
+	// The same rule as the head's: only a folder inside the process's own
+	// scratch folder is sent, and deleted once sent.
+	dir, err := Confine(ap.scratch, absUnder(ap.wd, f.Path))
+	if err != nil {
+		failed(err)
 		return
 	}
 	ctx, cancel := context.WithCancel(s.callContext(f.Id))

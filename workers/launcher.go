@@ -188,11 +188,12 @@ func (l *RemoteLauncher) Start(spec LaunchSpec, onReport func(line string)) (*Pr
 // have the same value, which the agent's own environment may not.
 var placeVars = map[string]bool{
 	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true, "GROUP_RANK": true,
+	"GROUP_WORLD_SIZE": true, "ROLE_NAME": true, "ROLE_RANK": true, "ROLE_WORLD_SIZE": true,
 	"MASTER_ADDR": true, "MASTER_PORT": true, "CUDA_VISIBLE_DEVICES": true,
 }
 
 // envOverlay is the entries of env that base does not hold as they are,
-// and those of gotune's and the contract's variables.
+// and those of gotune's, torchelastic's and the contract's variables.
 func envOverlay(env, base []string) []string {
 	have := make(map[string]bool, len(base))
 	for _, kv := range base {
@@ -201,7 +202,7 @@ func envOverlay(env, base []string) []string {
 	var out []string
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if !have[kv] || placeVars[k] || strings.HasPrefix(k, "GOTUNE_") {
+		if !have[kv] || placeVars[k] || strings.HasPrefix(k, "GOTUNE_") || strings.HasPrefix(k, "TORCHELASTIC_") {
 			out = append(out, kv)
 		}
 	}

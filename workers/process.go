@@ -87,6 +87,10 @@ type Process struct {
 	log     *processLog
 	readers sync.WaitGroup
 	done    chan struct{}
+	// scratch is LaunchSpec.Scratch, and wd the absolute working folder
+	// that a relative handed-over path is relative to (of a process of
+	// this node).
+	scratch, wd string
 
 	mu       sync.Mutex
 	exited   bool // the leader has exited and the rest of its group has been killed
@@ -120,7 +124,12 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 		return nil, err
 	}
 	log.onLine = onLog
-	p := &Process{log: log, done: make(chan struct{})}
+	wd, err := filepath.Abs(spec.Dir)
+	if err != nil {
+		log.close()
+		return nil, fmt.Errorf("launch: working folder: %w", err)
+	}
+	p := &Process{log: log, done: make(chan struct{}), scratch: spec.Scratch, wd: wd}
 	var controlFile io.Closer
 	var closeAfterStart []io.Closer
 	fail := func(err error) (*Process, error) {
@@ -341,23 +350,34 @@ func (p *Process) Node() string {
 	return p.remote.node
 }
 
-// Fetch makes a folder the process has handed over (a checkpoint it
-// finished writing) available on this node and returns its path there.
-// For a process of this node, or of an agent that shares this node's
-// files, that is dir itself. Otherwise the agent sends the folder's files,
+// Fetch takes over a folder the process has handed over (a checkpoint it
+// finished writing) and returns its path on this node. The folder must lie
+// inside the LaunchSpec's Scratch, as Confine checks (on the process's own
+// node); anything else is refused with an error that wraps
+// ErrOutsideScratch, and nothing is touched. For a process of this node, or
+// of an agent that shares this node's files, the path returned is dir's
+// real path; a relative dir is relative to the process's working folder
+// (Dir, taken on this node). Otherwise the agent sends the folder's files,
 // which land in a new folder inside the LaunchSpec's Scratch, and deletes
-// its own copy; a relative dir is relative to the process's working
-// folder. It fails when ctx ends, the folder cannot be read, or the node
-// is lost. Call it as the report that names dir arrives: from onReport,
-// or, for a process with a control stream, before reading the stream's
-// next message; once the process has exited and its output has been
-// delivered (and its control stream read to its end) the agent deletes
-// the process's folders.
+// its own copy. It fails when ctx ends, the folder cannot be read, or the
+// node is lost (an error wrapping ErrNodeLost). Call it as the report that
+// names dir arrives: from onReport, or, for a process with a control
+// stream, before reading the stream's next message; once the process has
+// exited and its output has been delivered (and its control stream read to
+// its end) the agent deletes the process's folders.
 func (p *Process) Fetch(ctx context.Context, dir string) (string, error) {
 	if p.remote == nil {
-		return dir, nil
+		return Confine(p.scratch, absUnder(p.wd, dir))
 	}
 	return p.remote.fetch(ctx, dir)
+}
+
+// absUnder is dir made absolute against the folder wd.
+func absUnder(wd, dir string) string {
+	if filepath.IsAbs(dir) {
+		return dir
+	}
+	return filepath.Join(wd, dir)
 }
 
 // wait reaps the process, kills what is left of its group, and waits for

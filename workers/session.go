@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -344,7 +343,11 @@ func (rp *remoteProc) signal(kill bool, grace time.Duration) {
 func (rp *remoteProc) fetch(ctx context.Context, dir string) (string, error) {
 	s := rp.s
 	if s.shared {
-		return dir, nil
+		wd, err := filepath.Abs(rp.spec.Dir)
+		if err != nil {
+			return "", err
+		}
+		return Confine(rp.spec.Scratch, absUnder(wd, dir))
 	}
 	rp.mu.Lock()
 	rp.fetches++
@@ -352,10 +355,7 @@ func (rp *remoteProc) fetch(ctx context.Context, dir string) (string, error) {
 	rp.mu.Unlock()
 	root := rp.spec.Scratch
 	if root == "" {
-		var err error
-		if root, err = os.MkdirTemp("", "gotune-fetch-"); err != nil {
-			return "", err
-		}
+		return Confine("", dir) // nothing can be handed over
 	}
 	f := &fetchReq{dest: filepath.Join(root, "fetched-"+strconv.Itoa(n)), done: make(chan error, 1)}
 	id := s.newID()

@@ -104,11 +104,12 @@ const (
 	killTuner chaosFault = iota
 	killWorker
 	stopTuner
+	killAgent // only where the workers run on an agent
 	numChaosFaults
 )
 
 func (f chaosFault) String() string {
-	return [...]string{"kill -9 of the tuner", "kill -9 of a worker", "SIGSTOP of the tuner past the heartbeat timeout"}[f]
+	return [...]string{"kill -9 of the tuner", "kill -9 of a worker", "SIGSTOP of the tuner past the heartbeat timeout", "kill -9 of the node agent"}[f]
 }
 
 // chaosOutcome is what a sweep is judged by: each trial's configuration,
@@ -176,15 +177,18 @@ func workerPIDs(script string) []int {
 }
 
 // TestChaos disturbs deterministic sweeps of every scheduler with kill -9
-// of the tuner and of workers and with SIGSTOP of the tuner, at random
-// moments drawn from a logged seed, rerunning the sweep after each kill of
-// the tuner, and checks that every trial ends as in an undisturbed run.
+// of the tuner, of workers and of the node agent that runs them, and with
+// SIGSTOP of the tuner, at random moments drawn from a logged seed,
+// rerunning the sweep after each kill of the tuner, and checks that every
+// trial ends as in an undisturbed run. Each sweep runs twice: with its
+// workers on the tuner's node, and on an agent.
 func TestChaos(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("GOTUNE_CHAOS_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
 	t.Logf("GOTUNE_CHAOS_SEED=%d", seed)
+	t.Setenv("GOTUNE_TOKEN", "chaos")
 	rng := rand.New(rand.NewPCG(seed, 0xc4a05))
 	injected := map[chaosFault]int{}
 	for _, sc := range chaosSchedulers {
@@ -195,51 +199,93 @@ func TestChaos(t *testing.T) {
 			for _, o := range want {
 				total += o.Iterations
 			}
-
-			dir := filepath.Join(base, "chaos")
-			os.MkdirAll(dir, 0o755)
-			sweep := chaosSweep(t, dir, sc.name, sc.section)
-			script := filepath.Join(dir, "worker.sh")
-			db := filepath.Join(dir, "gotune.db")
-			for run := 0; ; run++ {
-				if run > 20 {
-					t.Fatal("the sweep did not finish after 20 runs")
+			for _, onAgent := range []bool{false, true} {
+				where := "local"
+				if onAgent {
+					where = "agent"
 				}
-				cmd := gotune(t, "run", "--db", db, sweep)
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
+				dir := filepath.Join(base, where)
+				os.MkdirAll(dir, 0o755)
+				c := &chaos{t: t, rng: rng, injected: injected, dir: dir, name: sc.name, total: total,
+					sweep: chaosSweep(t, dir, sc.name, sc.section), db: filepath.Join(dir, "gotune.db")}
+				c.script = filepath.Join(dir, "worker.sh")
+				if onAgent {
+					c.cert, c.key = selfSigned(t, dir)
+					c.addr = "127.0.0.1:" + freePort(t)
+					c.startAgent()
 				}
-				exited := make(chan error, 1)
-				go func() { exited <- cmd.Wait() }()
-				killed := disturb(t, rng, cmd.Process, exited, db, sc.name, script, total, injected)
-				err := <-exited
-				switch {
-				case err == nil:
-				case strings.Contains(out.String(), "has already ended"):
-					// The kill came after the sweep had ended.
-				case killed:
-					continue
-				default:
-					t.Fatalf("run %d: %v\n%s", run, err, out.String())
-				}
-				break
-			}
-			got := chaosOutcomes(t, db, sc.name)
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("after the faults:\n%v\nan undisturbed run:\n%v", got, want)
-				for i := range min(len(got), len(want)) {
-					if got[i] != want[i] {
-						_, show, _ := runCLI("show", "--db", db, sc.name, strconv.Itoa(got[i].Trial))
-						t.Logf("trial %d after the faults:\n%s", got[i].Trial, show)
+				c.run()
+				got := chaosOutcomes(t, c.db, sc.name)
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s, after the faults:\n%v\nan undisturbed run:\n%v", where, got, want)
+					for i := range min(len(got), len(want)) {
+						if got[i] != want[i] {
+							_, show, _ := runCLI("show", "--db", c.db, sc.name, strconv.Itoa(got[i].Trial))
+							t.Logf("trial %d after the faults:\n%s", got[i].Trial, show)
+						}
 					}
 				}
 			}
 		})
 	}
-	t.Logf("faults injected: %d kill -9 of the tuner, %d kill -9 of a worker, %d SIGSTOP of the tuner",
-		injected[killTuner], injected[killWorker], injected[stopTuner])
+	t.Logf("faults injected: %d kill -9 of the tuner, %d kill -9 of a worker, %d SIGSTOP of the tuner, %d kill -9 of the agent",
+		injected[killTuner], injected[killWorker], injected[stopTuner], injected[killAgent])
+}
+
+// chaos is one disturbed sweep: its files and, when its workers run on an
+// agent, the head's address and the agent.
+type chaos struct {
+	t                 *testing.T
+	rng               *rand.Rand
+	injected          map[chaosFault]int
+	dir, name         string
+	sweep, script, db string
+	total             int
+
+	cert, key, addr string
+	agent           *proc
+}
+
+// startAgent starts the node agent that runs the sweep's workers; it
+// joins the head at c.addr whenever one listens there.
+func (c *chaos) startAgent() {
+	c.agent = startGotune(c.t, "agent", "--head", c.addr, "--ca", c.cert, "--name", "chaos",
+		"--resources", "cpus=2", "--workdir", filepath.Join(c.dir, "agent"))
+}
+
+// run reruns the sweep until it finishes, disturbing each run.
+func (c *chaos) run() {
+	t := c.t
+	for run := 0; ; run++ {
+		if run > 20 {
+			t.Fatal("the sweep did not finish after 20 runs")
+		}
+		args := []string{"run", "--db", c.db}
+		if c.agent != nil {
+			args = append(args, "--listen", c.addr, "--cert", c.cert, "--key", c.key,
+				"--agents", "1", "--head-workers=false", "--agent-timeout", "2s")
+		}
+		cmd := gotune(t, append(args, c.sweep)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		killed := c.disturb(cmd.Process, exited)
+		err := <-exited
+		switch {
+		case err == nil:
+		case strings.Contains(out.String(), "has already ended"):
+			// The kill came after the sweep had ended.
+		case killed:
+			continue
+		default:
+			t.Fatalf("run %d: %v\n%s", run, err, out.String())
+		}
+		return
+	}
 }
 
 // runUndisturbed runs the sweep once without faults and returns its database.
@@ -258,12 +304,13 @@ func runUndisturbed(t *testing.T, base, name, section string) string {
 // disturb injects faults into the running tuner p at random report counts
 // until the sweep exits or a fault kills the tuner; it reports whether it
 // killed the tuner.
-func disturb(t *testing.T, rng *rand.Rand, p *os.Process, exited chan error, db, name, script string, total int, injected map[chaosFault]int) bool {
-	next := committedReports(db, name)
-	if next < 0 {
-		next = 0
+func (c *chaos) disturb(p *os.Process, exited chan error) bool {
+	gap := func() int { return 1 + c.rng.IntN(max(c.total/3, 1)) }
+	next := max(committedReports(c.db, c.name), 0) + gap()
+	faults := numChaosFaults
+	if c.agent == nil {
+		faults = killAgent
 	}
-	next += 1 + rng.IntN(max(total/3, 1))
 	for {
 		select {
 		case err := <-exited:
@@ -271,29 +318,34 @@ func disturb(t *testing.T, rng *rand.Rand, p *os.Process, exited chan error, db,
 			return false
 		default:
 		}
-		if committedReports(db, name) < next {
+		if committedReports(c.db, c.name) < next {
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
-		f := chaosFault(rng.IntN(int(numChaosFaults)))
+		f := chaosFault(c.rng.IntN(int(faults)))
 		switch f {
 		case killTuner:
 			p.Signal(syscall.SIGKILL)
-			injected[f]++
+			c.injected[f]++
 			return true
 		case killWorker:
-			pids := workerPIDs(script)
+			pids := workerPIDs(c.script)
 			if len(pids) == 0 {
 				break
 			}
-			syscall.Kill(pids[rng.IntN(len(pids))], syscall.SIGKILL)
-			injected[f]++
+			syscall.Kill(pids[c.rng.IntN(len(pids))], syscall.SIGKILL)
+			c.injected[f]++
 		case stopTuner:
 			p.Signal(syscall.SIGSTOP)
 			time.Sleep(4 * time.Second) // past the heartbeat timeout
 			p.Signal(syscall.SIGCONT)
-			injected[f]++
+			c.injected[f]++
+		case killAgent:
+			c.agent.cmd.Process.Signal(syscall.SIGKILL)
+			c.agent.wait(c.t)
+			c.startAgent()
+			c.injected[f]++
 		}
-		next = committedReports(db, name) + 1 + rng.IntN(max(total/3, 1))
+		next = committedReports(c.db, c.name) + gap()
 	}
 }

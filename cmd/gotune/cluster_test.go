@@ -222,7 +222,7 @@ max_failures = 3
 	if err := head.wait(t); err != nil {
 		t.Fatalf("the sweep: %v\n%s", err, head.text())
 	}
-	if !regexp.MustCompile(`trial ` + trial + ` +restart with \d+ workers from iteration 2: worker \d+ \(pid \d+\) was lost with node c`).MatchString(head.text()) {
+	if !regexp.MustCompile(`trial ` + trial + ` +restart with \d+ workers from the checkpoint of iteration 2, \d+ reports recorded: worker \d+ \(pid \d+\) was lost with node c`).MatchString(head.text()) {
 		t.Errorf("no restart of trial %s after the loss of node c:\n%s", trial, head.text())
 	}
 	code, stdout, stderr := runCLI("trials", "--db", db, "--json", "cluster")

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/cmd/gotune/sweepfile"
+	"github.com/gotune/gotune/storage"
 )
 
 // TestRunCommandSweep runs a sweep whose trials are a shell command, end to
@@ -52,7 +53,7 @@ cpus_per_worker = 0.1
 	if !strings.Contains(out.String(), "best trial:") {
 		t.Errorf("no summary:\n%s", out.String())
 	}
-	log, err := os.ReadFile(filepath.Join(dir, "logs", "shell", "trial_1", "worker_1.log"))
+	log, err := os.ReadFile(filepath.Join(dir, "checkpoints", "shell", "trial_1", "logs", "worker_1.log"))
 	if err != nil || !strings.Contains(string(log), "done") {
 		t.Errorf("worker log: %q, %v", log, err)
 	}
@@ -148,4 +149,82 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+}
+
+// TestRunRefusesCheckpointsOutside runs a command worker that hands over a
+// folder of the user's (standing for /etc), a link that leads to it, and
+// checkpoints of its own holding a link to it, which retention deletes:
+// the folder stays as it was, gotune show lists a refusal for each of the
+// first two, and every report is recorded.
+func TestRunRefusesCheckpointsOutside(t *testing.T) {
+	dir := t.TempDir()
+	etc := filepath.Join(dir, "etc")
+	os.MkdirAll(etc, 0o755)
+	os.WriteFile(filepath.Join(etc, "passwd"), []byte("keep"), 0o644)
+	worker := filepath.Join(dir, "worker.sh")
+	os.WriteFile(worker, []byte(`out="$1"
+for e in 1 2 3 4 5; do
+	case $e in
+	1) d="$out" ;;
+	2) ln -s "$out" "$GOTUNE_CHECKPOINT_DIR/link"; d="$GOTUNE_CHECKPOINT_DIR/link" ;;
+	*) d="$GOTUNE_CHECKPOINT_DIR/e$e"; mkdir "$d"; echo $e > "$d/epoch"; ln -s "$out" "$d/escape" ;;
+	esac
+	echo "@gotune {\"epoch\": $e, \"loss\": 0.$e, \"checkpoint\": \"$d\"}"
+done
+`), 0o644)
+	sweep := filepath.Join(dir, "sweep.toml")
+	os.WriteFile(sweep, []byte(fmt.Sprintf(`name = "confined"
+
+[objective]
+metric = "loss"
+
+[search]
+num_samples = 1
+
+[search.space]
+x = 1
+
+[trainer]
+command = ["sh", %q, %q]
+
+[trainer.checkpoint]
+num_to_keep = 1
+`, worker, etc)), 0o644)
+	db := filepath.Join(dir, "sweep.db")
+	if code, out, errOut := runCLI("run", "--db", db, sweep); code != 0 {
+		t.Fatalf("gotune run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(etc, "passwd")); err != nil || string(b) != "keep" {
+		t.Errorf("the folder outside after the run: %q, %v; want it untouched", b, err)
+	}
+	code, stdout, stderr := runCLI("show", "--db", db, "--json", "confined", "1")
+	var show showJSON
+	if code != 0 || json.Unmarshal([]byte(stdout), &show) != nil {
+		t.Fatalf("show: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if len(show.Reports) != 5 {
+		t.Errorf("%d reports, want 5", len(show.Reports))
+	}
+	var refused []string
+	for _, e := range show.Events {
+		if e.Kind == storage.EventCheckpointRefused {
+			refused = append(refused, e.Message)
+		}
+	}
+	if len(refused) != 2 || !strings.Contains(refused[0], etc+" is outside") || !strings.Contains(refused[1], "link (it resolves to "+etc+")") {
+		t.Errorf("refusals %q; want one for %s and one for the link to it", refused, etc)
+	}
+	var kept []int
+	for _, ck := range show.Checkpoints {
+		if ck.Kept {
+			kept = append(kept, ck.Iteration)
+		}
+	}
+	if len(show.Checkpoints) != 3 || fmt.Sprint(kept) != "[4 5]" {
+		t.Errorf("checkpoints %+v; want 3, 4 and 5 committed and 4 and 5 kept", show.Checkpoints)
+	}
+	// The plain listing shows the refusal too.
+	if code, stdout, _ := runCLI("show", "--db", db, "confined", "1"); code != 0 || !strings.Contains(stdout, "checkpoint_refused") {
+		t.Errorf("show: exit %d, no refusal listed:\n%s", code, stdout)
+	}
 }

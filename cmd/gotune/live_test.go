@@ -103,7 +103,7 @@ func TestLiveViewRedraws(t *testing.T) {
 	v := newLiveView(&out, func() int { return 0 }, func(context.Context) liveSnapshot { return snap })
 	v.draw(t.Context())
 	v.OnTrialEnd(4, storage.TrialError, errors.New("worker 1 exited\nwith a traceback"))
-	v.OnEvent(5, trainer.Event{Kind: trainer.EventRestart, Workers: 2, Iteration: 3, Cause: "killed"})
+	v.OnEvent(5, trainer.Event{Kind: trainer.EventRestart, Workers: 2, Checkpoint: "/c/3", Iteration: 3, Recorded: 4, Cause: "killed"})
 	v.OnReport(5, trainer.Result{Iteration: 4})
 	v.draw(t.Context())
 	// Frames are compared below their first line, which holds the elapsed time.
@@ -119,7 +119,7 @@ func TestLiveViewRedraws(t *testing.T) {
 	}
 	lines := strings.SplitN(rest, "\n", 4)
 	if !strings.HasSuffix(lines[0], "trial 4 ERROR: worker 1 exited") ||
-		!strings.HasSuffix(lines[1], "trial 5 restart with 2 workers from iteration 3: killed") ||
+		!strings.HasSuffix(lines[1], "trial 5 restart with 2 workers from the checkpoint of iteration 3, 4 reports recorded: killed") ||
 		!strings.HasPrefix(lines[2], "== digits-mlp · running for ") || lines[3] != frame {
 		t.Errorf("second frame:\n%s", rest)
 	}
@@ -220,6 +220,14 @@ func TestRunWithDashboard(t *testing.T) {
 	if !strings.Contains(string(metrics), `gotune_resources_capacity{resource="cpus"}`) ||
 		!strings.Contains(string(metrics), `gotune_trials{experiment="served",status="RUNNING"}`) {
 		t.Errorf("/metrics of a running sweep:\n%s", metrics)
+	}
+	// A page of another site whose name resolves here is refused.
+	req, _ := http.NewRequest("GET", url+"api/experiments", nil)
+	req.Host = "attacker.example"
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a request for another host: %v, %v; want 403", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("gotune run: %v\n%s", err, stderr.String())

@@ -164,6 +164,21 @@ dataset = "` + dataset + `"
 		{"missing dataset", func(t *testing.T) []string {
 			return []string{"run", writeSweep(t, strings.Replace(sweep(""), dataset, "/nonexistent.csv", 1))}
 		}, 2, []string{"trainer.dataset", "nonexistent.csv"}},
+		{"name that is a path", func(t *testing.T) []string {
+			return []string{"run", "--db", filepath.Join(t.TempDir(), "db"), writeSweep(t, strings.Replace(sweep(""), `name = "e"`, `name = "../e"`, 1))}
+		}, 2, []string{"sweep.toml:1", `name: "../e" holds a '/'`}},
+		{"name that is dot-dot", func(t *testing.T) []string {
+			return []string{"run", "--db", filepath.Join(t.TempDir(), "db"), writeSweep(t, strings.Replace(sweep(""), `name = "e"`, `name = ".."`, 1))}
+		}, 2, []string{"sweep.toml:1", `name: ".." is not a name`}},
+		{"empty name", func(t *testing.T) []string {
+			return []string{"run", "--db", filepath.Join(t.TempDir(), "db"), writeSweep(t, strings.Replace(sweep(""), `name = "e"`, `name = ""`, 1))}
+		}, 2, []string{"sweep.toml:1", "name: the experiment needs a name"}},
+		{"name with a control character", func(t *testing.T) []string {
+			return []string{"run", "--db", filepath.Join(t.TempDir(), "db"), writeSweep(t, strings.Replace(sweep(""), `name = "e"`, `name = "e\u001b[2J"`, 1))}
+		}, 2, []string{"sweep.toml:1", "name:", "control character U+001B"}},
+		{"name like a flag", func(t *testing.T) []string {
+			return []string{"run", "--db", filepath.Join(t.TempDir(), "db"), writeSweep(t, strings.Replace(sweep(""), `name = "e"`, `name = "-e"`, 1))}
+		}, 2, []string{"sweep.toml:1", `name: "-e" starts with "-"`}},
 		{"missing sweep file", func(t *testing.T) []string { return []string{"run", "/nonexistent.toml"} }, 2, []string{"nonexistent.toml"}},
 		{"no argument", func(t *testing.T) []string { return []string{"run"} }, 2, []string{"takes one argument"}},
 		{"unknown flag", func(t *testing.T) []string { return []string{"run", "--bogus", "x"} }, 2, []string{"bogus"}},

@@ -75,7 +75,11 @@ func runCommand() *cli.Command {
 				progress = live
 			}
 			var tracker *mlflow.Tracker // set once the tuner knows its database
-			opts = append(opts, tuner.WithObserver(observers{progress, files, trackerWake{&tracker}}))
+			obs := observers{progress, files, trackerWake{&tracker}}
+			if w := newSharedDirWatch(cfg, c.App.ErrWriter); w != nil {
+				obs = append(obs, w)
+			}
+			opts = append(opts, tuner.WithObserver(obs))
 			if c.Bool("resume") {
 				opts = append(opts, tuner.WithResumeOnly())
 			}
@@ -113,7 +117,7 @@ func runCommand() *cli.Command {
 			switch {
 			case errors.Is(err, storage.ErrExperimentRunning), errors.Is(err, tuner.ErrExperimentExists), errors.Is(err, tuner.ErrNothingToResume):
 				return badInput(err)
-			case errors.Is(err, tuner.ErrAllTrialsFailed):
+			case errors.Is(err, tuner.ErrAllTrialsFailed), errors.Is(err, tuner.ErrObjectiveNeverReported):
 				return &exitError{exitFailed, err}
 			case errors.Is(err, context.Canceled):
 				return &exitError{exitFailed, fmt.Errorf("interrupted: completed reports are in %s; run the same command again to continue", t.Config().Storage)}
@@ -142,8 +146,20 @@ func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 }
 
 func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
-	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s with %d workers from iteration %d: %s\n",
-		time.Since(p.start).Seconds(), trial, e.Kind, e.Workers, e.Iteration, firstLine(e.Cause))
+	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s\n", time.Since(p.start).Seconds(), trial, describeEvent(e))
+}
+
+// describeEvent is a line about a group's event, after the trial number:
+// for a restart or a resize, what it starts from, and why.
+func describeEvent(e trainer.Event) string {
+	if e.Kind == trainer.EventCheckpointRefused {
+		return fmt.Sprintf("%s: %s", e.Kind, firstLine(e.Cause))
+	}
+	from := "no committed checkpoint"
+	if e.Checkpoint != "" {
+		from = fmt.Sprintf("the checkpoint of iteration %d", e.Iteration)
+	}
+	return fmt.Sprintf("%s with %d workers from %s, %d reports recorded: %s", e.Kind, e.Workers, from, e.Recorded, firstLine(e.Cause))
 }
 
 // firstLine is s up to its first line break.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -84,19 +85,26 @@ type fileSearch struct {
 }
 
 // Load reads and decodes the sweep file at path into the tuner's
-// configuration.
+// configuration, as LoadSweep does.
 func Load(path string) (tuner.Config, error) {
 	s, err := LoadSweep(path)
 	return s.Config, err
 }
 
-// LoadSweep reads and decodes the sweep file at path.
+// LoadSweep reads and decodes the sweep file at path. The command's
+// relative paths are looked up in the file's folder when it runs elsewhere
+// (see trainer.Config.PathBase).
 func LoadSweep(path string) (Sweep, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Sweep{}, err
 	}
-	return DecodeSweep(path, data)
+	s, err := DecodeSweep(path, data)
+	if err != nil {
+		return s, err
+	}
+	s.Config.Trainer.PathBase, err = filepath.Abs(filepath.Dir(path))
+	return s, err
 }
 
 // Decode decodes a sweep file's contents into the tuner's configuration;

@@ -48,6 +48,21 @@ func TestDecodeTrainerSections(t *testing.T) {
 	}
 }
 
+func TestDecodeTrainerEnv(t *testing.T) {
+	sweep := strings.Replace(commandSweep, "kill_timeout = 5", "kill_timeout = 5\nenv = { HF_HOME = \"/data/hf\", OMP_NUM_THREADS = \"4\" }", 1)
+	sweep = strings.Replace(sweep, "max_workers = 4", "max_workers = 4\ngpu_visibility = \"worker\"", 1)
+	cfg, err := Decode("sweep.toml", []byte(sweep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Trainer.EnvList(); !slices.Equal(got, []string{"HF_HOME=/data/hf", "OMP_NUM_THREADS=4"}) {
+		t.Errorf("env %v", got)
+	}
+	if cfg.Trainer.Scaling.GPUVisibility != "worker" {
+		t.Errorf("gpu_visibility %q", cfg.Trainer.Scaling.GPUVisibility)
+	}
+}
+
 func TestDecodeTrainerErrors(t *testing.T) {
 	tests := []struct {
 		replace [2]string
@@ -62,6 +77,8 @@ func TestDecodeTrainerErrors(t *testing.T) {
 		{[2]string{`order = "max"`, `order = "best"`}, 26, "trainer.checkpoint.order"},
 		{[2]string{"num_to_keep = 2", "num_to_keep = -1"}, 24, "trainer.checkpoint.num_to_keep"},
 		{[2]string{"max_failures = -1", "max_failure = 1"}, 20, "trainer.failure.max_failure"},
+		{[2]string{"kill_timeout = 5", "kill_timeout = 5\nenv = { HF_HOME = \"/data\", RANK = \"3\" }"}, 14, "trainer.env.RANK"},
+		{[2]string{"max_workers = 4", "max_workers = 4\ngpu_visibility = \"all\""}, 18, "trainer.scaling.gpu_visibility"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
