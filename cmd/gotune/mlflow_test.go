@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,7 +47,8 @@ cpus_per_worker = 0.1
 }
 
 // checkTracked checks that the server holds the sweep's parent run and its
-// 4 finished trials, each with its param and reports values of loss.
+// 4 finished trials, each with its param and, unless reports is -1,
+// reports values of loss.
 func checkTracked(t *testing.T, srv *mlflowtest.Server, experiment string, reports int) {
 	t.Helper()
 	runs := srv.Runs(t, experiment)
@@ -61,9 +64,9 @@ func checkTracked(t *testing.T, srv *mlflowtest.Server, experiment string, repor
 		case r.Status != "FINISHED" || r.Tags["mlflow.parentRunId"] != parent.ID || r.Tags["gotune.trial"] != fmt.Sprint(n) ||
 			r.Tags["gotune.status"] != "TERMINATED" || r.Tags["gotune.experiment"] != "tracked" || r.Params["x"] == "":
 			t.Errorf("%v: tags %v, params %v", r, r.Tags, r.Params)
-		case len(r.Metrics["loss"]) != reports || len(r.Metrics["step"]) != reports:
+		case reports >= 0 && (len(r.Metrics["loss"]) != reports || len(r.Metrics["step"]) != reports):
 			t.Errorf("%v: %d values of loss and %d of step, want %d", r, len(r.Metrics["loss"]), len(r.Metrics["step"]), reports)
-		default:
+		case reports >= 0:
 			for i, p := range r.Metrics["step"] {
 				if p.Step != int64(i+1) || p.Value != float64(i+1) {
 					t.Errorf("%v: step value %d is %+v, want step %d", r, i, p, i+1)
@@ -197,4 +200,99 @@ func TestMLflowSyncBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResumedSweepSendsNothingTwice kills a sweep that logs to MLflow with
+// SIGKILL, runs it again, and checks that every report in the database is
+// on the server exactly once.
+func TestResumedSweepSendsNothingTwice(t *testing.T) {
+	srv := mlflowtest.Start(t, "", "")
+	sweep, db := mlflowSweep(t, 8, "0.1", "")
+	env := "MLFLOW_TRACKING_URI=" + srv.URI
+	cmd := gotune(t, "run", "--db", db, sweep)
+	cmd.Env = append(cmd.Env, env)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Kill it once the server has some of the second trial's reports.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if sent := sentReports(t, db); sent >= 12 {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the sweep ended before it could be killed: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing reached the server")
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+
+	again := gotune(t, "run", "--db", db, sweep)
+	again.Env = append(again.Env, env)
+	if out, err := again.CombinedOutput(); err != nil {
+		t.Fatalf("the run after the kill: %v\n%s", err, out)
+	}
+	checkTracked(t, srv, "tracked", -1)
+	runs := srv.Runs(t, "tracked")
+	ro, err := storage.OpenReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	restarts := 0
+	for n := 1; n <= 4; n++ {
+		reports, err := ro.Reports(context.Background(), "tracked", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := ro.Trial(context.Background(), "tracked", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restarts += tr.Restarts
+		h := runs[fmt.Sprintf("trial-%d", n)].Metrics["step"]
+		for _, r := range reports {
+			copies := 0
+			for _, p := range h {
+				if p.Step == int64(r.Iteration) && p.Timestamp == r.Time.UnixMilli() {
+					copies++
+				}
+			}
+			if copies != 1 {
+				t.Errorf("trial %d: report %d is on the server %d times, want once", n, r.Iteration, copies)
+			}
+		}
+	}
+	if restarts == 0 {
+		t.Error("no trial was restarted: the kill interrupted nothing")
+	}
+}
+
+// sentReports is, over the runs the results database at path records as
+// sent to MLflow, the sum of the iterations of their last delivered
+// reports: the reports delivered while no trial restarted.
+func sentReports(t *testing.T, path string) int {
+	t.Helper()
+	ro, err := storage.OpenReadOnly(path)
+	if err != nil {
+		return 0
+	}
+	defer ro.Close()
+	rows, err := ro.Query(context.Background(), `SELECT coalesce(sum(sent_iteration), 0) FROM mlflow_runs`)
+	if err != nil {
+		return 0
+	}
+	defer rows.Close()
+	n := 0
+	if rows.Next() {
+		rows.Scan(&n)
+	}
+	return n
 }
