@@ -16,8 +16,12 @@ import (
 )
 
 // closeTrackerWithin bounds how long a sweep that ended waits for the
-// MLflow server to take what is left.
-const closeTrackerWithin = 30 * time.Second
+// MLflow server to take what is left; an interrupted one waits less, as
+// its user wants it to stop.
+const (
+	closeTrackerWithin            = 30 * time.Second
+	closeInterruptedTrackerWithin = 5 * time.Second
+)
 
 // trackerOptions are the background tracker's options; tests shorten them.
 var trackerOptions = mlflow.Options{}
@@ -103,7 +107,11 @@ func startTracking(c *cli.Context, file sweepfile.MLflow, dbPath, exp string) (*
 // finishTracking closes tr once the sweep ended and says what did not
 // reach the server and how to send it.
 func finishTracking(ctx context.Context, c *cli.Context, tr *mlflow.Tracker, dbPath, exp string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTrackerWithin)
+	within := closeTrackerWithin
+	if ctx.Err() != nil {
+		within = closeInterruptedTrackerWithin
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
 	defer cancel()
 	b, err := tr.Close(ctx)
 	if err != nil {
