@@ -19,6 +19,6 @@ fi
 go vet ./...
 
 # Packages with concurrency run under -race; the rest run plain.
-race_pkgs='/(allreduce|dashboard|schedulers|storage|trainer|tuner|workers)(/|$)'
+race_pkgs='/(allreduce|dashboard|mlflow|schedulers|storage|trainer|tuner|workers)(/|$)'
 go test -race -timeout 20m $(go list ./... | grep -E "$race_pkgs")
 go test -timeout 20m $(go list ./... | grep -vE "$race_pkgs")
