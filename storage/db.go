@@ -66,6 +66,7 @@ type Option func(*options)
 type options struct {
 	fullSync bool
 	now      func() time.Time
+	space    *spaceWait
 }
 
 // FullSync makes every commit wait until the operating system has written
@@ -79,6 +80,19 @@ func FullSync() Option { return func(o *options) { o.fullSync = true } }
 // trials, events, workers, checkpoints) with now() instead of the wall
 // clock, for reproducible output. Report and sample times are the caller's.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WaitForSpace makes a write that fails because the disk is full (or the
+// file-size limit is reached) wait for space instead of failing: the
+// writer tries its transaction again after pauses that grow from 10 ms to
+// 2 s, until it commits, the write's own context ends, or ctx ends; only
+// then does the write fail with ErrDiskFull. Other writes queue behind it
+// meanwhile, and readers go on reading. notify, when not nil, is called
+// from the writer's goroutine with the disk-full error (which names the
+// file) when writes start waiting, and with nil when they commit again; it
+// must not block. Close waits for a write that waits.
+func WaitForSpace(ctx context.Context, notify func(err error)) Option {
+	return func(o *options) { o.space = &spaceWait{ctx: ctx, notify: notify} }
+}
 
 // Open opens the database at path for reading and writing, creating it when
 // absent, migrating it to the current schema and starting its writer. Close
@@ -111,7 +125,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 		w.Close()
 		return nil, err
 	}
-	if db.w, err = startWriter(path, w); err != nil {
+	if db.w, err = startWriter(path, w, o.space); err != nil {
 		w.Close()
 		db.r.Close()
 		return nil, err
