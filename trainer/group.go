@@ -159,6 +159,10 @@ type Spec struct {
 	// Env holds extra NAME=value variables for every process and command
 	// worker, after the ones the command-worker contract sets.
 	Env []string
+	// OnDiskFull, when not nil, is told when a worker waits for space to
+	// write (Worker.WaitForSpace) with the error, which names the file, and
+	// with nil when it writes again. It may be called from any goroutine.
+	OnDiskFull func(err error)
 }
 
 // CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,

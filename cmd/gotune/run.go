@@ -65,14 +65,14 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "warning: the TensorBoard and CSV files of %v; the sweep goes on\n", err)
 			})
 			defer files.Close()
-			var progress tuner.Observer = &linePrinter{w: out, start: time.Now()}
+			progress := observers{&linePrinter{w: out, start: time.Now()}, diskNotice{c.App.ErrWriter}}
 			var live *liveView
 			var ro *storage.DB // read by the live view once started
 			if f, ok := isTerminal(out); ok {
 				live = newLiveView(out, terminalWidth(f), func(ctx context.Context) liveSnapshot { return sweepSnapshot(ctx, ro, t) })
-				progress = live
+				progress = observers{live}
 			}
-			opts = append(opts, tuner.WithObserver(observers{progress, files}))
+			opts = append(opts, tuner.WithObserver(append(progress, files)))
 			if c.Bool("resume") {
 				opts = append(opts, tuner.WithResumeOnly())
 			}
