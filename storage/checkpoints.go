@@ -73,6 +73,9 @@ func OpenCheckpointDir(path string, keep Retention) (*CheckpointDir, error) {
 		return nil, fmt.Errorf("checkpoints: order must be \"min\" or \"max\", got %q", keep.Order)
 	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoints: %w", orFolderError(path, err))
+	}
+	if err := folderError(path, nil); err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)
 	}
 	d := &CheckpointDir{path: path, keep: keep}

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -302,6 +304,14 @@ func (db *DB) wrapOpenErr(err error) error {
 	var se sqlite3.Error
 	if errors.As(err, &se) && se.Code == sqlite3.ErrNotADB {
 		return fmt.Errorf("%s is not a gotune results database (not SQLite): choose another file", db.path)
+	}
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrCantOpen || se.Code == sqlite3.ErrReadonly) {
+		if fe := folderError(filepath.Dir(db.path), err); fe != nil {
+			return fmt.Errorf("open %s: %w: SQLite writes files beside a database (its -wal and -shm), even to read it, so choose a folder you can write (or copy the database there)", db.path, fe)
+		}
+		if _, serr := os.Stat(filepath.Dir(db.path)); errors.Is(serr, fs.ErrNotExist) {
+			return fmt.Errorf("open %s: the folder %s does not exist (%w): create it, or choose another path", db.path, filepath.Dir(db.path), serr)
+		}
 	}
 	return fmt.Errorf("open %s: %w", db.path, classify(db.path, err))
 }

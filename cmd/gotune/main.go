@@ -21,10 +21,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 )
 
@@ -59,8 +61,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "Error:", err)
 	var ee *exitError
-	if errors.As(err, &ee) {
+	switch {
+	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, storage.ErrReadOnlyFolder), errors.Is(err, fs.ErrNotExist):
+		// A path that cannot be used: the user must choose another one, or
+		// create the folder or make it writable.
+		return exitBadInput
 	}
 	return exitFailed
 }
