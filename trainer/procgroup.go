@@ -142,6 +142,10 @@ func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
 	pg.a.fail(cause)
 }
 
+// maxQuotedLine bounds each line of a worker's log that an error quotes,
+// in bytes.
+const maxQuotedLine = 300
+
 // exitFailure describes a worker process that ended badly, quoting the end
 // of its log.
 func exitFailure(rank int, p *workers.Process, err error) error {
@@ -153,6 +157,10 @@ func exitFailure(rank int, p *workers.Process, err error) error {
 		b.WriteString("; the end of its log")
 		if p.LogPath() != "" {
 			fmt.Fprintf(&b, " (%s)", p.LogPath())
+		}
+		for i, line := range tail {
+			// A worker's output may hold escape sequences or be long.
+			tail[i] = workers.Printable(line, maxQuotedLine, false)
 		}
 		b.WriteString(":\n    " + strings.Join(tail, "\n    "))
 	}
