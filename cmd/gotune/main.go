@@ -61,9 +61,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "Error:", err)
 	var ee *exitError
+	var ce cli.ExitCoder
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, &ce):
+		// The command line library answers an unknown command so.
+		return exitBadInput
 	case errors.Is(err, storage.ErrReadOnlyFolder), errors.Is(err, fs.ErrNotExist):
 		// A path that cannot be used: the user must choose another one, or
 		// create the folder or make it writable.
