@@ -306,7 +306,9 @@ func (db *DB) wrapOpenErr(err error) error {
 		return fmt.Errorf("%s is not a gotune results database (not SQLite): choose another file", db.path)
 	}
 	if errors.As(err, &se) && (se.Code == sqlite3.ErrCantOpen || se.Code == sqlite3.ErrReadonly) {
-		if fe := folderError(filepath.Dir(db.path), err); fe != nil {
+		// SQLite's own message says "no such file" when it cannot create
+		// a file it needs: leave it out where the folder is why.
+		if fe := folderError(filepath.Dir(db.path), nil); fe != nil {
 			return fmt.Errorf("open %s: %w: SQLite writes files beside a database (its -wal and -shm), even to read it, so choose a folder you can write (or copy the database there)", db.path, fe)
 		}
 		if _, serr := os.Stat(filepath.Dir(db.path)); errors.Is(serr, fs.ErrNotExist) {

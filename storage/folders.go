@@ -40,7 +40,11 @@ func folderError(dir string, err error) error {
 		at = up
 	}
 	const wOK = 2 // access(2)'s W_OK
-	switch aerr := syscall.Access(at, wOK); {
+	aerr := syscall.Access(at, wOK)
+	if abs, err := filepath.Abs(at); err == nil {
+		at = abs
+	}
+	switch {
 	case errors.Is(aerr, syscall.EROFS):
 		return fmt.Errorf("%w: %s is on a read-only file system%s", ErrReadOnlyFolder, at, because(err))
 	case errors.Is(aerr, syscall.EACCES), errors.Is(aerr, syscall.EPERM):

@@ -164,6 +164,16 @@ func (a *attempt) hold(on bool) {
 	}
 }
 
+// diskFull is told that a worker waits for space to write (err) or writes
+// again (nil): the watchdog waits too, so that a full disk does not make
+// the group hung, and the spec's OnDiskFull hears of it.
+func (a *attempt) diskFull(err error) {
+	a.hold(err != nil)
+	if f := a.r.spec.OnDiskFull; f != nil {
+		f(err)
+	}
+}
+
 // cleanup releases what the attempt holds once its workers are gone.
 func (a *attempt) cleanup() {
 	a.stopCtx()

@@ -50,7 +50,7 @@ func (k goroutineKind) runAttempt(a *attempt) {
 			scratchDir: a.scratch,
 			resumeDir:  a.resume.dir,
 			report:     g.report,
-			diskFull:   a.r.spec.OnDiskFull,
+			diskFull:   a.diskFull,
 		}
 		wg.Add(1)
 		go func() {

@@ -187,12 +187,12 @@ func serveControl(a *attempt, g *gather, rank int, p *workers.Process, st *ctlSt
 			}()
 		case m.Done != nil:
 			st.done = m.Done
-		case m.DiskFull != nil && a.r.spec.OnDiskFull != nil:
+		case m.DiskFull != nil:
 			var err error
 			if m.DiskFull.Error != "" {
-				err = errors.New(m.DiskFull.Error)
+				err = errors.New(workers.Printable(m.DiskFull.Error, workers.MaxPeerError, true))
 			}
-			a.r.spec.OnDiskFull(err)
+			a.diskFull(err)
 		}
 	}
 }

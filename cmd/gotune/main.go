@@ -13,8 +13,9 @@
 //	gotune run --listen :7070 sweep.toml     # agents may join:
 //	gotune agent --head HEAD:7070            # on every other node
 //
-// Exit codes: 0 success; 1 the sweep ran but every trial failed, or a query
-// failed; 2 bad usage or bad input.
+// Exit codes: 0 success; 1 the sweep ran but every trial failed, a query
+// failed, or the run was interrupted or failed otherwise; 2 bad usage or
+// bad input (README.md lists every case).
 package main
 
 import (
