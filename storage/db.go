@@ -86,7 +86,7 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // WaitForSpace makes a write that fails because the disk is full (or the
 // file-size limit is reached) wait for space instead of failing: the
 // writer tries its transaction again after pauses that grow from 10 ms to
-// 2 s, until it commits, the write's own context ends, or ctx ends; only
+// 1 s, until it commits, the write's own context ends, or ctx ends; only
 // then does the write fail with ErrDiskFull. Other writes queue behind it
 // meanwhile, and readers go on reading. notify, when not nil, is called
 // from the writer's goroutine with the disk-full error (which names the

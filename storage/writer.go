@@ -51,7 +51,7 @@ type spaceWait struct {
 // Pauses between the tries of a write that waits for space.
 const (
 	firstSpacePause = 10 * time.Millisecond
-	maxSpacePause   = 2 * time.Second
+	maxSpacePause   = time.Second
 )
 
 // WriteStats counts a database's writes since Open.

@@ -200,12 +200,16 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 		return Continue, nil
 	}
 	res := Result{Iteration: k, Time: time.Now(), Metrics: metrics}
+	// Committing the checkpoint and the report may wait for space on a
+	// full disk: the group is not hung meanwhile.
+	a.hold(true)
 	if len(shards) > 0 {
 		if r.spec.Checkpoints == nil {
 			res.Checkpoint = shards
 		} else {
 			dir, err := r.spec.Checkpoints.Commit(k, metrics, shards)
 			if err != nil {
+				a.hold(false)
 				removeAll(shards)
 				return Continue, fmt.Errorf("report %d: commit its checkpoint: %w", k, err)
 			}
@@ -213,7 +217,6 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 			res.CheckpointPath = dir
 		}
 	}
-	a.hold(true)
 	act, err := r.sink.Report(r.ctx, res)
 	a.hold(false)
 	if err != nil {

@@ -77,7 +77,7 @@ func saveCheckpoint(dir, model, optName string, epoch int, sizes []int, params [
 }
 
 // WaitForSpace runs write, and runs it again after pauses that grow from
-// 10 ms to 2 s while it fails because the disk (or a quota, or the
+// 10 ms to 1 s while it fails because the disk (or a quota, or the
 // file-size limit) is full, until it succeeds or ctx ends; then it returns
 // write's error. The launching side hears that the worker waits (the tuner
 // says the sweep is paused) and when it writes again. Built-in models
@@ -86,7 +86,7 @@ func saveCheckpoint(dir, model, optName string, epoch int, sizes []int, params [
 // failure.
 func (w *Worker) WaitForSpace(ctx context.Context, write func() error) error {
 	waited := false
-	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 2*time.Second) {
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		err := write()
 		if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) && !errors.Is(err, syscall.EFBIG) {
 			if waited && err == nil {

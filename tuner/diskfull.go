@@ -57,7 +57,7 @@ func (d *diskWait) notify(err error) {
 // Pauses between the tries of a file write that waits for space.
 const (
 	firstDiskPause = 10 * time.Millisecond
-	maxDiskPause   = 2 * time.Second
+	maxDiskPause   = time.Second
 )
 
 // retry runs write until it does not fail for a full disk, or until the

@@ -56,24 +56,28 @@ func fillFS(t *testing.T, dir string) string {
 // checkpoints, the workers' checkpoint files meet the full disk first;
 // without, the results database does.
 func TestRunPausesWhileTheDiskIsFull(t *testing.T) {
-	for _, tt := range []struct{ name, space string }{
-		{"checkpoints", ""},
-		{"no checkpoints", "checkpoint_every = 0\n"},
+	for _, tt := range []struct{ name, space, trainer string }{
+		{"checkpoints", "", ""},
+		{"no checkpoints", "checkpoint_every = 0\n", ""},
+		{"process workers", "", "isolation = \"process\"\n"},
 	} {
-		t.Run(tt.name, func(t *testing.T) { runOnAFullDisk(t, tt.space) })
+		t.Run(tt.name, func(t *testing.T) { runOnAFullDisk(t, tt.space, tt.trainer) })
 	}
 }
 
-func runOnAFullDisk(t *testing.T, space string) {
-	const trials, epochs = 2, 150
+// runOnAFullDisk is TestRunPausesWhileTheDiskIsFull with space added to
+// [search.space] and trainer to [trainer].
+func runOnAFullDisk(t *testing.T, space, trainer string) {
+	const trials, epochs = 2, 60
 	sweep := liveSweep(t, "full", trials, epochs)
 	body, err := os.ReadFile(sweep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body = []byte(strings.Replace(string(body), "[trainer]\n", space+"[trainer]\n", 1))
-	// No restart allowed: a failure would end its trial in ERROR.
-	body = append(body, "[trainer.failure]\nmax_failures = 0\n[trainer.checkpoint]\nnum_to_keep = 1\n"...)
+	body = []byte(strings.Replace(string(body), "[trainer]\n", space+"[trainer]\n"+trainer, 1))
+	// No restart allowed: a failure, a hung group included, would end its
+	// trial in ERROR.
+	body = append(body, "[trainer.failure]\nmax_failures = 0\nheartbeat_timeout = 1\n[trainer.checkpoint]\nnum_to_keep = 1\n"...)
 	if err := os.WriteFile(sweep, body, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +122,7 @@ func runOnAFullDisk(t *testing.T, space string) {
 			}
 		}
 		before := lastIter(p)
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // past heartbeat_timeout
 		select {
 		case <-p.done:
 			t.Fatalf("the sweep ended on a full disk (%v):\n%s", p.err, p.text())
