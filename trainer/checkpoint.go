@@ -85,18 +85,29 @@ func saveCheckpoint(dir, model, optName string, epoch int, sizes []int, params [
 // rather than failing them. write must be safe to run again after a
 // failure.
 func (w *Worker) WaitForSpace(ctx context.Context, write func() error) error {
+	return whileDiskFull(ctx, write, func(err error) {
+		if err != nil {
+			err = fmt.Errorf("trial %d, worker %d waits for space: %w", w.trial, w.rank, err)
+		}
+		w.tellDiskFull(err)
+	})
+}
+
+// whileDiskFull is WaitForSpace, telling tell of the wait (the error) and
+// of its end (nil).
+func whileDiskFull(ctx context.Context, write func() error, tell func(error)) error {
 	waited := false
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		err := write()
 		if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) && !errors.Is(err, syscall.EFBIG) {
-			if waited && err == nil {
-				w.tellDiskFull(nil)
+			if waited {
+				tell(nil)
 			}
 			return err
 		}
 		if !waited {
 			waited = true
-			w.tellDiskFull(fmt.Errorf("trial %d, worker %d waits for space: %w", w.trial, w.rank, err))
+			tell(err)
 		}
 		t := time.NewTimer(pause)
 		select {

@@ -70,7 +70,12 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 	}
 	pg.wg.Add(1)
 	pg.mu.Unlock()
-	p, err := pg.a.launcher(rank).Start(spec, hooks.onReport)
+	var p *workers.Process
+	// Starting creates the worker's log: on a full disk, wait for space.
+	err := whileDiskFull(pg.a.ctx, func() (err error) {
+		p, err = pg.a.launcher(rank).Start(spec, hooks.onReport)
+		return err
+	}, pg.a.diskFull)
 	if err != nil {
 		pg.wg.Done()
 		err = fmt.Errorf("worker %d: %w", rank, err)
@@ -223,10 +228,11 @@ func (a *attempt) logPath(rank int) string {
 	return filepath.Join(a.r.spec.LogDir, fmt.Sprintf("worker_%d.log", rank))
 }
 
-// checkpointDir creates rank's scratch folder for checkpoints.
+// checkpointDir creates rank's scratch folder for checkpoints, waiting for
+// space on a full disk.
 func (a *attempt) checkpointDir(rank int) (string, error) {
 	dir := filepath.Join(a.scratch, fmt.Sprintf("rank-%d", rank))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := whileDiskFull(a.ctx, func() error { return os.MkdirAll(dir, 0o755) }, a.diskFull); err != nil {
 		return "", fmt.Errorf("checkpoint scratch folder: %w", err)
 	}
 	return dir, nil
