@@ -73,6 +73,9 @@ func OpenCheckpointDir(path string, keep Retention) (*CheckpointDir, error) {
 		return nil, fmt.Errorf("checkpoints: order must be \"min\" or \"max\", got %q", keep.Order)
 	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoints: %w", orFolderError(path, err))
+	}
+	if err := folderError(path, nil); err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)
 	}
 	d := &CheckpointDir{path: path, keep: keep}
@@ -199,7 +202,10 @@ func (d *CheckpointDir) CommitCopy(iteration int, metrics map[string]float64, fr
 // inside their folders, the lower rank's is kept. It returns the committed
 // checkpoint and those the retention removed. Iterations must be committed
 // in increasing order; an iteration that is not newer than the latest
-// committed one is refused.
+// committed one is refused. A commit that fails leaves the shards' files
+// in the first shard's folder (the others' files that it took over
+// included), so trying it again with the same shards commits the same
+// checkpoint.
 func (d *CheckpointDir) Commit(iteration int, metrics map[string]float64, shards []string) (CheckpointInfo, []CheckpointInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -215,6 +221,12 @@ func (d *CheckpointDir) Commit(iteration int, metrics map[string]float64, shards
 	ok := false
 	defer func() {
 		if !ok {
+			// Hand what was taken over back to the first shard, so that
+			// a commit that failed (the disk is full, say) can be tried
+			// again with the same shards and commits the same files.
+			if len(shards) > 0 {
+				mergeInto(shards[0], tmp)
+			}
 			os.RemoveAll(tmp)
 		}
 	}()

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -66,6 +68,7 @@ type Option func(*options)
 type options struct {
 	fullSync bool
 	now      func() time.Time
+	space    *spaceWait
 }
 
 // FullSync makes every commit wait until the operating system has written
@@ -79,6 +82,19 @@ func FullSync() Option { return func(o *options) { o.fullSync = true } }
 // trials, events, workers, checkpoints) with now() instead of the wall
 // clock, for reproducible output. Report and sample times are the caller's.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WaitForSpace makes a write that fails because the disk is full (or the
+// file-size limit is reached) wait for space instead of failing: the
+// writer tries its transaction again after pauses that grow from 10 ms to
+// 1 s, until it commits, the write's own context ends, or ctx ends; only
+// then does the write fail with ErrDiskFull. Other writes queue behind it
+// meanwhile, and readers go on reading. notify, when not nil, is called
+// from the writer's goroutine with the disk-full error (which names the
+// file) when writes start waiting, and with nil when they commit again; it
+// must not block. Close waits for a write that waits.
+func WaitForSpace(ctx context.Context, notify func(err error)) Option {
+	return func(o *options) { o.space = &spaceWait{ctx: ctx, notify: notify} }
+}
 
 // Open opens the database at path for reading and writing, creating it when
 // absent, migrating it to the current schema and starting its writer. Close
@@ -111,7 +127,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 		w.Close()
 		return nil, err
 	}
-	if db.w, err = startWriter(path, w); err != nil {
+	if db.w, err = startWriter(path, w, o.space); err != nil {
 		w.Close()
 		db.r.Close()
 		return nil, err
@@ -288,6 +304,16 @@ func (db *DB) wrapOpenErr(err error) error {
 	var se sqlite3.Error
 	if errors.As(err, &se) && se.Code == sqlite3.ErrNotADB {
 		return fmt.Errorf("%s is not a gotune results database (not SQLite): choose another file", db.path)
+	}
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrCantOpen || se.Code == sqlite3.ErrReadonly) {
+		// SQLite's own message says "no such file" when it cannot create
+		// a file it needs: leave it out where the folder is why.
+		if fe := folderError(filepath.Dir(db.path), nil); fe != nil {
+			return fmt.Errorf("open %s: %w: SQLite writes files beside a database (its -wal and -shm), even to read it, so choose a folder you can write (or copy the database there)", db.path, fe)
+		}
+		if _, serr := os.Stat(filepath.Dir(db.path)); errors.Is(serr, fs.ErrNotExist) {
+			return fmt.Errorf("open %s: the folder %s does not exist (%w): create it, or choose another path", db.path, filepath.Dir(db.path), serr)
+		}
 	}
 	return fmt.Errorf("open %s: %w", db.path, classify(db.path, err))
 }

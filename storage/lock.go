@@ -61,7 +61,7 @@ func (db *DB) LockExperiment(name string) (*ExperimentLock, error) {
 // may be absent, created, or set aside while it is held.
 func LockFolder(dir string) (*ExperimentLock, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, fmt.Errorf("lock folder %s: %w", dir, err)
+		return nil, fmt.Errorf("lock folder %s: %w", dir, orFolderError(filepath.Dir(dir), err))
 	}
 	return lockFile(dir+".lock", func(holder, path string) error {
 		return fmt.Errorf("%w: folder %s is in use by %s (lock %s), a run of the same experiment name with another database; wait for it to end, or choose another name or database folder",
@@ -75,7 +75,7 @@ func LockFolder(dir string) (*ExperimentLock, error) {
 func lockFile(path string, busy func(holder, path string) error) (*ExperimentLock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, fmt.Errorf("lock %s: %w", path, orFolderError(filepath.Dir(path), err))
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()

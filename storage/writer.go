@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // maxBatch bounds how many writes share one transaction.
@@ -35,7 +36,25 @@ type writer struct {
 	writes, commits atomic.Int64
 	// queuedErr is the first failure of a write queued by enqueue.
 	queuedErr atomic.Pointer[error]
+
+	// space, when not nil, makes writes wait while the disk is full; full
+	// is whether they are waiting now (touched by the goroutine only).
+	space *spaceWait
+	full  bool
 }
+
+// spaceWait is what WaitForSpace sets: how long writes may wait for space,
+// and whom to tell.
+type spaceWait struct {
+	ctx    context.Context
+	notify func(err error)
+}
+
+// Pauses between the tries of a write that waits for space.
+const (
+	firstSpacePause = 10 * time.Millisecond
+	maxSpacePause   = time.Second
+)
 
 // WriteStats counts a database's writes since Open.
 type WriteStats struct {
@@ -61,6 +80,7 @@ func (db *DB) WriteStats() WriteStats {
 // fail the others. apply must therefore only write through tx and set its
 // results afresh on each run.
 type writeOp struct {
+	ctx   context.Context // how long it may wait for space
 	apply func(tx *wtx) error
 	// result is buffered and receives exactly once; nil for a write queued
 	// by enqueue, which nobody waits for.
@@ -88,9 +108,10 @@ var hotWrites = []string{insertReport, insertEvent, upsertWorker, insertResource
 
 // startWriter prepares the hot statements on db, a pool of one connection,
 // and starts the goroutine.
-func startWriter(path string, db *sql.DB) (*writer, error) {
+func startWriter(path string, db *sql.DB, space *spaceWait) (*writer, error) {
 	w := &writer{
 		path:     path,
+		space:    space,
 		db:       db,
 		ops:      make(chan *writeOp, maxBatch),
 		done:     make(chan struct{}),
@@ -118,7 +139,7 @@ func (w *writer) do(ctx context.Context, apply func(tx *wtx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	op := &writeOp{apply: apply, result: resultChans.Get().(chan error)}
+	op := &writeOp{ctx: ctx, apply: apply, result: resultChans.Get().(chan error)}
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
@@ -150,7 +171,7 @@ func (w *writer) enqueue(apply func(tx *wtx) error) error {
 	if w.closed {
 		return ErrClosed
 	}
-	w.ops <- &writeOp{apply: apply}
+	w.ops <- &writeOp{ctx: context.Background(), apply: apply}
 	return nil
 }
 
@@ -205,7 +226,7 @@ func (w *writer) run() {
 // in a transaction of its own so that each gets its own answer.
 func (w *writer) commit(batch []*writeOp) {
 	w.writes.Add(int64(len(batch)))
-	err := w.runTx(batch)
+	err := w.runTxWaiting(batch)
 	if err == nil || len(batch) == 1 {
 		for _, op := range batch {
 			w.answer(op, err)
@@ -213,7 +234,56 @@ func (w *writer) commit(batch []*writeOp) {
 		return
 	}
 	for _, op := range batch {
-		w.answer(op, w.runTx([]*writeOp{op}))
+		w.answer(op, w.runTxWaiting([]*writeOp{op}))
+	}
+}
+
+// runTxWaiting is runTx, tried again while the disk is full for as long as
+// WaitForSpace and the contexts of ops allow.
+func (w *writer) runTxWaiting(ops []*writeOp) error {
+	for pause := firstSpacePause; ; pause = min(2*pause, maxSpacePause) {
+		err := w.runTx(ops)
+		if err == nil {
+			if w.full {
+				w.full = false
+				w.tell(nil)
+			}
+			return nil
+		}
+		if !errors.Is(err, ErrDiskFull) || !w.mayWait(ops) {
+			return err
+		}
+		if !w.full {
+			w.full = true
+			w.tell(err)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-w.space.ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+}
+
+// mayWait reports whether a write of ops that found the disk full may wait
+// for space.
+func (w *writer) mayWait(ops []*writeOp) bool {
+	if w.space == nil || w.space.ctx.Err() != nil {
+		return false
+	}
+	for _, op := range ops {
+		if op.ctx.Err() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *writer) tell(err error) {
+	if w.space.notify != nil {
+		w.space.notify(err)
 	}
 }
 

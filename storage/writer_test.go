@@ -285,3 +285,101 @@ func TestDiskFullThenSpaceAgain(t *testing.T) {
 		t.Errorf("trial after refilling: %+v %v", tr, err)
 	}
 }
+
+// TestWaitForSpace fills the database to a cap (SQLite's max_page_count,
+// which makes SQLite itself answer SQLITE_FULL) with WaitForSpace on: the
+// write that does not fit waits instead of failing, the notice comes once
+// with an error that names the file, and when the cap is lifted the write
+// commits, the notice says so, and nothing is lost. A write whose context
+// ends while it waits, and every write once WaitForSpace's context ends,
+// fail with ErrDiskFull.
+func TestWaitForSpace(t *testing.T) {
+	ctx := context.Background()
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	notices := make(chan error, 10)
+	db := mustOpen(t, WaitForSpace(waitCtx, func(err error) { notices <- err }))
+	f := newFixture(t, db, "min", 1)
+	var pages int
+	if err := db.w.db.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	setCap := func(n int) {
+		t.Helper()
+		// The writer's one connection is free while a write waits.
+		if _, err := db.w.db.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setCap(pages + 8)
+	big := map[string]float64{}
+	for k := range 50 {
+		big[fmt.Sprintf("a_rather_long_metric_name_%02d", k)] = float64(k)
+	}
+	report := func(ctx context.Context, it int) error {
+		loss := float64(it)
+		return db.AddReport(ctx, f.trials[0].ID(), Report{Iteration: it, Metrics: big}, &loss)
+	}
+
+	// Fill until a write waits: the notice comes while it is in flight.
+	done := make(chan error, 1)
+	it := 0
+	for waiting := false; !waiting; {
+		it++
+		if it > 10000 {
+			t.Fatal("the database never filled")
+		}
+		go func(it int) { done <- report(ctx, it) }(it)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("report %d: %v", it, err)
+			}
+		case err := <-notices:
+			if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), db.Path()) {
+				t.Fatalf("notice: got %v, want a disk-full error naming %s", err, db.Path())
+			}
+			waiting = true
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("report %d returned %v while the disk was full; want it to wait", it, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	setCap(1000000)
+	if err := <-done; err != nil {
+		t.Fatalf("report %d after space came back: %v", it, err)
+	}
+	if err := <-notices; err != nil {
+		t.Fatalf("notice after space came back: got %v, want nil", err)
+	}
+	if reps, _ := db.Reports(ctx, "e", 1); len(reps) != it {
+		t.Fatalf("%d reports committed, want %d", len(reps), it)
+	}
+
+	// A write whose own context ends while it waits fails, and commits nothing.
+	setCap(pages + 8)
+	for err := error(nil); err == nil; {
+		it++
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		err = report(short, it)
+		cancel()
+		if err != nil && !errors.Is(err, ErrDiskFull) {
+			t.Fatalf("report %d with a deadline: got %v, want ErrDiskFull", it, err)
+		}
+	}
+	if err := <-notices; !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("second notice: got %v, want ErrDiskFull", err)
+	}
+	// Once WaitForSpace's context ends, a waiting write gives up.
+	go func() { done <- report(ctx, it) }()
+	time.Sleep(100 * time.Millisecond)
+	stopWaiting()
+	if err := <-done; !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("report after WaitForSpace's context ended: got %v, want ErrDiskFull", err)
+	}
+	if reps, _ := db.Reports(ctx, "e", 1); len(reps) != it-1 {
+		t.Fatalf("%d reports committed, want %d", len(reps), it-1)
+	}
+}

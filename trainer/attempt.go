@@ -213,6 +213,16 @@ func (a *attempt) hold(on bool) {
 	}
 }
 
+// diskFull is told that a worker waits for space to write (err) or writes
+// again (nil): the watchdog waits too, so that a full disk does not make
+// the group hung, and the spec's OnDiskFull hears of it.
+func (a *attempt) diskFull(err error) {
+	a.hold(err != nil)
+	if f := a.r.spec.OnDiskFull; f != nil {
+		f(err)
+	}
+}
+
 // cleanup releases what the attempt holds once its workers are gone.
 func (a *attempt) cleanup() {
 	a.stopCtx()
@@ -268,12 +278,16 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 		}
 	}
 	res := Result{Iteration: k, Time: time.Now(), Metrics: metrics}
+	// Committing the checkpoint and the report may wait for space on a
+	// full disk: the group is not hung meanwhile.
+	a.hold(true)
 	if len(shards) > 0 {
 		if r.spec.Checkpoints == nil {
 			res.Checkpoint = shards
 		} else {
 			dir, err := r.spec.Checkpoints.Commit(k, metrics, shards)
 			if err != nil {
+				a.hold(false)
 				removeAll(shards)
 				return Continue, fmt.Errorf("report %d: commit its checkpoint: %w", k, err)
 			}
@@ -281,7 +295,6 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 			res.CheckpointPath = dir
 		}
 	}
-	a.hold(true)
 	act, err := r.sink.Report(r.ctx, res)
 	a.hold(false)
 	if err != nil {

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
+	"time"
 )
 
 // CheckpointFile is the file a built-in model writes into each checkpoint
@@ -71,6 +74,55 @@ func saveCheckpoint(dir, model, optName string, epoch int, sizes []int, params [
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
+}
+
+// WaitForSpace runs write, and runs it again after pauses that grow from
+// 10 ms to 1 s while it fails because the disk (or a quota, or the
+// file-size limit) is full, until it succeeds or ctx ends; then it returns
+// write's error. The launching side hears that the worker waits (the tuner
+// says the sweep is paused) and when it writes again. Built-in models
+// write their checkpoints through it, so a full disk pauses their trials
+// rather than failing them. write must be safe to run again after a
+// failure.
+func (w *Worker) WaitForSpace(ctx context.Context, write func() error) error {
+	return whileDiskFull(ctx, write, func(err error) {
+		if err != nil {
+			err = fmt.Errorf("trial %d, worker %d waits for space: %w", w.trial, w.rank, err)
+		}
+		w.tellDiskFull(err)
+	})
+}
+
+// whileDiskFull is WaitForSpace, telling tell of the wait (the error) and
+// of its end (nil).
+func whileDiskFull(ctx context.Context, write func() error, tell func(error)) error {
+	waited := false
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := write()
+		if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) && !errors.Is(err, syscall.EFBIG) {
+			if waited {
+				tell(nil)
+			}
+			return err
+		}
+		if !waited {
+			waited = true
+			tell(err)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+}
+
+func (w *Worker) tellDiskFull(err error) {
+	if w.diskFull != nil {
+		w.diskFull(err)
+	}
 }
 
 // loadCheckpoint reads dir/CheckpointFile into params (those of a network of

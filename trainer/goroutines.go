@@ -69,6 +69,7 @@ func (k goroutineKind) runAttempt(a *attempt) {
 				}
 				return g.report(ctx, rank, metrics, checkpoint, refused)
 			},
+			diskFull: a.diskFull,
 		}
 		wg.Add(1)
 		go func() {

@@ -199,6 +199,10 @@ type Spec struct {
 	// TrialDir is the trial's own folder, in GOTUNE_TRIAL_DIR; "" for none.
 	// The caller creates it.
 	TrialDir string
+	// OnDiskFull, when not nil, is told when a worker waits for space to
+	// write (Worker.WaitForSpace) with the error, which names the file, and
+	// with nil when it writes again. It may be called from any goroutine.
+	OnDiskFull func(err error)
 }
 
 // CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,

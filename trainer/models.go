@@ -336,7 +336,8 @@ func train[T float](ctx context.Context, w *Worker, p *prepared, hp hyperparams)
 			if err != nil {
 				return err
 			}
-			if err := saveCheckpoint(dir, p.model, hp.optim.name, epoch, sizes, params, opt); err != nil {
+			save := func() error { return saveCheckpoint(dir, p.model, hp.optim.name, epoch, sizes, params, opt) }
+			if err := w.WaitForSpace(ctx, save); err != nil {
 				return err
 			}
 			opts = append(opts, WithCheckpoint(dir))

@@ -52,6 +52,13 @@ type ctlMsg struct {
 	Hello  bool       `json:"hello,omitempty"`
 	Report *ctlReport `json:"report,omitempty"`
 	Done   *ctlDone   `json:"done,omitempty"`
+	// DiskFull: the worker waits for space (Error says why), or writes
+	// again (Error is empty).
+	DiskFull *ctlDiskFull `json:"disk_full,omitempty"`
+}
+
+type ctlDiskFull struct {
+	Error string `json:"error,omitempty"`
 }
 
 type ctlReport struct {
@@ -181,6 +188,12 @@ func serveControl(a *attempt, g *gather, rank int, p *workers.Process, st *ctlSt
 			}()
 		case m.Done != nil:
 			st.done = m.Done
+		case m.DiskFull != nil:
+			var err error
+			if m.DiskFull.Error != "" {
+				err = errors.New(workers.Printable(m.DiskFull.Error, workers.MaxPeerError, true))
+			}
+			a.diskFull(err)
 		}
 	}
 }

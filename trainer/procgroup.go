@@ -70,7 +70,12 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 	}
 	pg.wg.Add(1)
 	pg.mu.Unlock()
-	p, err := pg.a.launcher(rank).Start(spec, hooks.onReport)
+	var p *workers.Process
+	// Starting creates the worker's log: on a full disk, wait for space.
+	err := whileDiskFull(pg.a.ctx, func() (err error) {
+		p, err = pg.a.launcher(rank).Start(spec, hooks.onReport)
+		return err
+	}, pg.a.diskFull)
 	if err != nil {
 		pg.wg.Done()
 		err = fmt.Errorf("worker %d: %w", rank, err)
@@ -142,6 +147,10 @@ func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
 	pg.a.fail(cause)
 }
 
+// maxQuotedLine bounds each line of a worker's log that an error quotes,
+// in bytes.
+const maxQuotedLine = 300
+
 // exitFailure describes a worker process that ended badly, quoting the end
 // of its log.
 func exitFailure(rank int, p *workers.Process, err error) error {
@@ -153,6 +162,10 @@ func exitFailure(rank int, p *workers.Process, err error) error {
 		b.WriteString("; the end of its log")
 		if p.LogPath() != "" {
 			fmt.Fprintf(&b, " (%s)", p.LogPath())
+		}
+		for i, line := range tail {
+			// A worker's output may hold escape sequences or be long.
+			tail[i] = workers.Printable(line, maxQuotedLine, false)
 		}
 		b.WriteString(":\n    " + strings.Join(tail, "\n    "))
 	}
@@ -215,10 +228,11 @@ func (a *attempt) logPath(rank int) string {
 	return filepath.Join(a.r.spec.LogDir, fmt.Sprintf("worker_%d.log", rank))
 }
 
-// checkpointDir creates rank's scratch folder for checkpoints.
+// checkpointDir creates rank's scratch folder for checkpoints, waiting for
+// space on a full disk.
 func (a *attempt) checkpointDir(rank int) (string, error) {
 	dir := a.rankScratch(rank)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := whileDiskFull(a.ctx, func() error { return os.MkdirAll(dir, 0o755) }, a.diskFull); err != nil {
 		return "", fmt.Errorf("checkpoint scratch folder: %w", err)
 	}
 	return dir, nil

@@ -63,6 +63,13 @@ func serveWorker(name string) int {
 		return c.done(Permanent(err))
 	}
 	w.report = c.reporter(cancel)
+	w.diskFull = func(err error) {
+		m := &ctlDiskFull{}
+		if err != nil {
+			m.Error = err.Error()
+		}
+		c.send(ctlMsg{DiskFull: m})
+	}
 	err = runWorker(ctx, train, w)
 	w.comm.Close()
 	if ctx.Err() != nil {

@@ -34,6 +34,9 @@ type Worker struct {
 	checkpoints int
 	resumeDir   string
 	report      func(ctx context.Context, rank int, metrics map[string]float64, checkpoint string) error
+	// diskFull tells the launching side that the worker waits for space
+	// (err) or writes again (nil); nil for nobody to tell.
+	diskFull func(err error)
 }
 
 // Experiment is the name of the experiment the trial belongs to.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -46,6 +47,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		StepKey:         t.cfg.Scheduler.TimeAttr,
 		LastStep:        tr.lastStep,
 		Env:             append(slices.Clip(t.env), tc.EnvList()...),
+		OnDiskFull:      t.space.notify,
 	}
 	switch {
 	case t.process != "":
@@ -84,7 +86,7 @@ func (t *Tuner) openCheckpoints(ctx context.Context, rec *storage.Trial) (*trial
 	if err != nil {
 		return nil, err
 	}
-	c := &trialCheckpoints{db: t.db, trialID: rec.ID(), dir: cd, ids: map[string]int64{}}
+	c := &trialCheckpoints{db: t.db, trialID: rec.ID(), dir: cd, space: t.space, ids: map[string]int64{}}
 	records, err := t.db.CheckpointRecords(ctx, t.cfg.Name, rec.Number)
 	if err != nil {
 		return nil, err
@@ -146,6 +148,8 @@ type trialCheckpoints struct {
 	db      *storage.DB
 	trialID int64
 	dir     *storage.CheckpointDir
+	// space makes commits wait while the disk is full.
+	space *diskWait
 
 	mu  sync.Mutex
 	ids map[string]int64 // committed path -> record id
@@ -153,7 +157,12 @@ type trialCheckpoints struct {
 
 // Commit implements trainer.CheckpointStore.
 func (c *trialCheckpoints) Commit(iteration int, metrics map[string]float64, shards []string) (string, error) {
-	info, removed, err := c.dir.Commit(iteration, metrics, shards)
+	var info storage.CheckpointInfo
+	var removed []storage.CheckpointInfo
+	err := c.space.retry("commit the checkpoint of report "+strconv.Itoa(iteration), func() (err error) {
+		info, removed, err = c.dir.Commit(iteration, metrics, shards)
+		return err
+	})
 	if err != nil {
 		return "", err
 	}
@@ -162,7 +171,12 @@ func (c *trialCheckpoints) Commit(iteration int, metrics map[string]float64, sha
 
 // commitCopy commits a copy of another trial's checkpoint folder.
 func (c *trialCheckpoints) commitCopy(iteration int, metrics map[string]float64, from string) (storage.CheckpointInfo, error) {
-	info, removed, err := c.dir.CommitCopy(iteration, metrics, from)
+	var info storage.CheckpointInfo
+	var removed []storage.CheckpointInfo
+	err := c.space.retry("copy checkpoint "+from, func() (err error) {
+		info, removed, err = c.dir.CommitCopy(iteration, metrics, from)
+		return err
+	})
 	if err != nil {
 		return info, err
 	}

@@ -42,6 +42,8 @@ type Tuner struct {
 	gpus *gpuWatch
 	// cluster lends other nodes (WithCluster).
 	cluster *workers.Head
+	// space makes Fit's writes wait while the disk is full.
+	space *diskWait
 }
 
 // Option customises a Tuner.
@@ -83,7 +85,9 @@ func WithSearcher(s Searcher) Option { return func(t *Tuner) { t.searcher = s } 
 func WithScheduler(s schedulers.Scheduler) Option { return func(t *Tuner) { t.scheduler = s } }
 
 // WithDB records results in an already open database instead of the
-// config's Storage file. The tuner does not close it.
+// config's Storage file. The tuner does not close it. Open it with
+// storage.WaitForSpace for results to wait while the disk is full, as the
+// tuner's own database does (checkpoints wait either way).
 func WithDB(db *storage.DB) Option { return func(t *Tuner) { t.db = db } }
 
 // WithManager places trial groups through m, which other tuners may share,
@@ -195,10 +199,14 @@ var ErrAllTrialsFailed = errors.New("every trial failed")
 // restart from their latest checkpoints, and the searcher and the scheduler
 // learn the recorded history first. When ctx ends first, running trials are
 // cancelled and Fit returns ctx's error; what was reported until then stays
-// in the database, and a later Fit continues from there.
+// in the database, and a later Fit continues from there. While the disk is
+// full, Fit pauses: reports, events and checkpoints wait for space (workers
+// wait for their reports' answers), a DiskObserver hears of it, and the
+// sweep goes on once there is space.
 func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
+	t.space = newDiskWait(ctx, t.observer)
 	if t.db == nil {
-		db, err := storage.Open(t.cfg.Storage)
+		db, err := storage.Open(t.cfg.Storage, storage.WaitForSpace(ctx, t.space.notify))
 		if err != nil {
 			return nil, err
 		}

@@ -81,6 +81,7 @@ func RunAgent(ctx context.Context, cfg AgentConfig) error {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
+	cfg.Logf = printableLogf(cfg.Logf)
 	if cfg.Executable == "" {
 		exe, err := os.Executable()
 		if err != nil {

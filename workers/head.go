@@ -114,6 +114,7 @@ func ListenHead(addr string, cfg HeadConfig) (*Head, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
+	cfg.Logf = printableLogf(cfg.Logf)
 	// A connection that stops acknowledging what the head sends (a node
 	// cut off) is closed after the timeout too, so that no send to it
 	// blocks for longer (TCP_USER_TIMEOUT).
@@ -282,7 +283,9 @@ func (h *Head) attach(s *session, n Node, host string) error {
 	if h.closed {
 		return errors.New("the head is shutting down")
 	}
-	base := n.Name
+	// The name is the agent's to choose: it becomes printable and short
+	// before anything shows or stores it.
+	base := Printable(n.Name, MaxNodeName, false)
 	if base == "" {
 		base = "agent"
 	}

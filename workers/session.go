@@ -163,7 +163,7 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 		}
 	case *agentpb.AgentMessage_FetchFailed:
 		if f := s.takeFetch(msg.FetchFailed.Id); f != nil {
-			f.finish(errors.New(msg.FetchFailed.Error))
+			f.finish(errors.New(Printable(msg.FetchFailed.Error, MaxPeerError, true)))
 		}
 	default:
 		return fmt.Errorf("protocol error: unexpected %T", m.Msg)
@@ -174,7 +174,7 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 func exitFromPB(e *agentpb.Exited) error {
 	switch {
 	case e.Error != "":
-		return errors.New(e.Error)
+		return errors.New(Printable(e.Error, MaxPeerError, true))
 	case e.Code == 0:
 		return nil
 	case e.Code < 0:

@@ -121,7 +121,7 @@ func receiveDir(dest string, recv func() (*agentpb.FileChunk, error)) (err error
 			return rerr
 		}
 		if c.Error != "" {
-			return errors.New(c.Error)
+			return errors.New(Printable(c.Error, MaxPeerError, true))
 		}
 		if c.Path != cur || c.Dir {
 			if f != nil {

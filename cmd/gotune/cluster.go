@@ -109,7 +109,7 @@ func agentCommand() *cli.Command {
 		Name:  "agent",
 		Usage: "join this node's resources to a running sweep (gotune run --listen)",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "head", Usage: "the head's `ADDR` (host:port), as its --listen says", Required: true},
+			&cli.StringFlag{Name: "head", Usage: "the head's `ADDR` (host:port), as its --listen says (required)"},
 			tokenFlag(),
 			&cli.StringFlag{Name: "name", Usage: "this node's `NAME` in the sweep (default: the host name); an agent that rejoins under a lost node's name takes its place"},
 			&cli.StringFlag{Name: "host", Usage: "the `ADDR` this node's workers listen on and other nodes reach them at (default: the address this node reaches the head from)"},
@@ -120,6 +120,9 @@ func agentCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return badInput(fmt.Errorf("agent takes no arguments, got %d", c.NArg()))
+			}
+			if c.String("head") == "" {
+				return badInput(errors.New("agent needs --head ADDR: the address the head listens on (gotune run --listen ADDR)"))
 			}
 			cfg := workers.AgentConfig{
 				Head: c.String("head"), Token: c.String("token"), Host: c.String("host"),

@@ -289,6 +289,14 @@ func (v *liveView) OnEvent(trial int, e trainer.Event) {
 	v.queue(fmt.Sprintf("%s  trial %d %s", formatElapsed(time.Since(v.start)), trial, describeEvent(e)))
 }
 
+// OnDiskFull prints above the table that the sweep waits for space, or
+// goes on.
+func (v *liveView) OnDiskFull(err error) {
+	for _, line := range diskFullLines(err) {
+		v.queue(line)
+	}
+}
+
 // Close stops the redraws and leaves a last frame on screen. It must
 // follow Start.
 func (v *liveView) Close() {

@@ -239,3 +239,22 @@ func TestRunWithDashboard(t *testing.T) {
 		t.Error("the dashboard still answers after the sweep ended")
 	}
 }
+
+// TestLiveViewSaysTheDiskIsFull: on a terminal, that the sweep pauses for a
+// full disk, and that it goes on, are printed above the table, once each.
+func TestLiveViewSaysTheDiskIsFull(t *testing.T) {
+	var out syncBuffer
+	snap := liveFixture()
+	v := newLiveView(&out, func() int { return 0 }, func(context.Context) liveSnapshot { return snap })
+	v.draw(t.Context())
+	v.OnDiskFull(fmt.Errorf("%w writing /data/gotune.db", storage.ErrDiskFull))
+	v.draw(t.Context())
+	v.OnDiskFull(nil)
+	v.draw(t.Context())
+	got := out.String()
+	for _, want := range []string{"the disk is full: the sweep is paused", "disk full writing /data/gotune.db", "there is space again: the sweep goes on"} {
+		if strings.Count(got, want) != 1 {
+			t.Errorf("%q printed %d times, want once:\n%s", want, strings.Count(got, want), got)
+		}
+	}
+}

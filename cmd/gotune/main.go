@@ -13,18 +13,21 @@
 //	gotune run --listen :7070 sweep.toml     # agents may join:
 //	gotune agent --head HEAD:7070            # on every other node
 //
-// Exit codes: 0 success; 1 the sweep ran but every trial failed, or a query
-// failed; 2 bad usage or bad input.
+// Exit codes: 0 success; 1 the sweep ran but every trial failed, a query
+// failed, or the run was interrupted or failed otherwise; 2 bad usage or
+// bad input (README.md lists every case).
 package main
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 )
 
@@ -59,8 +62,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "Error:", err)
 	var ee *exitError
-	if errors.As(err, &ee) {
+	var ce cli.ExitCoder
+	switch {
+	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, &ce):
+		// The command line library answers an unknown command so.
+		return exitBadInput
+	case errors.Is(err, storage.ErrReadOnlyFolder), errors.Is(err, fs.ErrNotExist):
+		// A path that cannot be used: the user must choose another one, or
+		// create the folder or make it writable.
+		return exitBadInput
 	}
 	return exitFailed
 }

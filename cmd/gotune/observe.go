@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -34,6 +35,40 @@ func (os observers) OnEvent(trial int, e trainer.Event) {
 		if eo, ok := o.(tuner.EventObserver); ok {
 			eo.OnEvent(trial, e)
 		}
+	}
+}
+
+func (os observers) OnDiskFull(err error) {
+	for _, o := range os {
+		if do, ok := o.(tuner.DiskObserver); ok {
+			do.OnDiskFull(err)
+		}
+	}
+}
+
+// diskNotice says on w (stderr) when the sweep pauses for a full disk and
+// when it goes on.
+type diskNotice struct{ w io.Writer }
+
+func (diskNotice) OnReport(int, trainer.Result)  {}
+func (diskNotice) OnTrialEnd(int, string, error) {}
+
+func (n diskNotice) OnDiskFull(err error) {
+	for _, line := range diskFullLines(err) {
+		fmt.Fprintln(n.w, line)
+	}
+}
+
+// diskFullLines is what gotune run says when the disk fills (err) and
+// when there is space again (nil).
+func diskFullLines(err error) []string {
+	if err == nil {
+		return []string{"gotune: there is space again: the sweep goes on"}
+	}
+	return []string{
+		"gotune: the disk is full: the sweep is paused, and no trial fails for it",
+		"gotune: " + firstLine(err.Error()),
+		"gotune: free some space and the sweep goes on by itself; or stop it (Ctrl-C) and run the same command again later: nothing committed is lost",
 	}
 }
 

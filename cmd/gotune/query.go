@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -26,6 +28,7 @@ func queryCommand(dbFlag cli.Flag) *cli.Command {
 			dbFlag,
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON array of objects"},
 			&cli.BoolFlag{Name: "csv", Usage: "print CSV with a header row"},
+			&cli.DurationFlag{Name: "timeout", Value: defaultQueryTimeout, Usage: "stop the statement after this long (`DURATION`, e.g. 30s or 2m; 0: no limit)"},
 		},
 		Action: func(c *cli.Context) error {
 			q, err := oneArg(c, "the SQL query")
@@ -47,7 +50,19 @@ func queryCommand(dbFlag cli.Flag) *cli.Command {
 			case c.Bool("csv"):
 				w = csvRows
 			}
-			if err := runQuery(c, db, q, w); err != nil {
+			timeout := c.Duration("timeout")
+			if timeout < 0 {
+				return badInput(fmt.Errorf("--timeout %v: want a duration of 0 (no limit) or more", timeout))
+			}
+			ctx, cancel := c.Context, context.CancelFunc(func() {})
+			if timeout > 0 {
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+			}
+			defer cancel()
+			if err := runQuery(ctx, c, db, q, w); err != nil {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					return &exitError{exitFailed, fmt.Errorf("query: stopped after %v (--timeout): the statement ran too long; narrow it (a WITH RECURSIVE needs a condition that ends it) or give it more time with --timeout", timeout)}
+				}
 				return &exitError{exitFailed, fmt.Errorf("query: %w", storage.ExplainRefusal(err))}
 			}
 			return nil
@@ -55,14 +70,18 @@ func queryCommand(dbFlag cli.Flag) *cli.Command {
 	}
 }
 
+// defaultQueryTimeout is how long gotune query lets a statement run.
+const defaultQueryTimeout = 30 * time.Second
+
 // rowWriter prints a query's result: the header, then each row rows
 // yields; it returns the first error of rows or of its own.
 type rowWriter func(out io.Writer, header []string, rows func(yield func(row []any) error) error) error
 
 // runQuery runs q through db's read-only connections and prints its rows
-// with write. A statement that would write fails in SQLite.
-func runQuery(c *cli.Context, db *storage.DB, q string, write rowWriter) error {
-	rows, err := db.Query(c.Context, q)
+// with write. A statement that would write fails in SQLite; when ctx ends,
+// SQLite is interrupted and the statement fails.
+func runQuery(ctx context.Context, c *cli.Context, db *storage.DB, q string, write rowWriter) error {
+	rows, err := db.Query(ctx, q)
 	if err != nil {
 		return err
 	}

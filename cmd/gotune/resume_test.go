@@ -100,7 +100,13 @@ func TestRunContinuesAfterKill9(t *testing.T) {
 
 func trialRows(t *testing.T, db string) []trialJSON {
 	t.Helper()
-	code, out, stderr := runCLI("trials", "--db", db, "--json", "killed")
+	return trialRowsOf(t, db, "killed")
+}
+
+// trialRowsOf is `gotune trials --json` of experiment exp in db.
+func trialRowsOf(t *testing.T, db, exp string) []trialJSON {
+	t.Helper()
+	code, out, stderr := runCLI("trials", "--db", db, "--json", exp)
 	var rows []trialJSON
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
 		t.Fatalf("trials: exit %d\n%s%s", code, out, stderr)

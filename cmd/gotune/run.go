@@ -67,15 +67,15 @@ func runCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "warning: the TensorBoard and CSV files of %v; the sweep goes on\n", err)
 			})
 			defer files.Close()
-			var progress tuner.Observer = &linePrinter{w: out, start: time.Now()}
+			progress := observers{&linePrinter{w: out, start: time.Now()}, diskNotice{c.App.ErrWriter}}
 			var live *liveView
 			var ro *storage.DB // read by the live view once started
 			if f, ok := isTerminal(out); ok {
 				live = newLiveView(out, terminalWidth(f), func(ctx context.Context) liveSnapshot { return sweepSnapshot(ctx, ro, t) })
-				progress = live
+				progress = observers{live}
 			}
 			var tracker *mlflow.Tracker // set once the tuner knows its database
-			obs := observers{progress, files, trackerWake{&tracker}}
+			obs := append(progress, files, trackerWake{&tracker})
 			if w := newSharedDirWatch(cfg, c.App.ErrWriter); w != nil {
 				obs = append(obs, w)
 			}
