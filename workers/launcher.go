@@ -172,7 +172,7 @@ func (l *RemoteLauncher) Start(spec LaunchSpec, onReport func(line string)) (*Pr
 	select {
 	case st := <-started:
 		if st.Error != "" {
-			return fail(fmt.Errorf("node %s: %s", s.name, st.Error))
+			return fail(fmt.Errorf("node %s: %w", s.name, peerError(st.Error)))
 		}
 		p.pid = int(st.Pid)
 	case <-s.ctx.Done():

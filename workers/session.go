@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -163,7 +164,7 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 		}
 	case *agentpb.AgentMessage_FetchFailed:
 		if f := s.takeFetch(msg.FetchFailed.Id); f != nil {
-			f.finish(errors.New(Printable(msg.FetchFailed.Error, MaxPeerError, true)))
+			f.finish(peerError(msg.FetchFailed.Error))
 		}
 	default:
 		return fmt.Errorf("protocol error: unexpected %T", m.Msg)
@@ -171,10 +172,27 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 	return nil
 }
 
+// peerError is a failure an agent reported, as a string. One that names a
+// full disk (or a full quota) on the agent's node wraps that errno, so that
+// the head's callers wait for space there as they do on their own node
+// instead of failing for good.
+type peerError string
+
+func (e peerError) Error() string { return Printable(string(e), MaxPeerError, true) }
+
+func (e peerError) Unwrap() error {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT} {
+		if strings.Contains(string(e), errno.Error()) {
+			return errno
+		}
+	}
+	return nil
+}
+
 func exitFromPB(e *agentpb.Exited) error {
 	switch {
 	case e.Error != "":
-		return errors.New(Printable(e.Error, MaxPeerError, true))
+		return peerError(e.Error)
 	case e.Code == 0:
 		return nil
 	case e.Code < 0:
