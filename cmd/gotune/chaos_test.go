@@ -28,7 +28,7 @@ while [ "$e" -lt "$max" ]; do
 	e=$((e + 1))
 	sleep 0.02
 	d="$GOTUNE_CHECKPOINT_DIR/e$e"
-	mkdir -p "$d" && echo "$e" > "$d/epoch"
+	mkdir -p "$d" && echo "$e" > "$d/epoch" || exit 1 # a full disk
 	loss=$(awk -v x="$x" -v e="$e" 'BEGIN { printf "%.10g", (x - 0.3) * (x - 0.3) + 1 / e }')
 	echo "@gotune {\"epoch\": $e, \"loss\": $loss, \"checkpoint\": \"$d\"}"
 done
@@ -104,12 +104,14 @@ const (
 	killTuner chaosFault = iota
 	killWorker
 	stopTuner
+	fullDisk  // only where the sweep's folder is a small file system
 	killAgent // only where the workers run on an agent
 	numChaosFaults
 )
 
 func (f chaosFault) String() string {
-	return [...]string{"kill -9 of the tuner", "kill -9 of a worker", "SIGSTOP of the tuner past the heartbeat timeout", "kill -9 of the node agent"}[f]
+	return [...]string{"kill -9 of the tuner", "kill -9 of a worker", "SIGSTOP of the tuner past the heartbeat timeout",
+		"a full disk for a while", "kill -9 of the node agent"}[f]
 }
 
 // chaosOutcome is what a sweep is judged by: each trial's configuration,
@@ -191,6 +193,7 @@ func TestChaos(t *testing.T) {
 	t.Setenv("GOTUNE_TOKEN", "chaos")
 	rng := rand.New(rand.NewPCG(seed, 0xc4a05))
 	injected := map[chaosFault]int{}
+	noFullDisk := false
 	for _, sc := range chaosSchedulers {
 		t.Run(sc.name, func(t *testing.T) {
 			base := t.TempDir()
@@ -206,7 +209,12 @@ func TestChaos(t *testing.T) {
 				}
 				dir := filepath.Join(base, where)
 				os.MkdirAll(dir, 0o755)
-				c := &chaos{t: t, rng: rng, injected: injected, dir: dir, name: sc.name, total: total,
+				err := mountSmallFS(t, dir, "64m")
+				if err != nil && !noFullDisk {
+					t.Logf("no full disk among the faults: %v", err)
+					noFullDisk = true
+				}
+				c := &chaos{t: t, rng: rng, injected: injected, dir: dir, name: sc.name, total: total, fillable: err == nil,
 					sweep: chaosSweep(t, dir, sc.name, sc.section), db: filepath.Join(dir, "gotune.db")}
 				c.script = filepath.Join(dir, "worker.sh")
 				if onAgent {
@@ -228,8 +236,8 @@ func TestChaos(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("faults injected: %d kill -9 of the tuner, %d kill -9 of a worker, %d SIGSTOP of the tuner, %d kill -9 of the agent",
-		injected[killTuner], injected[killWorker], injected[stopTuner], injected[killAgent])
+	t.Logf("faults injected: %d kill -9 of the tuner, %d kill -9 of a worker, %d SIGSTOP of the tuner, %d full disks, %d kill -9 of the agent",
+		injected[killTuner], injected[killWorker], injected[stopTuner], injected[fullDisk], injected[killAgent])
 }
 
 // chaos is one disturbed sweep: its files and, when its workers run on an
@@ -241,6 +249,7 @@ type chaos struct {
 	dir, name         string
 	sweep, script, db string
 	total             int
+	fillable          bool // dir is a small file system of its own
 
 	cert, key, addr string
 	agent           *proc
@@ -323,6 +332,9 @@ func (c *chaos) disturb(p *os.Process, exited chan error) bool {
 			continue
 		}
 		f := chaosFault(c.rng.IntN(int(faults)))
+		if f == fullDisk && !c.fillable {
+			continue
+		}
 		switch f {
 		case killTuner:
 			p.Signal(syscall.SIGKILL)
@@ -339,6 +351,11 @@ func (c *chaos) disturb(p *os.Process, exited chan error) bool {
 			p.Signal(syscall.SIGSTOP)
 			time.Sleep(4 * time.Second) // past the heartbeat timeout
 			p.Signal(syscall.SIGCONT)
+			c.injected[f]++
+		case fullDisk:
+			filler := fillFS(c.t, c.dir)
+			time.Sleep(time.Duration(500+c.rng.IntN(1500)) * time.Millisecond)
+			os.Remove(filler)
 			c.injected[f]++
 		case killAgent:
 			c.agent.cmd.Process.Signal(syscall.SIGKILL)

@@ -18,11 +18,19 @@ import (
 func smallFS(t *testing.T, size string) string {
 	t.Helper()
 	dir := t.TempDir()
+	if err := mountSmallFS(t, dir, size); err != nil {
+		t.Skip(err)
+	}
+	return dir
+}
+
+// mountSmallFS mounts a tmpfs of the given size on dir for the test.
+func mountSmallFS(t *testing.T, dir, size string) error {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v: %s", err, out)
+		return fmt.Errorf("cannot mount a small tmpfs to fill (needs root): %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	return dir
+	return nil
 }
 
 // fillFS writes a file in dir until its file system is full and returns
