@@ -11,21 +11,28 @@ import (
 	"time"
 )
 
-// slurmUp brings up the one-node Slurm cluster of scripts/slurm-up.sh (it
-// changes nothing where it is up already). Where that cannot be done, not
-// root or Slurm not installed, the test is skipped, except in CI
+// slurmUp makes sure a Slurm cluster takes jobs: as root it brings up the
+// one-node cluster of scripts/slurm-up.sh (which changes nothing where it is
+// up already); as another user it needs one up. Where there is none, and
+// where Slurm is not installed, the test is skipped, except in CI
 // (GOTUNE_CI=1) where it fails.
 func slurmUp(t *testing.T) {
 	t.Helper()
 	missing := ""
-	if os.Geteuid() != 0 {
-		missing = "root (slurmd and munged run as root)"
-	} else {
-		for _, p := range []string{"sbatch", "slurmctld", "slurmd", "munged"} {
-			if _, err := exec.LookPath(p); err != nil {
-				missing = p + " (apt-get install slurm-wlm munge)"
-				break
-			}
+	for _, p := range []string{"sbatch", "squeue", "scancel", "slurmctld", "slurmd", "munged"} {
+		if _, err := exec.LookPath(p); err != nil {
+			missing = p + " (apt-get install slurm-wlm munge)"
+			break
+		}
+	}
+	if missing == "" && os.Geteuid() == 0 {
+		out, err := exec.Command(filepath.Join(repoRoot, "scripts/slurm-up.sh")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("scripts/slurm-up.sh: %v\n%s", err, out)
+		}
+	} else if missing == "" {
+		if out, _ := exec.Command("sinfo", "-h", "-o", "%T").Output(); !strings.Contains(string(out), "idle") && !strings.Contains(string(out), "mix") {
+			missing = "a Slurm cluster with a node up (run scripts/slurm-up.sh as root)"
 		}
 	}
 	if missing != "" {
@@ -33,10 +40,6 @@ func slurmUp(t *testing.T) {
 			t.Fatalf("the Slurm test needs %s, and GOTUNE_CI is set", missing)
 		}
 		t.Skipf("the Slurm test needs %s", missing)
-	}
-	out, err := exec.Command(filepath.Join(repoRoot, "scripts/slurm-up.sh")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("scripts/slurm-up.sh: %v\n%s", err, out)
 	}
 }
 
@@ -190,4 +193,98 @@ func waitJobGone(t *testing.T, id string, within time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestSlurmCancelAndResubmit cancels a job of deploy/slurm/gotune.sbatch with
+// scancel mid-sweep, as preemption does: gotune exits on the SIGTERM well
+// within KillWait, with no trial failed for it and the interrupted ones
+// left to continue. Submitting the same script again finishes the sweep:
+// exactly num_samples trials, none run twice, each with the results of an
+// undisturbed run (the built-in model resumes from its checkpoints bit for
+// bit).
+func TestSlurmCancelAndResubmit(t *testing.T) {
+	slurmUp(t)
+	const epochs = 100
+	dir := t.TempDir()
+	db := filepath.Join(dir, "gotune.db")
+	job := slurmJob{dir: dir, sweep: slurmSweep(t, dir, "preempted", db, epochs)}
+	id, _ := job.submit(t, false)
+	t.Cleanup(func() { exec.Command("scancel", id).Run() })
+
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if rows, ok := tryTrials(db, "preempted"); ok && len(rows) > 0 && rows[0].Iterations >= 10 {
+			break
+		}
+		if s := jobState(id); s != "PENDING" && s != "RUNNING" {
+			t.Fatalf("job %s is %q before it could be cancelled:\n%s", id, s, job.output(id))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweep of job %s made no progress:\n%s", id, job.output(id))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancelled := time.Now()
+	if out, err := exec.Command("scancel", id).CombinedOutput(); err != nil {
+		t.Fatalf("scancel %s: %v\n%s", id, err, out)
+	}
+	waitJobGone(t, id, time.Minute)
+	// KillWait is 30 s: gotune must have ended before Slurm's SIGKILL.
+	if took := time.Since(cancelled); took > 20*time.Second {
+		t.Errorf("job %s took %v to end after scancel", id, took)
+	}
+	out := job.output(id)
+	if !strings.Contains(out, "interrupted: completed reports are in") {
+		t.Errorf("gotune did not end on its own after the SIGTERM:\n%s", out)
+	}
+	interrupted := 0
+	for _, r := range trialsOf(t, db, "preempted") {
+		switch r.Status {
+		case "RUNNING":
+			interrupted++
+		case "TERMINATED":
+		default:
+			t.Errorf("trial %d is %s after scancel (%s), want RUNNING or TERMINATED:\n%s", r.TrialID, r.Status, r.Error, out)
+		}
+	}
+	if interrupted == 0 {
+		t.Fatalf("scancel interrupted no trial:\n%s", out)
+	}
+
+	id2, err := job.submit(t, true)
+	if err != nil {
+		t.Fatalf("the resubmitted job %s: %v\n%s", id2, err, job.output(id2))
+	}
+	got := trialsOf(t, db, "preempted")
+	want := trialsOf(t, runHere(t, job.sweep), "preempted")
+	if len(got) != 4 {
+		t.Fatalf("%d trials after the resubmission, want exactly 4:\n%s", len(got), job.output(id2))
+	}
+	seen := map[string]int{}
+	restarts := 0
+	for i, r := range got {
+		b, _ := json.Marshal(r.Params)
+		if first, ok := seen[string(b)]; ok {
+			t.Errorf("trial %d repeats trial %d's configuration %s", r.TrialID, first, b)
+		}
+		seen[string(b)] = r.TrialID
+		if r.Status != "TERMINATED" || r.Iterations != epochs {
+			t.Errorf("trial %d: %s with %d iterations, want TERMINATED with %d", r.TrialID, r.Status, r.Iterations, epochs)
+		}
+		if r.LastMetric == nil || want[i].LastMetric == nil || *r.LastMetric != *want[i].LastMetric || *r.BestMetric != *want[i].BestMetric {
+			t.Errorf("trial %d: val_acc last %v best %v, undisturbed %v %v", r.TrialID, r.LastMetric, r.BestMetric, want[i].LastMetric, want[i].BestMetric)
+		}
+		restarts += r.Restarts
+	}
+	if restarts < interrupted {
+		t.Errorf("%d restarts recorded for %d interrupted trials", restarts, interrupted)
+	}
+}
+
+// tryTrials is `gotune trials --json` of experiment name in db, and false
+// where it cannot be read (yet).
+func tryTrials(db, name string) ([]trialJSON, bool) {
+	code, out, _ := runCLI("trials", "--db", db, "--json", name)
+	var rows []trialJSON
+	return rows, code == 0 && json.Unmarshal([]byte(out), &rows) == nil
 }
