@@ -195,15 +195,35 @@ func waitJobGone(t *testing.T, id string, within time.Duration) {
 	}
 }
 
-// TestSlurmCancelAndResubmit cancels a job of deploy/slurm/gotune.sbatch with
-// scancel mid-sweep, as preemption does: gotune exits on the SIGTERM well
-// within KillWait, with no trial failed for it and the interrupted ones
-// left to continue. Submitting the same script again finishes the sweep:
-// exactly num_samples trials, none run twice, each with the results of an
-// undisturbed run (the built-in model resumes from its checkpoints bit for
-// bit).
+// TestSlurmCancelAndResubmit cancels a job of deploy/slurm/gotune.sbatch
+// mid-sweep, as preemption does: by scancel, which signals every step at
+// once, and by SIGTERM to the agents' step first (its workers die of it
+// before the head hears of the end). gotune exits on its SIGTERM well
+// within KillWait, with no trial failed or ended early for it and the
+// interrupted ones left to continue. Submitting the same script again
+// finishes the sweep: exactly num_samples trials, none run twice, each
+// with the results of an undisturbed run (the built-in model resumes from
+// its checkpoints bit for bit).
 func TestSlurmCancelAndResubmit(t *testing.T) {
 	slurmUp(t)
+	for _, c := range []struct {
+		name   string
+		cancel func(id string) error
+	}{
+		{"scancel", func(id string) error { return exec.Command("scancel", id).Run() }},
+		{"agents first", func(id string) error {
+			if err := exec.Command("scancel", "--signal=TERM", id+".0").Run(); err != nil {
+				return err
+			}
+			time.Sleep(300 * time.Millisecond)
+			return exec.Command("scancel", id).Run()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { cancelAndResubmit(t, c.cancel) })
+	}
+}
+
+func cancelAndResubmit(t *testing.T, cancel func(id string) error) {
 	const epochs = 100
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gotune.db")
@@ -225,8 +245,8 @@ func TestSlurmCancelAndResubmit(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancelled := time.Now()
-	if out, err := exec.Command("scancel", id).CombinedOutput(); err != nil {
-		t.Fatalf("scancel %s: %v\n%s", id, err, out)
+	if err := cancel(id); err != nil {
+		t.Fatalf("scancel %s: %v", id, err)
 	}
 	waitJobGone(t, id, time.Minute)
 	// KillWait is 30 s: gotune must have ended before Slurm's SIGKILL.
