@@ -49,31 +49,55 @@ type slurmJob struct {
 	dir, sweep string
 }
 
+// run submits the documented script for the sweep, waits until the job
+// has ended, and returns its id and, where it did not complete with exit
+// code 0, an error saying how it ended.
+func (j slurmJob) run(t *testing.T) (string, error) {
+	t.Helper()
+	id := j.submit(t)
+	waitJobGone(t, id, 2*time.Minute)
+	out, err := exec.Command("scontrol", "-o", "show", "job", id).Output()
+	if err != nil {
+		t.Fatalf("scontrol show job %s: %v", id, err)
+	}
+	state, exit := field(string(out), "JobState"), field(string(out), "ExitCode")
+	if state != "COMPLETED" || exit != "0:0" {
+		return id, fmt.Errorf("job %s ended %s, exit code %s", id, state, exit)
+	}
+	return id, nil
+}
+
+// field is the value of key in scontrol's one-line key=value output.
+func field(line, key string) string {
+	for _, kv := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // submit submits the documented script for the sweep and returns the
-// job's id. wait makes sbatch return only once the job has ended.
-func (j slurmJob) submit(t *testing.T, wait bool, extra ...string) (string, error) {
+// job's id.
+func (j slurmJob) submit(t *testing.T) string {
 	t.Helper()
 	script, err := filepath.Abs(filepath.Join(repoRoot, "deploy/slurm/gotune.sbatch"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--parsable", "--nodes=1", "--cpus-per-task=2", "--chdir=" + j.dir,
-		"--output=" + filepath.Join(j.dir, "job-%j.out")}
-	if wait {
-		args = append(args, "--wait")
-	}
-	args = append(append(args, extra...), script, j.sweep)
+		"--output=" + filepath.Join(j.dir, "job-%j.out"), script, j.sweep}
 	cmd := exec.Command("sbatch", args...)
 	cmd.Env = append(os.Environ(), "GOTUNE="+os.Args[0], "GOTUNE_AS_MAIN=1", "GOTUNE_PORT="+freePort(t))
 	out, err := cmd.Output()
-	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
-	if err != nil && id == "" {
+	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			t.Fatalf("sbatch: %v\n%s", err, ee.Stderr)
 		}
 		t.Fatalf("sbatch: %v", err)
 	}
-	return id, err
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	return id
 }
 
 // output is the job's output file.
@@ -131,7 +155,7 @@ func TestSlurmBatchScript(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gotune.db")
 	job := slurmJob{dir: dir, sweep: slurmSweep(t, dir, "slurm", db, 8)}
-	id, err := job.submit(t, true)
+	id, err := job.run(t)
 	if err != nil {
 		t.Fatalf("job %s: %v\n%s", id, err, job.output(id))
 	}
@@ -196,21 +220,29 @@ func waitJobGone(t *testing.T, id string, within time.Duration) {
 }
 
 // TestSlurmCancelAndResubmit cancels a job of deploy/slurm/gotune.sbatch
-// mid-sweep, as preemption does: by scancel, which signals every step at
-// once, and by SIGTERM to the agents' step first (its workers die of it
-// before the head hears of the end). gotune exits on its SIGTERM well
+// mid-sweep: by scancel, which signals every step at once as preemption
+// does; by SIGTERM to the batch script alone, as --signal=B:TERM@60 does
+// before the time limit; and by SIGTERM to the agents' step first (its
+// workers die of it before the head hears of the end). gotune exits on its SIGTERM well
 // within KillWait, with no trial failed or ended early for it and the
 // interrupted ones left to continue. Submitting the same script again
 // finishes the sweep: exactly num_samples trials, none run twice, each
 // with the results of an undisturbed run (the built-in model resumes from
 // its checkpoints bit for bit).
+// preemptedEpochs is the length of TestSlurmCancelAndResubmit's trials.
+const preemptedEpochs = 40
+
 func TestSlurmCancelAndResubmit(t *testing.T) {
 	slurmUp(t)
+	dir := t.TempDir()
+	undisturbed := trialsOf(t, runHere(t, slurmSweep(t, dir, "preempted", filepath.Join(dir, "unused.db"), preemptedEpochs)), "preempted")
 	for _, c := range []struct {
 		name   string
 		cancel func(id string) error
 	}{
 		{"scancel", func(id string) error { return exec.Command("scancel", id).Run() }},
+		// As --signal=B:TERM@60 does before the time limit.
+		{"batch script only", func(id string) error { return exec.Command("scancel", "--batch", "--signal=TERM", id).Run() }},
 		{"agents first", func(id string) error {
 			if err := exec.Command("scancel", "--signal=TERM", id+".0").Run(); err != nil {
 				return err
@@ -219,16 +251,17 @@ func TestSlurmCancelAndResubmit(t *testing.T) {
 			return exec.Command("scancel", id).Run()
 		}},
 	} {
-		t.Run(c.name, func(t *testing.T) { cancelAndResubmit(t, c.cancel) })
+		t.Run(c.name, func(t *testing.T) { cancelAndResubmit(t, c.cancel, undisturbed) })
 	}
 }
 
-func cancelAndResubmit(t *testing.T, cancel func(id string) error) {
-	const epochs = 100
+// cancelAndResubmit runs the sweep as a job, cancels it, resubmits it and
+// compares the results with want, those of an undisturbed run.
+func cancelAndResubmit(t *testing.T, cancel func(id string) error, want []trialJSON) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gotune.db")
-	job := slurmJob{dir: dir, sweep: slurmSweep(t, dir, "preempted", db, epochs)}
-	id, _ := job.submit(t, false)
+	job := slurmJob{dir: dir, sweep: slurmSweep(t, dir, "preempted", db, preemptedEpochs)}
+	id := job.submit(t)
 	t.Cleanup(func() { exec.Command("scancel", id).Run() })
 
 	deadline := time.Now().Add(time.Minute)
@@ -271,12 +304,11 @@ func cancelAndResubmit(t *testing.T, cancel func(id string) error) {
 		t.Fatalf("scancel interrupted no trial:\n%s", out)
 	}
 
-	id2, err := job.submit(t, true)
+	id2, err := job.run(t)
 	if err != nil {
 		t.Fatalf("the resubmitted job %s: %v\n%s", id2, err, job.output(id2))
 	}
 	got := trialsOf(t, db, "preempted")
-	want := trialsOf(t, runHere(t, job.sweep), "preempted")
 	if len(got) != 4 {
 		t.Fatalf("%d trials after the resubmission, want exactly 4:\n%s", len(got), job.output(id2))
 	}
@@ -288,8 +320,8 @@ func cancelAndResubmit(t *testing.T, cancel func(id string) error) {
 			t.Errorf("trial %d repeats trial %d's configuration %s", r.TrialID, first, b)
 		}
 		seen[string(b)] = r.TrialID
-		if r.Status != "TERMINATED" || r.Iterations != epochs {
-			t.Errorf("trial %d: %s with %d iterations, want TERMINATED with %d", r.TrialID, r.Status, r.Iterations, epochs)
+		if r.Status != "TERMINATED" || r.Iterations != preemptedEpochs {
+			t.Errorf("trial %d: %s with %d iterations, want TERMINATED with %d", r.TrialID, r.Status, r.Iterations, preemptedEpochs)
 		}
 		if r.LastMetric == nil || want[i].LastMetric == nil || *r.LastMetric != *want[i].LastMetric || *r.BestMetric != *want[i].BestMetric {
 			t.Errorf("trial %d: val_acc last %v best %v, undisturbed %v %v", r.TrialID, r.LastMetric, r.BestMetric, want[i].LastMetric, want[i].BestMetric)
