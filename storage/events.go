@@ -25,6 +25,7 @@ const (
 	EventDecision  = "decision"  // a scheduler decision; data e.g. action, rung, cutoff
 	EventParams    = "params"    // a trial's params changed (SetTrialParams); data: the new params
 	EventResize    = "resize"    // an elastic group changed size
+	EventInterrupt = "interrupt" // the run stopped (e.g. on SIGTERM) while the trial ran; a resumed run continues it; data: iteration, checkpoint_iteration
 )
 
 // Event is something that happened to an experiment or one of its trials.

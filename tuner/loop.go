@@ -354,6 +354,9 @@ func (l *loop) onGroupEnd(ctx context.Context, ev event) {
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		// Interrupted: the trial stays RUNNING for a resumed run.
+		l.record(l.t.db.AddEvent(context.WithoutCancel(ctx), l.exp.ID, tr.record.ID(), storage.EventInterrupt,
+			"the run stopped while the trial ran; a resumed run continues it from its latest checkpoint",
+			map[string]any{"iteration": tr.iterations, "checkpoint_iteration": tr.resumeIter}))
 	case errors.Is(err, storage.ErrDiskFull):
 		l.fail(fmt.Errorf("trial %d: %w", tr.number, err))
 	case err != nil:

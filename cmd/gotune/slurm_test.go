@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/storage"
 )
 
 // slurmUp makes sure a Slurm cluster takes jobs: as root it brings up the
@@ -173,7 +175,7 @@ func TestSlurmBatchScript(t *testing.T) {
 			t.Errorf("trial %d: %s with %d iterations, want TERMINATED with 8", r.TrialID, r.Status, r.Iterations)
 		}
 		if r.LastMetric == nil || want[i].LastMetric == nil || *r.LastMetric != *want[i].LastMetric {
-			t.Errorf("trial %d: val_acc %v under Slurm, %v without", r.TrialID, r.LastMetric, want[i].LastMetric)
+			t.Errorf("trial %d: val_acc %v under Slurm, %v without", r.TrialID, num(r.LastMetric), num(want[i].LastMetric))
 		}
 	}
 }
@@ -295,6 +297,10 @@ func cancelAndResubmit(t *testing.T, cancel func(id string) error, want []trialJ
 		switch r.Status {
 		case "RUNNING":
 			interrupted++
+			// Its history says the run stopped while it ran.
+			if code, show, _ := runCLI("show", "--db", db, "preempted", fmt.Sprint(r.TrialID)); code != 0 || !strings.Contains(show, "interrupt") {
+				t.Errorf("trial %d's history has no interrupt event:\n%s", r.TrialID, show)
+			}
 		case "TERMINATED":
 		default:
 			t.Errorf("trial %d is %s after scancel (%s), want RUNNING or TERMINATED:\n%s", r.TrialID, r.Status, r.Error, out)
@@ -324,7 +330,7 @@ func cancelAndResubmit(t *testing.T, cancel func(id string) error, want []trialJ
 			t.Errorf("trial %d: %s with %d iterations, want TERMINATED with %d", r.TrialID, r.Status, r.Iterations, preemptedEpochs)
 		}
 		if r.LastMetric == nil || want[i].LastMetric == nil || *r.LastMetric != *want[i].LastMetric || *r.BestMetric != *want[i].BestMetric {
-			t.Errorf("trial %d: val_acc last %v best %v, undisturbed %v %v", r.TrialID, r.LastMetric, r.BestMetric, want[i].LastMetric, want[i].BestMetric)
+			t.Errorf("trial %d: val_acc last %v best %v, undisturbed %v %v", r.TrialID, num(r.LastMetric), num(r.BestMetric), num(want[i].LastMetric), num(want[i].BestMetric))
 		}
 		restarts += r.Restarts
 	}
@@ -339,4 +345,12 @@ func tryTrials(db, name string) ([]trialJSON, bool) {
 	code, out, _ := runCLI("trials", "--db", db, "--json", name)
 	var rows []trialJSON
 	return rows, code == 0 && json.Unmarshal([]byte(out), &rows) == nil
+}
+
+// num is *p, or nil.
+func num(p *storage.Number) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
