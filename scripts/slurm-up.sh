@@ -2,9 +2,10 @@
 # Brings up a one-node Slurm cluster on this machine, as root, from
 # Debian's slurm-wlm and munge packages: a munge key (made here when there
 # is none), munged, slurmctld and slurmd on the loopback address, one node
-# with the CPUs and memory slurmd finds, and one partition, "gotune". It
-# waits until sinfo shows the node idle. Running it again on a machine
-# where the cluster is up changes nothing.
+# with the CPUs and memory slurmd finds (a job that asks for no memory gets
+# its CPUs' share), and one partition, "gotune". It waits until sinfo shows
+# the node idle. Running it again on a machine where the cluster is up
+# changes nothing; where its configuration changed, it restarts it.
 #
 #   apt-get install -y slurm-wlm munge && scripts/slurm-up.sh
 #
@@ -30,6 +31,8 @@ node=$(hostname -s)
 # The node's hardware as slurmd sees it: CPUs, sockets, cores, threads and
 # RealMemory, so that slurmd never finds less than the configuration says.
 hw=$(slurmd -C | head -1 | sed 's/^NodeName=[^ ]* //')
+cpus=$(sed -n 's/.*CPUs=\([0-9]*\).*/\1/p' <<<"$hw")
+mem=$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$hw")
 
 # munge: a key of our own unless one is there; munged runs as munge.
 install -d -o munge -g munge -m 0700 /etc/munge /var/lib/munge /var/log/munge
@@ -60,7 +63,8 @@ AuthType=auth/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+SelectTypeParameters=CR_CPU_Memory
+DefMemPerCPU=$((mem / cpus))
 MpiDefault=none
 ReturnToService=2
 KillWait=30
@@ -84,11 +88,18 @@ fi
 
 # running PIDFILE reports whether the daemon that wrote PIDFILE still runs.
 running() {
-	[ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+	[ -s "$1" ] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null
 }
-if running /run/slurmctld.pid; then
-	if $changed; then scontrol reconfigure; fi
-else
+if $changed && running /run/slurmctld.pid; then
+	# Some settings (SelectType among them) take a restart: stop the
+	# daemons the Slurm way and start them again below.
+	scontrol shutdown
+	for _ in $(seq 100); do
+		running /run/slurmctld.pid || running /run/slurmd.pid || break
+		sleep 0.1
+	done
+fi
+if ! running /run/slurmctld.pid; then
 	slurmctld
 fi
 if ! running /run/slurmd.pid; then

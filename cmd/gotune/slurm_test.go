@@ -49,6 +49,7 @@ func slurmUp(t *testing.T) {
 // binary standing in for gotune.
 type slurmJob struct {
 	dir, sweep string
+	cpus       int // --cpus-per-task
 }
 
 // run submits the documented script for the sweep, waits until the job
@@ -87,7 +88,7 @@ func (j slurmJob) submit(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--parsable", "--nodes=1", "--cpus-per-task=2", "--chdir=" + j.dir,
+	args := []string{"--parsable", "--nodes=1", fmt.Sprintf("--cpus-per-task=%d", j.cpus), "--chdir=" + j.dir,
 		"--output=" + filepath.Join(j.dir, "job-%j.out"), script, j.sweep}
 	cmd := exec.Command("sbatch", args...)
 	cmd.Env = append(os.Environ(), "GOTUNE="+os.Args[0], "GOTUNE_AS_MAIN=1", "GOTUNE_PORT="+freePort(t))
@@ -150,20 +151,25 @@ num_to_keep = 2
 
 // TestSlurmBatchScript submits deploy/slurm/gotune.sbatch, as docs/cluster.md
 // says, to a real one-node Slurm cluster: the job ends COMPLETED (exit 0),
-// its agent ran under srun with the CPUs Slurm gave its task, and the sweep's
-// results in SQLite are those of the same sweep run without Slurm.
+// its agent ran under srun offering the one CPU Slurm gave its task (read
+// from Slurm's environment), and the sweep's results in SQLite are those of
+// the same sweep run without Slurm.
 func TestSlurmBatchScript(t *testing.T) {
 	slurmUp(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gotune.db")
-	job := slurmJob{dir: dir, sweep: slurmSweep(t, dir, "slurm", db, 8)}
+	// One CPU, fewer than the node has: the agent offers what Slurm gave.
+	job := slurmJob{dir: dir, sweep: slurmSweep(t, dir, "slurm", db, 8), cpus: 1}
 	id, err := job.run(t)
 	if err != nil {
 		t.Fatalf("job %s: %v\n%s", id, err, job.output(id))
 	}
 	out := job.output(id)
-	if !strings.Contains(out, "best trial:") || !strings.Contains(out, "joined") {
+	if !strings.Contains(out, "best trial:") || !strings.Contains(out, "joined from") {
 		t.Errorf("job %s's output lacks the agent's joining or the sweep's summary:\n%s", id, out)
+	}
+	if !strings.Contains(out, ": 1 CPU, ") {
+		t.Errorf("job %s's agent did not offer the 1 CPU Slurm gave its task:\n%s", id, out)
 	}
 	got := trialsOf(t, db, "slurm")
 	want := trialsOf(t, runHere(t, job.sweep), "slurm")
@@ -262,7 +268,7 @@ func TestSlurmCancelAndResubmit(t *testing.T) {
 func cancelAndResubmit(t *testing.T, cancel func(id string) error, want []trialJSON) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gotune.db")
-	job := slurmJob{dir: dir, sweep: slurmSweep(t, dir, "preempted", db, preemptedEpochs)}
+	job := slurmJob{dir: dir, sweep: slurmSweep(t, dir, "preempted", db, preemptedEpochs), cpus: 2}
 	id := job.submit(t)
 	t.Cleanup(func() { exec.Command("scancel", id).Run() })
 
