@@ -265,6 +265,11 @@ func (s *sink) Report(ctx context.Context, r trainer.Result) (trainer.Action, er
 		objective = &value
 	}
 	rep := storage.Report{Iteration: r.Iteration, Time: r.Time, Metrics: r.Metrics}
+	if ctx.Err() != nil && r.CheckpointPath != "" {
+		// The run is stopping and a worker handed over a checkpoint as it
+		// stopped: keep the report; a resumed run tells the scheduler.
+		return trainer.Continue, s.l.t.db.AddReport(context.WithoutCancel(ctx), s.trial.record.ID(), rep, objective)
+	}
 	if err := s.l.t.db.AddReport(ctx, s.trial.record.ID(), rep, objective); err != nil {
 		// The group fails with the error; a full disk ends the run (the
 		// trial stays resumable), anything else fails the trial.

@@ -360,3 +360,46 @@ func num(p *storage.Number) any {
 	}
 	return *p
 }
+
+// TestSlurmCancelKeepsAJustInTimeCheckpoint cancels a Slurm job of a sweep
+// of Python command workers that save a checkpoint only when asked to stop
+// (gotune.should_checkpoint): Slurm's SIGTERM reaches them directly, their
+// agent relays the checkpoints they hand over as they exit, the head keeps
+// them, and the resubmitted job resumes every interrupted trial from the
+// epoch where it stopped.
+func TestSlurmCancelKeepsAJustInTimeCheckpoint(t *testing.T) {
+	slurmUp(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "gotune.db")
+	job := slurmJob{dir: dir, sweep: jitSweep(t, dir, db), cpus: 2}
+	id := job.submit(t)
+	t.Cleanup(func() { exec.Command("scancel", id).Run() })
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if rows, ok := tryTrials(db, "jit"); ok && len(rows) == 2 && rows[0].Iterations >= 5 && rows[1].Iterations >= 5 {
+			break
+		}
+		if s := jobState(id); s != "PENDING" && s != "RUNNING" {
+			t.Fatalf("job %s is %q before it could be cancelled:\n%s", id, s, job.output(id))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweep of job %s made no progress:\n%s", id, job.output(id))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := exec.Command("scancel", id).Run(); err != nil {
+		t.Fatalf("scancel %s: %v", id, err)
+	}
+	waitJobGone(t, id, time.Minute)
+	stopped := map[int]int{}
+	for _, r := range trialsOf(t, db, "jit") {
+		if r.Status != "RUNNING" {
+			t.Fatalf("trial %d is %s after scancel, want RUNNING:\n%s", r.TrialID, r.Status, job.output(id))
+		}
+		stopped[r.TrialID] = r.Iterations
+	}
+	if id2, err := job.run(t); err != nil {
+		t.Fatalf("the resubmitted job %s: %v\n%s", id2, err, job.output(id2))
+	}
+	checkResumedWhereStopped(t, db, stopped)
+}
