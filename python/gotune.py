@@ -36,6 +36,20 @@ with rank 0's j-th), so sharded checkpoints work; a rank that hands over a
 checkpoint once must do so every time, in step with rank 0 (its shard of a
 round before rank 0's report of the next round, as DDP's collectives ensure).
 
+A script can also save a checkpoint just in time when it is stopped (the
+trial is interrupted: gotune itself stops, or a batch system ends the job,
+as Slurm's scancel, preemption and time limit do, with SIGTERM)::
+
+    for epoch in range(start, cfg["epochs"] + 1):
+        loss = train_one_epoch()
+        if gotune.should_checkpoint():         # asked to stop: save now
+            ckpt = gotune.checkpoint_dir()
+            save(os.path.join(ckpt, "model.pt"), epoch)
+            gotune.report(epoch=epoch, loss=loss, checkpoint=ckpt)  # and exit
+        gotune.report(epoch=epoch, loss=loss)
+
+gotune keeps that checkpoint, and the resumed trial starts from it.
+
 Outside gotune (plain python, or torchrun) the helpers fall back to
 torchrun's variables and report lines are still printed, so a script runs
 unchanged.
@@ -51,6 +65,7 @@ TORCHELASTIC_RUN_ID, which the nested launcher sets to its own run's.
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 
@@ -58,6 +73,7 @@ __all__ = [
     "active", "config", "report", "heartbeat", "checkpoint_dir", "resume_dir",
     "world_size", "world_rank", "local_rank", "local_world_size", "node_rank",
     "is_chief", "experiment", "trial_id", "seed", "nested", "trial_dir",
+    "should_checkpoint", "exit_stopped",
 ]
 
 PREFIX = "@gotune"
@@ -158,6 +174,54 @@ def resume_dir():
     return os.environ.get("GOTUNE_RESUME_DIR") or None
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_watching = False
+_stopped_by = None  # the signal that asked this worker to stop
+_told = False  # should_checkpoint has returned True
+
+
+def _on_stop(signum, _frame):
+    global _stopped_by
+    if _stopped_by is None:
+        _stopped_by = signum
+
+
+def should_checkpoint():
+    """True once this worker has been asked to stop (SIGTERM or SIGINT).
+
+    The first call takes over those signals (until then they end the script
+    as usual), so call it from the start of training, once per step. When it
+    returns True, save a checkpoint and hand it over with
+    report(..., checkpoint=path): gotune keeps it even though the trial is
+    being interrupted, and the resumed trial starts from it. That report
+    then ends the process, as the signal would have; a rank that has
+    nothing to report calls exit_stopped() instead. gotune waits for it
+    (10 s by default, then SIGKILL; under Slurm, gotune's agents wait 20 s
+    and Slurm's KillWait is usually 30 s), so save quickly.
+    """
+    global _watching, _told
+    if not _watching:
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, _on_stop)
+        _watching = True
+    _told = _stopped_by is not None
+    return _told
+
+
+def exit_stopped():
+    """End this process as the signal that asked it to stop would have.
+
+    Does nothing when no signal has (see should_checkpoint).
+    """
+    if _stopped_by is None:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(_stopped_by, signal.SIG_DFL)
+    os.kill(os.getpid(), _stopped_by)
+    signal.pause()
+
+
 def report(checkpoint=None, **metrics):
     """Report metrics (finite numbers), with an optional checkpoint folder.
 
@@ -166,7 +230,9 @@ def report(checkpoint=None, **metrics):
 
     Metric names that are not Python identifiers can be passed as
     report(**{"val/loss": 0.4}). Raises ValueError for a value that is not a
-    finite number and for a checkpoint that is not a folder.
+    finite number and for a checkpoint that is not a folder. Once
+    should_checkpoint() has returned True, the report is the worker's last:
+    it ends the process (see exit_stopped).
     """
     line = {}
     for name, value in metrics.items():
@@ -184,6 +250,8 @@ def report(checkpoint=None, **metrics):
             raise ValueError("gotune.report: checkpoint %r is not a folder" % checkpoint)
         line["checkpoint"] = checkpoint
     _emit(line)
+    if _told:
+        exit_stopped()
 
 
 def heartbeat():

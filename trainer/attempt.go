@@ -249,7 +249,17 @@ func (a *attempt) cleanup() {
 // is past the last iteration delivered.
 func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, error) {
 	r := a.r
-	if a.ended().kind != endNone {
+	switch a.ended().kind {
+	case endNone:
+	case endCancelled:
+		// The caller gave up (the run is stopping): a report that hands
+		// over a checkpoint is still committed and told to the sink, so
+		// that a worker that saves one when told to stop resumes from it.
+		if len(shards) > 0 && r.spec.Checkpoints != nil {
+			break
+		}
+		fallthrough
+	default:
 		// The attempt is over (the tuner stopped or paused the trial, or
 		// the group failed): what a worker printed before it noticed is
 		// not the trial's, since a resumed or restarted group reports it

@@ -332,9 +332,10 @@ func (c *collator) run() {
 		c.mu.Unlock()
 
 		switch c.a.ended().kind {
-		case endStopped, endPaused, endResize, endCancelled:
-			// Reports after the decision that ended the attempt, or after
-			// the caller gave up, are not the trial's.
+		case endStopped, endPaused, endResize:
+			// Reports after the decision that ended the attempt are not
+			// the trial's. After the caller gave up, deliver keeps those
+			// that hand over a checkpoint.
 			removeAll(shards)
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gotune/gotune/allreduce"
@@ -30,6 +31,7 @@ type procGroup struct {
 	graceful bool
 	wg       sync.WaitGroup
 	failures []rankFailure
+	outside  bool // a worker died of a signal the group did not send
 }
 
 // rankFailure is a worker process that failed, and when.
@@ -137,6 +139,27 @@ func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
 		cause = exitFailure(rank, p, err)
 	}
 	pg.mu.Lock()
+	if stoppedFromOutside(err) {
+		pg.outside = true
+	}
+	settle := pg.outside
+	pg.mu.Unlock()
+	if settle {
+		// Whatever stopped a worker (a batch system ending the job, an
+		// operator) most likely stops this program too: give its signal
+		// time to arrive, so that the trial is interrupted, not failed.
+		// The other workers' failures wait too: they may be the
+		// consequences.
+		select {
+		case <-time.After(outsideStopSettle):
+		case <-pg.a.ctx.Done():
+		}
+		if pg.a.ended().kind == endCancelled {
+			pg.a.workers.end(rank, WorkerStopped)
+			return
+		}
+	}
+	pg.mu.Lock()
 	if pg.killedAt.IsZero() || p.ExitedAt().Before(pg.killedAt) {
 		pg.failures = append(pg.failures, rankFailure{p.ExitedAt(), cause})
 		pg.a.workers.end(rank, WorkerFailed)
@@ -150,6 +173,18 @@ func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
 // maxQuotedLine bounds each line of a worker's log that an error quotes,
 // in bytes.
 const maxQuotedLine = 300
+
+// outsideStopSettle is how long a worker's death by SIGTERM or SIGINT that
+// the group did not send waits before it fails the attempt.
+const outsideStopSettle = 2 * time.Second
+
+// stoppedFromOutside reports whether err is a worker's death by SIGTERM or
+// SIGINT. The group itself stops workers only after its teardown began, so
+// such a death before that came from outside.
+func stoppedFromOutside(err error) bool {
+	var ee *workers.ExitError
+	return errors.As(err, &ee) && ee.Code < 0 && (ee.Signal == syscall.SIGTERM || ee.Signal == syscall.SIGINT)
+}
 
 // exitFailure describes a worker process that ended badly, quoting the end
 // of its log.

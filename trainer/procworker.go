@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gotune/gotune/workers"
 )
@@ -54,10 +55,15 @@ func serveWorker(name string) int {
 	if train == nil {
 		return c.done(Permanent(fmt.Errorf("no function is registered as %q in %s", name, os.Args[0])))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	caught := make(chan os.Signal, 1)
+	go func() {
+		caught <- <-sigs
+		cancel()
+	}()
 	w, err := workerFromEnv(ctx)
 	if err != nil {
 		return c.done(Permanent(err))
@@ -77,8 +83,35 @@ func serveWorker(name string) int {
 		// consequence of the stop.
 		err = nil
 	}
+	var sig os.Signal
+	select {
+	case sig = <-caught:
+	default:
+		if err != nil {
+			// A signal that ends the whole group (a batch system ending the
+			// job) reaches this process about when its peers' deaths break
+			// its collectives: the failure is the signal's.
+			select {
+			case sig = <-caught:
+			case <-time.After(signalSettle):
+			}
+		}
+	}
+	if sig != nil {
+		// Stopped by a signal, which may not be the launcher's: die of it,
+		// so that an early end is never taken for a finished run.
+		c.done(nil)
+		signal.Reset(sig)
+		syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+		time.Sleep(time.Second)
+		return 1
+	}
 	return c.done(err)
 }
+
+// signalSettle is how long a failed process worker waits for a signal that
+// would explain its failure.
+const signalSettle = 250 * time.Millisecond
 
 // ctlConn is a process worker's end of the control stream.
 type ctlConn struct {

@@ -266,6 +266,11 @@ func (s *sink) Report(ctx context.Context, r trainer.Result) (trainer.Action, er
 		objective = &value
 	}
 	rep := storage.Report{Iteration: r.Iteration, Time: r.Time, Metrics: r.Metrics}
+	if ctx.Err() != nil && r.CheckpointPath != "" {
+		// The run is stopping and a worker handed over a checkpoint as it
+		// stopped: keep the report; a resumed run tells the scheduler.
+		return trainer.Continue, s.l.t.db.AddReport(context.WithoutCancel(ctx), s.trial.record.ID(), rep, objective)
+	}
 	if err := s.l.t.db.AddReport(ctx, s.trial.record.ID(), rep, objective); err != nil {
 		// The group fails with the error; a full disk ends the run (the
 		// trial stays resumable), anything else fails the trial.
@@ -356,6 +361,9 @@ func (l *loop) onGroupEnd(ctx context.Context, ev event) {
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		// Interrupted: the trial stays RUNNING for a resumed run.
+		l.record(l.t.db.AddEvent(context.WithoutCancel(ctx), l.exp.ID, tr.record.ID(), storage.EventInterrupt,
+			"the run stopped while the trial ran; a resumed run continues it from its latest checkpoint",
+			map[string]any{"iteration": tr.iterations, "checkpoint_iteration": tr.resumeIter}))
 	case errors.Is(err, storage.ErrDiskFull):
 		l.fail(fmt.Errorf("trial %d: %w", tr.number, err))
 	case err != nil:

@@ -53,6 +53,11 @@ type AgentConfig struct {
 	Executable string
 	// Retry is the pause between attempts to reach the head; 0 means 1s.
 	Retry time.Duration
+	// StopGrace, when positive, makes the end of RunAgent's context a
+	// graceful stop: the agent sends its worker processes SIGTERM, relays
+	// their last output and exits to the head, and leaves once they are
+	// gone, killing what is left after StopGrace. Zero kills them at once.
+	StopGrace time.Duration
 	// Logf receives a line per join, loss and process start; nil means the
 	// standard logger.
 	Logf func(format string, args ...any)
@@ -234,7 +239,11 @@ type inputCopy struct {
 // session joins the head and serves it until the session ends; joined
 // says whether it got as far as joining.
 func (a *agent) session(ctx context.Context, client agentpb.HeadClient) (joined bool, err error) {
-	sctx, end := context.WithCancelCause(ctx)
+	base := ctx
+	if a.cfg.StopGrace > 0 {
+		base = context.WithoutCancel(ctx) // drain ends the session
+	}
+	sctx, end := context.WithCancelCause(base)
 	defer end(nil)
 	stream, err := client.Session(sctx)
 	if err != nil {
@@ -259,6 +268,10 @@ func (a *agent) session(ctx context.Context, client agentpb.HeadClient) (joined 
 		procs: map[uint64]*agentProc{}, inputs: map[string]*inputCopy{},
 	}
 	a.cfg.Logf("agent: joined the head at %s as node %s (workers listen on %s)", a.cfg.Head, s.name, host)
+	if a.cfg.StopGrace > 0 {
+		stop := context.AfterFunc(ctx, func() { s.drain(context.Cause(ctx)) })
+		defer stop()
+	}
 	err = s.run(stream, time.Duration(w.HeartbeatMillis)*time.Millisecond, time.Duration(w.TimeoutMillis)*time.Millisecond)
 	s.shutdown()
 	return true, err
@@ -381,6 +394,48 @@ func (s *agentSession) proc(id uint64) *agentProc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.procs[id]
+}
+
+// drain stops the session's processes gracefully, waits (up to the stop
+// grace) until they are gone and the head has been sent their exits, and
+// then ends the session with cause.
+func (s *agentSession) drain(cause error) {
+	grace := s.a.cfg.StopGrace
+	s.mu.Lock()
+	procs := make([]*agentProc, 0, len(s.procs))
+	for _, ap := range s.procs {
+		procs = append(procs, ap)
+	}
+	s.mu.Unlock()
+	s.a.cfg.Logf("agent: stopping: SIGTERM to %d worker processes, SIGKILL after %v", len(procs), grace)
+	deadline := time.After(grace)
+	for _, ap := range procs {
+		ap.p.Stop(grace)
+	}
+	relayed := make(chan struct{})
+	go func() {
+		for _, ap := range procs {
+			<-ap.p.Done()
+		}
+		s.wg.Wait() // the relays end once a process's exit is queued
+		for len(s.out) > 0 && s.ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(relayed)
+	}()
+	select {
+	case <-relayed:
+		// The last message may still be on its way: give the head a moment
+		// to end the session itself, as a head that is stopping does.
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(time.Second):
+		case <-deadline:
+		}
+	case <-s.ctx.Done():
+	case <-deadline:
+	}
+	s.end(cause)
 }
 
 // shutdown kills the session's processes, waits for them and for the

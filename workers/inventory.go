@@ -62,8 +62,15 @@ func (g GPU) Label() string {
 // Discover describes this machine: its logical CPUs, total memory, and the
 // GPUs NVML finds. When NVML cannot be used (no NVIDIA driver, no GPU, a
 // build without cgo) the node has no GPUs and GPUNote says why; everything
-// else works as usual.
+// else works as usual. Inside a Slurm job it describes what the job gave
+// this task instead (see InSlurm).
 func Discover() Node {
+	n, _ := InSlurm(discover(), os.Getenv)
+	return n
+}
+
+// discover describes the whole machine.
+func discover() Node {
 	n := Node{Name: hostName(), CPUs: float64(runtime.NumCPU()), Memory: totalMemory()}
 	lib, err := OpenNVML()
 	if err != nil {

@@ -104,6 +104,11 @@ func logTo(w io.Writer) func(string, ...any) {
 	}
 }
 
+// defaultAgentStopGrace is an agent's --stop-grace: well within the 30 s
+// that batch systems commonly leave between SIGTERM and SIGKILL (Slurm's
+// KillWait).
+const defaultAgentStopGrace = 20 * time.Second
+
 func agentCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "agent",
@@ -116,6 +121,7 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "resources", Usage: "offer these resources instead of this machine's, as in `cpus=8,gpus=2,memory=32GiB`"},
 			&cli.BoolFlag{Name: "shared", Usage: "this node sees the head's files at the same paths (a shared file system): checkpoints are not copied"},
 			&cli.StringFlag{Name: "workdir", Usage: "keep the workers' folders under `DIR` (default: a temporary folder)"},
+			&cli.DurationFlag{Name: "stop-grace", Value: defaultAgentStopGrace, Usage: "on SIGTERM or SIGINT, give the workers this long to exit after their own SIGTERM, relaying their last output and exits to the head, then SIGKILL them and leave (0: SIGKILL at once)"},
 		}, tlsFlags("agent")...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
@@ -127,6 +133,7 @@ func agentCommand() *cli.Command {
 			cfg := workers.AgentConfig{
 				Head: c.String("head"), Token: c.String("token"), Host: c.String("host"),
 				Shared: c.Bool("shared"), WorkDir: c.String("workdir"), Logf: logTo(c.App.ErrWriter),
+				StopGrace: c.Duration("stop-grace"),
 			}
 			if cfg.Token == "" {
 				return badInput(errors.New("give the head's token in GOTUNE_TOKEN or --token"))
