@@ -35,7 +35,6 @@ unchanged.
 """
 
 import json
-import math
 import os
 import sys
 import tempfile
@@ -138,11 +137,12 @@ def resume_dir():
 
 
 def report(checkpoint=None, **metrics):
-    """Report metrics (finite numbers), with an optional checkpoint folder.
+    """Report metrics (numbers), with an optional checkpoint folder.
 
     Metric names that are not Python identifiers can be passed as
-    report(**{"val/loss": 0.4}). Raises ValueError for a value that is not a
-    finite number and for a checkpoint that is not a folder.
+    report(**{"val/loss": 0.4}). A diverging trial may report NaN or an
+    infinity: gotune records it as such. Raises ValueError for a value that
+    is not a number and for a checkpoint that is not a folder.
     """
     line = {}
     for name, value in metrics.items():
@@ -151,8 +151,6 @@ def report(checkpoint=None, **metrics):
                 value = value.item()
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError("gotune.report: %s=%r is not a number" % (name, value))
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError("gotune.report: %s=%r is not a finite number" % (name, value))
         line[name] = value
     if checkpoint is not None:
         checkpoint = os.path.abspath(os.fspath(checkpoint))
@@ -173,5 +171,7 @@ def heartbeat():
 
 def _emit(obj):
     # One write per line, flushed at once: the line is the report.
-    sys.stdout.write(PREFIX + " " + json.dumps(obj, allow_nan=False) + "\n")
+    # NaN and infinities are written as NaN, Infinity and -Infinity, which
+    # gotune reads although JSON has no such numbers.
+    sys.stdout.write(PREFIX + " " + json.dumps(obj) + "\n")
     sys.stdout.flush()
