@@ -52,8 +52,7 @@ type attempt struct {
 	mu       sync.Mutex
 	end      attemptEnd
 	teardown func(graceful bool)
-	watchdog *time.Timer
-	hbOff    bool // the watchdog is held while the sink decides
+	watchdog *watchdog // nil without a heartbeat timeout
 	stopCtx  func() bool
 }
 
@@ -70,12 +69,12 @@ func (r *runner) newAttempt(number int) *attempt {
 	// Workers see the caller's context values, but only the attempt's end
 	// cancels them, so that the reason is always known first.
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
-	a.stopCtx = context.AfterFunc(r.ctx, func() { a.finish(attemptEnd{kind: endCancelled, err: r.ctx.Err()}) })
 	if hb := r.spec.Failure.Heartbeat(); hb > 0 {
-		a.watchdog = time.AfterFunc(hb, func() {
+		a.watchdog = startWatchdog(hb, func() {
 			a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb)})
 		})
 	}
+	a.stopCtx = context.AfterFunc(r.ctx, func() { a.finish(attemptEnd{kind: endCancelled, err: r.ctx.Err()}) })
 	return a
 }
 
@@ -105,7 +104,7 @@ func (a *attempt) finish(e attemptEnd) bool {
 	}
 	a.end = e
 	if a.watchdog != nil {
-		a.watchdog.Stop()
+		a.watchdog.close()
 	}
 	teardown := a.teardown
 	a.mu.Unlock()
@@ -139,39 +138,25 @@ func (a *attempt) setFailure(err error) {
 // beat tells the watchdog that the group is alive: rank reported.
 func (a *attempt) beat(rank int) {
 	a.workers.step(a.ctx, rank)
-	a.resetWatchdog()
-}
-
-// resetWatchdog restarts the heartbeat timeout.
-func (a *attempt) resetWatchdog() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.watchdog != nil && a.end.kind == endNone && !a.hbOff {
-		a.watchdog.Reset(a.r.spec.Failure.Heartbeat())
+	if a.watchdog != nil {
+		a.watchdog.beat()
 	}
 }
 
-// hold stops the watchdog while the sink decides; beat restarts it.
+// hold stops the watchdog while the sink decides; turning it off restarts
+// the heartbeat timeout.
 func (a *attempt) hold(on bool) {
-	a.mu.Lock()
-	a.hbOff = on
-	if on && a.watchdog != nil {
-		a.watchdog.Stop()
-	}
-	a.mu.Unlock()
-	if !on {
-		a.resetWatchdog()
+	if a.watchdog != nil {
+		a.watchdog.hold(on)
 	}
 }
 
 // cleanup releases what the attempt holds once its workers are gone.
 func (a *attempt) cleanup() {
 	a.stopCtx()
-	a.mu.Lock()
 	if a.watchdog != nil {
-		a.watchdog.Stop()
+		a.watchdog.close()
 	}
-	a.mu.Unlock()
 	a.cancel()
 	os.RemoveAll(a.scratch)
 }

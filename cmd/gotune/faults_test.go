@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestRunRecordsNonFiniteMetrics runs a command whose report lines carry
@@ -68,4 +71,54 @@ heartbeat_timeout = 1
 func fmtAny(v any) string {
 	b, _ := json.Marshal(v)
 	return strings.Trim(string(b), `"`)
+}
+
+// TestRunStoppedTunerDoesNotBlameItsWorkers stops `gotune run` with
+// SIGSTOP for longer than the heartbeat timeout while its worker reports
+// steadily: on waking, the silence was the tuner's own, so the trial goes
+// on without a restart.
+func TestRunStoppedTunerDoesNotBlameItsWorkers(t *testing.T) {
+	sweep := writeSweep(t, `name = "asleep"
+[objective]
+metric = "loss"
+[search]
+num_samples = 1
+[search.space]
+x = 1
+[trainer]
+command = ["sh", "-c", 'for i in $(seq 1 40); do echo "@gotune {\"epoch\": $i, \"loss\": 1}"; sleep 0.1; done']
+[trainer.failure]
+max_failures = 3
+heartbeat_timeout = 1
+`)
+	db := filepath.Join(t.TempDir(), "gotune.db")
+	cmd := gotune(t, "run", "--db", db, sweep)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for committedReports(db, "asleep") < 3 {
+		select {
+		case err := <-exited:
+			t.Fatalf("the sweep ended before it could be stopped: %v\n%s", err, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(2500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGCONT)
+	if err := <-exited; err != nil {
+		t.Fatalf("gotune run: %v\n%s", err, out.String())
+	}
+	code, js, _ := runCLI("trials", "--db", db, "--json", "asleep")
+	var rows []map[string]any
+	if code != 0 || json.Unmarshal([]byte(js), &rows) != nil || len(rows) != 1 {
+		t.Fatalf("trials: exit %d\n%s", code, js)
+	}
+	if rows[0]["status"] != "TERMINATED" || rows[0]["iterations"] != 40.0 || rows[0]["restarts"] != 0.0 {
+		t.Errorf("trial: %v, want TERMINATED after 40 iterations without a restart\n%s", rows[0], out.String())
+	}
 }
