@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,6 +64,18 @@ type LaunchSpec struct {
 // LaunchSpec asks for one.
 const ControlFD = 3
 
+// TagVar is the environment variable that marks a worker process, and
+// every process it starts that keeps its environment, as the worker's: it
+// finds those that left the worker's process group (setsid) when the
+// worker ends, and lets a later run end what a launcher killed with
+// SIGKILL left running (see KillTagged). A LaunchSpec may set it in Env;
+// StartProcess gives each process a unique one otherwise.
+const TagVar = "GOTUNE_TAG"
+
+// startMu orders starts before the reaper of Subreap: a start holds it for
+// reading until the new process is registered, the reaper for writing.
+var startMu sync.RWMutex
+
 // tailLines is how many of a process's last log lines are kept in memory
 // for error messages.
 const tailLines = 20
@@ -73,8 +86,12 @@ const maxReportLine = 1 << 20
 // Process is a running worker process and its process group. The process
 // leads a group of its own, so that stopping it stops every process it
 // started; when the leader exits, whatever is left of its group is killed,
-// so no descendant outlives it (unless it left the group on purpose, with
-// setsid). On Linux the leader is also killed if the launching process dies.
+// so no descendant outlives it. On Linux a descendant that left the group
+// (setsid) goes with it too: it is in the worker's own cgroup v2 where the
+// system lets this process create one (the worker's log says when not),
+// and otherwise found by the worker's TagVar in its environment. On Linux
+// the leader is also killed if the launching process dies; what it started
+// is then ended by KillTagged in a later run.
 //
 // A Process may also run on another node, started there by its agent (see
 // RemoteLauncher): its output, control stream and exit then travel over
@@ -85,6 +102,8 @@ type Process struct {
 	control io.ReadWriteCloser // nil without a control stream
 	remote  *remoteProc        // nil for a process of this node
 	log     *processLog
+	tag     string  // the value of TagVar in the process's environment
+	cg      *cgroup // the process's own cgroup; nil for none
 	readers sync.WaitGroup
 	done    chan struct{}
 
@@ -121,11 +140,26 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 	}
 	log.onLine = onLog
 	p := &Process{log: log, done: make(chan struct{})}
+	env := spec.Env
+	if env == nil {
+		env = []string{} // nil would mean the launcher's environment
+	}
+	if tag, ok := envValue(env, TagVar); ok && tag != "" {
+		p.tag = tag
+	} else {
+		p.tag = "gotune-" + randomID()
+		env = append(slices.Clip(env), TagVar+"="+p.tag)
+	}
+	cg, cgErr := newCgroup()
+	p.cg = cg
 	var controlFile io.Closer
 	var closeAfterStart []io.Closer
 	fail := func(err error) (*Process, error) {
 		for _, c := range closeAfterStart {
 			c.Close()
+		}
+		if p.cg != nil {
+			p.cg.remove()
 		}
 		log.close()
 		if controlFile != nil {
@@ -144,18 +178,7 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 		return fail(err)
 	}
 	closeAfterStart = append(closeAfterStart, errW)
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        spec.Args,
-		Dir:         spec.Dir,
-		Env:         spec.Env,
-		Stdout:      outW,
-		Stderr:      errW,
-		SysProcAttr: sysProcAttr(),
-	}
-	if cmd.Env == nil {
-		cmd.Env = []string{} // nil would mean the launcher's environment
-	}
+	var extra []*os.File
 	if spec.Control {
 		fds, err := socketpair()
 		if err != nil {
@@ -167,15 +190,46 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 		controlFile = p.control
 		child := os.NewFile(uintptr(fds[1]), "control")
 		closeAfterStart = append(closeAfterStart, child)
-		cmd.ExtraFiles = []*os.File{child} // descriptor 3 == ControlFD
+		extra = []*os.File{child} // descriptor 3 == ControlFD
 	}
-	if err := cmd.Start(); err != nil {
+	newCmd := func() *exec.Cmd {
+		return &exec.Cmd{
+			Path:        path,
+			Args:        spec.Args,
+			Dir:         spec.Dir,
+			Env:         env,
+			Stdout:      outW,
+			Stderr:      errW,
+			ExtraFiles:  extra,
+			SysProcAttr: sysProcAttr(p.cg),
+		}
+	}
+	startMu.RLock()
+	cmd := newCmd()
+	err = cmd.Start()
+	if err != nil && p.cg != nil {
+		// A kernel that cannot start a process in a cgroup (clone3 with
+		// CLONE_INTO_CGROUP came with Linux 5.7): start it without.
+		cgErr = fmt.Errorf("start in cgroup %s: %w", p.cg.path, err)
+		p.cg.remove()
+		p.cg = nil
+		cmd = newCmd()
+		err = cmd.Start()
+	}
+	if err == nil {
+		register(cmd.Process.Pid)
+	}
+	startMu.RUnlock()
+	if err != nil {
 		outR.Close()
 		errR.Close()
 		return fail(fmt.Errorf("launch %s: %w", spec.Args[0], err))
 	}
 	for _, c := range closeAfterStart {
 		c.Close()
+	}
+	if cgErr != nil {
+		p.Logf("no cgroup of its own (%v): a process it starts that leaves its process group is found by its %s only", cgErr, TagVar)
 	}
 	p.cmd, p.pid = cmd, cmd.Process.Pid
 	p.readers.Add(2)
@@ -312,11 +366,23 @@ func (p *Process) Kill() {
 }
 
 // signalLocked signals the whole group while its leader has not been reaped,
-// so that the group id cannot have been reused.
+// so that the group id cannot have been reused, and the processes that
+// left the group.
 func (p *Process) signalLocked(sig syscall.Signal) {
 	if !p.exited {
 		syscall.Kill(-p.pid, sig)
+		p.signalEscaped(sig)
 	}
+}
+
+// signalEscaped signals the processes of the worker outside its process
+// group: those in its cgroup, or without one those that carry its tag.
+func (p *Process) signalEscaped(sig syscall.Signal) int {
+	if p.cg != nil {
+		p.cg.signal(sig)
+		return 0
+	}
+	return signalTagged(func(tag string) bool { return tag == p.tag }, sig)
 }
 
 // Logf writes a line of gotune's own into the process's log, prefixed
@@ -368,6 +434,11 @@ func (p *Process) wait(outR, errR *os.File) {
 		defer p.mu.Unlock()
 		p.exitedAt = time.Now()
 		syscall.Kill(-p.pid, syscall.SIGKILL)
+		// Processes that escaped the group may be starting others: kill
+		// until none is left.
+		for i := 0; i < 10 && p.signalEscaped(syscall.SIGKILL) > 0; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
 		p.exited = true // the group is dead: no signal is sent after this
 		if p.killer != nil {
 			p.killer.Stop()
@@ -387,6 +458,10 @@ func (p *Process) wait(outR, errR *os.File) {
 		<-drained
 	}
 	p.log.close()
+	unregister(p.pid)
+	if p.cg != nil {
+		p.cg.remove()
+	}
 
 	p.mu.Lock()
 	p.err = exitError(err)
