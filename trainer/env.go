@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/gotune/gotune/workers"
 )
 
 // Environment variables of the command-worker contract, plus gotune's own.
@@ -41,12 +43,16 @@ type envSpec struct {
 	config        map[string]any
 	place         rankInfo
 	checkpointDir string
-	resumeDir     string
-	masterAddr    string
-	masterPort    int
-	rendezvous    string
-	group         string
-	host          string
+	// tag marks the worker's processes (workers.TagVar): the absolute
+	// path of its checkpoint folder, unique to the worker and inside its
+	// trial's folder, so that a later run finds what a killed one left.
+	tag        string
+	resumeDir  string
+	masterAddr string
+	masterPort int
+	rendezvous string
+	group      string
+	host       string
 }
 
 // workerEnv returns base (the launcher's environment) without any variable
@@ -86,6 +92,9 @@ func workerEnv(base []string, s envSpec) []string {
 	}
 	if s.host != "" {
 		set = append(set, [2]string{EnvHost, s.host})
+	}
+	if s.tag != "" {
+		set = append(set, [2]string{workers.TagVar, s.tag})
 	}
 	drop := map[string]bool{}
 	for _, kv := range set {

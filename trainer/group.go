@@ -150,7 +150,8 @@ type Spec struct {
 	Launcher Launcher
 	// ScratchDir is where workers write checkpoints before handing them
 	// over; a temporary folder when empty. Put it on the checkpoint store's
-	// file system so that committing is a rename. Run removes it.
+	// file system so that committing is a rename. Run empties it first (what
+	// is there was left by a run that was killed) and removes it at the end.
 	ScratchDir string
 	// LogDir receives one log file per process worker, worker_<rank>.log,
 	// appended to across restarts; "" keeps no log files (a failure's error
@@ -255,6 +256,8 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Summary, error) {
 			return Summary{}, fmt.Errorf("trainer: scratch folder: %w", err)
 		}
 		scratch = dir
+	} else if err := os.RemoveAll(scratch); err != nil {
+		return Summary{}, fmt.Errorf("trainer: empty the scratch folder a killed run left: %w", err)
 	} else if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return Summary{}, fmt.Errorf("trainer: scratch folder: %w", err)
 	}

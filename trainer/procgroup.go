@@ -260,7 +260,12 @@ func (a *attempt) newGroupEnv() (groupEnv, error) {
 }
 
 func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir string) []string {
+	tag, err := filepath.Abs(checkpointDir)
+	if err != nil {
+		tag = "" // the process gets a tag of its own
+	}
 	return append(workerEnv(os.Environ(), envSpec{
+		tag:           tag,
 		experiment:    a.r.spec.Experiment,
 		trial:         a.r.spec.Trial,
 		seed:          a.r.spec.Seed,
