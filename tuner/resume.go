@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
 )
 
 // ErrExperimentExists is returned by Fit when the database already has an
@@ -73,11 +75,38 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 	if err := t.db.ResumeExperiment(ctx, exp.ID); err != nil {
 		return nil, err
 	}
+	if err := t.endLeftovers(ctx, exp.ID); err != nil {
+		return nil, err
+	}
 	l := newLoop(t, exp)
 	if err := l.restore(ctx, st); err != nil {
 		return nil, err
 	}
 	return l, nil
+}
+
+// endLeftovers ends what an interrupted run of the experiment left behind
+// on this node, before its trials restart: the processes its workers
+// started that are still running (a worker process dies with the run that
+// started it, but not what it started), found by their workers.TagVar,
+// which is the worker's scratch folder inside the experiment's checkpoint
+// folder; and the workers the database still shows running. (The trainer
+// empties a trial's scratch folder when the trial restarts.) The
+// experiment's folders are locked, so no live run's worker carries such a
+// tag.
+func (t *Tuner) endLeftovers(ctx context.Context, expID int64) error {
+	root, err := filepath.Abs(filepath.Join(t.checkpointRoot(), t.cfg.Name))
+	if err != nil {
+		return err
+	}
+	if n := workers.KillTagged(root + string(filepath.Separator)); n > 0 {
+		msg := fmt.Sprintf("killed %d processes that workers of the interrupted run left running", n)
+		if err := t.db.AddEvent(ctx, expID, 0, "cleanup", msg, nil); err != nil {
+			return err
+		}
+	}
+	_, err = t.db.EndRunningWorkers(ctx, expID, trainer.WorkerStopped)
+	return err
 }
 
 // identity is what an experiment's configuration must keep for a later run
