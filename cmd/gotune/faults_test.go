@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,4 +124,129 @@ heartbeat_timeout = 1
 	if rows[0]["status"] != "TERMINATED" || rows[0]["iterations"] != 40.0 || rows[0]["restarts"] != 0.0 {
 		t.Errorf("trial: %v, want TERMINATED after 40 iterations without a restart\n%s", rows[0], out.String())
 	}
+}
+
+// leftoverWorker is a command worker that starts a process which leaves
+// its process group (setsid) and notes its pid in the file $1, checks that
+// its scratch folder holds nothing of an earlier run, and reports 30 epochs.
+const leftoverWorker = `
+setsid sleep 1000 >/dev/null 2>&1 &
+echo $! >> "$1"
+if [ -e "$GOTUNE_CHECKPOINT_DIR/mine" ]; then echo "a killed run's scratch" >&2; exit 3; fi
+touch "$GOTUNE_CHECKPOINT_DIR/mine"
+for i in $(seq 1 30); do echo "@gotune {\"epoch\": $i, \"loss\": 1}"; sleep 0.05; done
+`
+
+// running reports whether pid is a process that has not exited.
+func running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestRunAfterKill9LeavesNothingBehind kills `gotune run` with SIGKILL
+// while its worker runs a process that left the worker's process group,
+// and runs the sweep again: the run ends that process, marks the killed
+// run's workers as no longer running, and restarts the trial in an empty
+// scratch folder; and the process the new run's worker leaves behind dies
+// with the worker.
+func TestRunAfterKill9LeavesNothingBehind(t *testing.T) {
+	if _, err := os.Stat("/proc/self/environ"); err != nil {
+		t.Skip("needs /proc")
+	}
+	dir := t.TempDir()
+	script, pids := filepath.Join(dir, "worker.sh"), filepath.Join(dir, "pids")
+	if err := os.WriteFile(script, []byte(leftoverWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sweep := writeSweep(t, fmt.Sprintf(`name = "leftovers"
+[objective]
+metric = "loss"
+[search]
+num_samples = 1
+[search.space]
+x = 1
+[trainer]
+command = ["sh", %q, %q]
+`, script, pids))
+	db := filepath.Join(dir, "gotune.db")
+	readPIDs := func() []int {
+		data, _ := os.ReadFile(pids)
+		var out []int
+		for _, f := range strings.Fields(string(data)) {
+			pid, _ := strconv.Atoi(f)
+			out = append(out, pid)
+		}
+		return out
+	}
+	t.Cleanup(func() {
+		for _, pid := range readPIDs() {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+
+	cmd := gotune(t, "run", "--db", db, sweep)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for committedReports(db, "leftovers") < 2 {
+		select {
+		case err := <-exited:
+			t.Fatalf("the sweep ended before it could be killed: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	left := readPIDs()
+	if len(left) != 1 || !running(left[0]) {
+		t.Fatalf("the killed run left %v, want one process running", left)
+	}
+	countRunning := func() string {
+		_, out, _ := runCLI("query", "--db", db, "--csv", "SELECT count(*) FROM workers WHERE status = 'RUNNING'")
+		return strings.TrimSpace(out)
+	}
+	if got := countRunning(); !strings.HasSuffix(got, "\n1") {
+		t.Fatalf("workers recorded as running after the kill: %q, want 1", got)
+	}
+
+	if out, err := gotune(t, "run", "--db", db, sweep).CombinedOutput(); err != nil {
+		t.Fatalf("the run after the kill: %v\n%s", err, out)
+	}
+	all := readPIDs()
+	for _, pid := range all {
+		if running(pid) {
+			t.Errorf("process %d, which left its worker's process group, is still running", pid)
+		}
+	}
+	if len(all) != 2 {
+		t.Errorf("pids %v, want one of each run", all)
+	}
+	if got := countRunning(); !strings.HasSuffix(got, "\n0") {
+		t.Errorf("workers recorded as running after the sweep: %q, want 0", got)
+	}
+	rows := trialRowsOf(t, db, "leftovers")
+	if len(rows) != 1 || rows[0].Status != "TERMINATED" || rows[0].Iterations != 30 {
+		t.Errorf("trials %+v, want one TERMINATED after 30 iterations", rows)
+	}
+	_, out, _ := runCLI("query", "--db", db, "--csv", "SELECT message FROM events WHERE kind = 'cleanup'")
+	if !strings.Contains(out, "processes that workers of the interrupted run left running") {
+		t.Errorf("cleanup events: %q", out)
+	}
+}
+
+func trialRowsOf(t *testing.T, db, name string) []trialJSON {
+	t.Helper()
+	code, out, stderr := runCLI("trials", "--db", db, "--json", name)
+	var rows []trialJSON
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
+		t.Fatalf("trials: exit %d\n%s%s", code, out, stderr)
+	}
+	return rows
 }

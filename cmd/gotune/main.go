@@ -26,6 +26,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
 )
 
 // Exit codes of the CLI contract.
@@ -48,7 +49,17 @@ func badInput(err error) error { return &exitError{exitBadInput, err} }
 
 func main() {
 	trainer.WorkerMain() // when started as a process worker, runs it and exits
+	subreap()
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// subreap has the processes of workers whose parent exits adopted by gotune
+// rather than by init, so that they are reaped. gotune starts child
+// processes only through package workers, as workers.Subreap requires.
+func subreap() {
+	if err := workers.Subreap(); err != nil {
+		fmt.Fprintf(os.Stderr, "gotune: warning: %v: processes a worker leaves behind go to init\n", err)
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -18,6 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	trainer.WorkerMain() // the process workers of built-in models on agents
 	if os.Getenv("GOTUNE_AS_MAIN") == "1" {
+		subreap()
 		os.Exit(run(os.Args, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
