@@ -326,3 +326,42 @@ func TestKillTagged(t *testing.T) {
 		t.Errorf("%d of another experiment was killed", other)
 	}
 }
+
+// TestSubreap runs itself again as a program that calls Subreap and
+// starts a worker whose child starts a process and exits: the orphan is
+// adopted by the program rather than by init, dies with the worker, and
+// is reaped.
+func TestSubreap(t *testing.T) {
+	if os.Getenv("GOTUNE_TEST_SUBREAP") != "1" {
+		if _, err := os.Stat("/proc/self/stat"); err != nil {
+			t.Skip("needs /proc")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSubreap$", "-test.v")
+		cmd.Env = append(os.Environ(), "GOTUNE_TEST_SUBREAP=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return
+	}
+	if err := Subreap(); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	p, got := shell(t, `sh -c 'setsid sleep 1000 >/dev/null 2>&1 & echo $! > "$0"' `+pidFile+`; echo "@pid $(cat `+pidFile+`)"; sleep 100`, "@pid ")
+	waitFor(t, func() bool { return len(got.get()) == 1 })
+	pid, _ := strconv.Atoi(got.get()[0])
+	waitFor(t, func() bool { _, ok := processTag(pid); return ok })
+	if ppid, _, _ := procStat(pid); ppid != os.Getpid() {
+		t.Errorf("the orphan's parent is %d, want this process, %d", ppid, os.Getpid())
+	}
+	p.Kill()
+	wait(t, p)
+	for range 300 {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return // killed and reaped
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, state, _ := procStat(pid)
+	t.Errorf("the orphan %d is still there, in state %c", pid, state)
+}
