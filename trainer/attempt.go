@@ -54,6 +54,7 @@ type attempt struct {
 	teardown func(graceful bool)
 	watchdog *watchdog // nil without a heartbeat timeout
 	stopCtx  func() bool
+	refusals int // report lines refused so far
 }
 
 func (r *runner) newAttempt(number int) *attempt {
@@ -141,6 +142,29 @@ func (a *attempt) beat(rank int) {
 	if a.watchdog != nil {
 		a.watchdog.beat()
 	}
+}
+
+// maxRefusalEvents is how many refused report lines an attempt tells its
+// EventSink of; the workers' logs keep every one.
+const maxRefusalEvents = 5
+
+// refused tells the EventSink that a report line of rank was refused, for
+// the reason msg, unless the attempt has told it of maxRefusalEvents
+// already. It may be called from any goroutine.
+func (a *attempt) refused(rank int, msg string) {
+	a.mu.Lock()
+	a.refusals++
+	n := a.refusals
+	a.mu.Unlock()
+	if a.r.events == nil || n > maxRefusalEvents {
+		return
+	}
+	cause := fmt.Sprintf("worker %d: %s", rank, msg)
+	if n == maxRefusalEvents {
+		cause += fmt.Sprintf(" (the attempt's %dth refused line: further ones are only in the workers' logs)", n)
+	}
+	e := Event{Kind: EventReportRefused, Time: time.Now(), Cause: cause, Attempt: a.number, Workers: a.size()}
+	a.r.events.Event(a.r.ctx, e) // a record for people: its failure is not the trial's
 }
 
 // hold stops the watchdog while the sink decides; turning it off restarts

@@ -76,10 +76,16 @@ const (
 	EventRestart EventKind = "restart"
 	// EventResize: an elastic group grew and starts again, larger.
 	EventResize EventKind = "resize"
+	// EventReportRefused: a command worker printed a report line that was
+	// refused (malformed, or over workers.MaxReportLine), which Cause
+	// explains; the group goes on. Only the first few of an attempt are
+	// told; the worker's log keeps every one.
+	EventReportRefused EventKind = "report_refused"
 )
 
 // Event is a restart or a resize of a trial's group, told to an EventSink
-// just before the new group starts.
+// just before the new group starts, or a report line refused, told as the
+// worker prints it.
 type Event struct {
 	Kind EventKind
 	Time time.Time

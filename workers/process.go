@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,8 +81,26 @@ var startMu sync.RWMutex
 // for error messages.
 const tailLines = 20
 
-// maxReportLine bounds a report line; a longer line goes to the log.
-const maxReportLine = 1 << 20
+// MaxReportLine bounds a report line, in bytes: a longer line goes to the
+// log, and the report handler receives OversizeReport's line in its place.
+const MaxReportLine = 1 << 20
+
+// OversizeReport is the line a report handler receives in place of a
+// report line of n bytes, over MaxReportLine: it starts with a NUL byte,
+// which no report line holds (JSON cannot), and ParseOversizeReport reads
+// it back.
+func OversizeReport(n int) string { return "\x00oversize " + strconv.Itoa(n) }
+
+// ParseOversizeReport reports whether line is one that OversizeReport
+// made, and the size of the report line it stands for.
+func ParseOversizeReport(line string) (n int, ok bool) {
+	rest, ok := strings.CutPrefix(line, "\x00oversize ")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil
+}
 
 // Process is a running worker process and its process group. The process
 // leads a group of its own, so that stopping it stops every process it
@@ -117,7 +136,8 @@ type Process struct {
 // StartProcess starts spec's process. onReport, when not nil, receives every
 // stdout line that starts with spec.ReportPrefix, without the prefix and
 // the line end, in order, from one goroutine; while it runs, the process's
-// stdout is not read. It fails when the program cannot be found or started;
+// stdout is not read. A report line longer than MaxReportLine goes to the
+// log, and onReport receives OversizeReport's line in its place. It fails when the program cannot be found or started;
 // such an error names the program.
 func StartProcess(spec LaunchSpec, onReport func(line string)) (*Process, error) {
 	return startProcess(spec, onReport, nil)
@@ -502,24 +522,40 @@ func (p *Process) readStdout(r io.ReadCloser, prefix string, onReport func(strin
 	defer p.readers.Done()
 	defer r.Close()
 	pre := []byte(prefix)
-	readLines(r, func(line []byte, complete bool) {
-		if complete && len(pre) > 0 && onReport != nil && bytes.HasPrefix(line, pre) {
-			onReport(string(line[len(pre):]))
+	report := func(line []byte) bool { return len(pre) > 0 && onReport != nil && bytes.HasPrefix(line, pre) }
+	longReport, size := false, 0
+	readLines(r, func(piece []byte, start, end bool) {
+		if start && end && report(piece) {
+			onReport(string(piece[len(pre):]))
 			return
 		}
-		p.log.writeLine(line)
+		if start {
+			longReport, size = report(piece), 0
+		}
+		size += len(piece)
+		if start || len(piece) > 0 {
+			p.log.writeLine(piece)
+		}
+		if end && longReport {
+			onReport(OversizeReport(size))
+		}
 	})
 }
 
 func (p *Process) readStderr(r io.ReadCloser) {
 	defer p.readers.Done()
 	defer r.Close()
-	readLines(r, func(line []byte, _ bool) { p.log.writeLine(line) })
+	readLines(r, func(piece []byte, start, _ bool) {
+		if start || len(piece) > 0 {
+			p.log.writeLine(piece)
+		}
+	})
 }
 
 // readLines calls f with each line of r, without its line end. A line
-// longer than maxReportLine is passed in pieces with complete false.
-func readLines(r io.Reader, f func(line []byte, complete bool)) {
+// longer than MaxReportLine is passed in pieces: start is true for a line's
+// first piece and end for its last, both for a line passed whole.
+func readLines(r io.Reader, f func(piece []byte, start, end bool)) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
 	long := false
@@ -527,15 +563,15 @@ func readLines(r io.Reader, f func(line []byte, complete bool)) {
 		chunk, err := br.ReadSlice('\n')
 		line = append(line, chunk...)
 		if err == bufio.ErrBufferFull {
-			if len(line) > maxReportLine {
-				f(line, false)
+			if len(line) > MaxReportLine {
+				f(line, !long, false)
 				line, long = line[:0], true
 			}
 			continue
 		}
-		if len(line) > 0 {
+		if len(line) > 0 || long {
 			line = bytes.TrimRight(line, "\r\n")
-			f(line, !long)
+			f(line, !long, true)
 		}
 		line, long = line[:0], false
 		if err != nil {

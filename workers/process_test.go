@@ -209,14 +209,20 @@ func TestProcessControlStream(t *testing.T) {
 }
 
 func TestProcessLongLines(t *testing.T) {
-	// A report line over the limit goes to the log in pieces; the lines
-	// after it still work.
+	// A report line over the limit goes to the log in pieces, and the
+	// report handler hears of it; the lines after it still work.
 	p, got := shell(t, `printf "@x "; head -c 3000000 /dev/zero | tr "\0" a; echo; echo "@x ok"`, "@x")
 	if err := wait(t, p); err != nil {
 		t.Fatal(err)
 	}
-	if r := got.get(); len(r) != 1 || r[0] != " ok" {
-		t.Errorf("report lines: %d, want just \" ok\"", len(r))
+	if r := got.get(); len(r) != 2 || r[0] != OversizeReport(3000003) || r[1] != " ok" {
+		t.Errorf("report lines: %.40q, want the oversize line's stand-in, then \" ok\"", r)
+	}
+	if n, ok := ParseOversizeReport(OversizeReport(3000003)); !ok || n != 3000003 {
+		t.Errorf("ParseOversizeReport: %d, %v", n, ok)
+	}
+	if _, ok := ParseOversizeReport(` {"a": 1}`); ok {
+		t.Error("ParseOversizeReport takes a report line for an oversize one")
 	}
 	fi, err := os.Stat(p.LogPath())
 	if err != nil || fi.Size() < 3000000 {

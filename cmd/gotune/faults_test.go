@@ -250,3 +250,40 @@ func trialRowsOf(t *testing.T, db, name string) []trialJSON {
 	}
 	return rows
 }
+
+// TestRunRecordsARefusedReportLine runs a command that prints a report
+// line over the size limit and a malformed one: each is an event on the
+// trial, which goes on.
+func TestRunRecordsARefusedReportLine(t *testing.T) {
+	sweep := writeSweep(t, `name = "oversize"
+[objective]
+metric = "loss"
+[search]
+num_samples = 1
+[search.space]
+x = 1
+[trainer]
+command = ["sh", "-c", '''
+printf '@gotune {"loss": 1, "pad": "'; head -c 2000000 /dev/zero | tr '\0' a; echo '"}'
+echo '@gotune {"loss": oops}'
+echo '@gotune {"loss": 2}'
+''']
+`)
+	db := filepath.Join(t.TempDir(), "gotune.db")
+	out, err := gotune(t, "run", "--db", db, sweep).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gotune run: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "report_refused: worker 0: a report line of 2000030 bytes is over the limit") {
+		t.Errorf("gotune run does not say a line was refused:\n%s", out)
+	}
+	_, events, _ := runCLI("query", "--db", db, "--csv", "SELECT message FROM events WHERE kind = 'report_refused' ORDER BY id")
+	if !strings.Contains(events, "worker 0: a report line of 2000030 bytes is over the limit of 1048576: it is in the worker's log") ||
+		!strings.Contains(events, "malformed report line") {
+		t.Errorf("events of refused lines:\n%s", events)
+	}
+	rows := trialRowsOf(t, db, "oversize")
+	if len(rows) != 1 || rows[0].Status != "TERMINATED" || rows[0].Iterations != 1 {
+		t.Errorf("trials %+v, want one TERMINATED after 1 iteration", rows)
+	}
+}

@@ -286,8 +286,7 @@ func (v *liveView) OnTrialEnd(trial int, status string, err error) {
 
 // OnEvent prints a restart or a resize above the table.
 func (v *liveView) OnEvent(trial int, e trainer.Event) {
-	v.queue(fmt.Sprintf("%s  trial %d %s with %d workers from iteration %d: %s",
-		formatElapsed(time.Since(v.start)), trial, e.Kind, e.Workers, e.Iteration, firstLine(e.Cause)))
+	v.queue(fmt.Sprintf("%s  trial %d %s", formatElapsed(time.Since(v.start)), trial, eventLine(e)))
 }
 
 // Close stops the redraws and leaves a last frame on screen. It must

@@ -133,8 +133,16 @@ func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 }
 
 func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
-	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s with %d workers from iteration %d: %s\n",
-		time.Since(p.start).Seconds(), trial, e.Kind, e.Workers, e.Iteration, firstLine(e.Cause))
+	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s\n", time.Since(p.start).Seconds(), trial, eventLine(e))
+}
+
+// eventLine describes a group's event in one line.
+func eventLine(e trainer.Event) string {
+	switch e.Kind {
+	case trainer.EventRestart, trainer.EventResize:
+		return fmt.Sprintf("%s with %d workers from iteration %d: %s", e.Kind, e.Workers, e.Iteration, firstLine(e.Cause))
+	}
+	return fmt.Sprintf("%s: %s", e.Kind, firstLine(e.Cause))
 }
 
 // firstLine is s up to its first line break.
