@@ -35,6 +35,15 @@ type LaunchSpec struct {
 	// with its folders. "" keeps no log file (the last lines are still kept
 	// in memory: see Process.Tail).
 	LogPath string `json:"log_path,omitempty"`
+	// LogMaxBytes caps the log file: a line that would take it past the
+	// cap first rotates it (LogPath becomes LogPath.1, LogPath.1 becomes
+	// LogPath.2, and so on up to LogKeep, the oldest dropped) and starts a
+	// new file. Only a line longer than the cap itself makes a file pass
+	// it. 0 means no cap.
+	LogMaxBytes Bytes `json:"log_max_bytes,omitempty"`
+	// LogKeep is how many rotated files are kept besides LogPath; with 0
+	// the file starts over empty when it reaches LogMaxBytes.
+	LogKeep int `json:"log_keep,omitempty"`
 	// ReportPrefix marks the stdout lines handed to the report handler
 	// instead of the log. "" hands over no line.
 	ReportPrefix string `json:"report_prefix,omitempty"`
@@ -154,7 +163,7 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 	if err != nil {
 		return nil, err
 	}
-	log, err := openProcessLog(spec.LogPath)
+	log, err := openProcessLog(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -583,27 +592,55 @@ func readLines(r io.Reader, f func(piece []byte, start, end bool)) {
 // processLog is a process's log file and its last lines.
 type processLog struct {
 	path   string
+	max    int64 // rotate rather than pass it; 0: never
+	keep   int
 	onLine func(line string) // set before the process starts; nil for none
 	mu     sync.Mutex
 	f      *os.File
+	size   int64 // of f
 	last   [tailLines]string
 	n      int
 }
 
-func openProcessLog(path string) (*processLog, error) {
-	l := &processLog{path: path}
-	if path == "" {
+// openProcessLog opens spec's log file, to append to it.
+func openProcessLog(spec LaunchSpec) (*processLog, error) {
+	l := &processLog{path: spec.LogPath, max: int64(spec.LogMaxBytes), keep: max(spec.LogKeep, 0)}
+	if l.path == "" {
 		return l, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
 		return nil, fmt.Errorf("launch: log folder: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("launch: log: %w", err)
 	}
+	if fi, err := f.Stat(); err == nil {
+		l.size = fi.Size()
+	}
 	l.f = f
 	return l, nil
+}
+
+// rotate moves the log file to path.1 (after moving path.1 to path.2 and
+// so on) and starts a new one. Called with mu held; on an error the
+// process's output is no longer logged, but still read.
+func (l *processLog) rotate() {
+	l.f.Close()
+	l.f, l.size = nil, 0
+	if l.keep == 0 {
+		os.Remove(l.path)
+	}
+	for i := l.keep; i >= 1; i-- {
+		from := l.path
+		if i > 1 {
+			from = fmt.Sprintf("%s.%d", l.path, i-1)
+		}
+		os.Rename(from, fmt.Sprintf("%s.%d", l.path, i))
+	}
+	if f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644); err == nil {
+		l.f = f
+	}
 }
 
 // writeLine logs a line of the process's output.
@@ -621,9 +658,18 @@ func (l *processLog) write(line []byte, own bool) {
 		l.last[l.n%tailLines] = string(line)
 		l.n++
 	}
-	if l.f != nil {
-		l.f.Write(append(line, '\n'))
+	if l.f == nil {
+		return
 	}
+	data := append(line, '\n')
+	if l.max > 0 && l.size > 0 && l.size+int64(len(data)) > l.max {
+		l.rotate()
+		if l.f == nil {
+			return
+		}
+	}
+	n, _ := l.f.Write(data)
+	l.size += int64(n)
 }
 
 func (l *processLog) tail() []string {

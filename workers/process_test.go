@@ -371,3 +371,49 @@ func TestSubreap(t *testing.T) {
 	_, state, _ := procStat(pid)
 	t.Errorf("the orphan %d is still there, in state %c", pid, state)
 }
+
+// TestProcessLogRotates caps a chatty process's log: the file is rotated
+// into LogKeep older files, none past the cap, and the newest lines are in
+// the current file.
+func TestProcessLogRotates(t *testing.T) {
+	for _, keep := range []int{0, 2} {
+		logPath := filepath.Join(t.TempDir(), "worker.log")
+		p, err := StartProcess(LaunchSpec{
+			Args:        []string{"sh", "-c", `for i in $(seq 1 100); do printf "line %03d %090d\n" $i 0; done`},
+			Env:         os.Environ(),
+			LogPath:     logPath,
+			LogMaxBytes: 1000,
+			LogKeep:     keep,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(t, p); err != nil {
+			t.Fatal(err)
+		}
+		var files []string
+		for i := 0; i <= keep+1; i++ {
+			path := logPath
+			if i > 0 {
+				path = fmt.Sprintf("%s.%d", logPath, i)
+			}
+			data, err := os.ReadFile(path)
+			if i == keep+1 {
+				if err == nil {
+					t.Errorf("keep %d: %s is there, want at most %d rotated files", keep, path, keep)
+				}
+				continue
+			}
+			if err != nil || len(data) == 0 || len(data) > 1000 {
+				t.Errorf("keep %d: %s: %d bytes, %v; want 1 to 1000", keep, path, len(data), err)
+			}
+			files = append(files, string(data))
+		}
+		if !strings.HasSuffix(files[0], fmt.Sprintf("line 100 %090d\n", 0)) {
+			t.Errorf("keep %d: the current file does not end with the last line:\n%s", keep, files[0])
+		}
+		if keep > 0 && !strings.HasPrefix(files[1], "line") {
+			t.Errorf("keep %d: the rotated file:\n%s", keep, files[1])
+		}
+	}
+}
