@@ -145,6 +145,8 @@ func (k *commandKind) runAttempt(a *attempt) {
 			Dir:          k.dir,
 			Env:          a.env(ge, rank, places[rank], dir),
 			LogPath:      a.logPath(rank),
+			LogMaxBytes:  a.r.spec.LogMaxBytes,
+			LogKeep:      a.r.spec.LogKeep,
 			ReportPrefix: ReportPrefix,
 		}
 		a.launchFolders(&spec, dir)

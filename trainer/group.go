@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gotune/gotune/workers"
 )
 
 // Action is the tuner's answer to a report.
@@ -163,6 +165,10 @@ type Spec struct {
 	// appended to across restarts; "" keeps no log files (a failure's error
 	// still quotes the worker's last lines).
 	LogDir string
+	// LogMaxBytes caps each log file of LogDir, which is rotated into up to
+	// LogKeep older files (see Config.LogMaxBytes); 0 means no cap.
+	LogMaxBytes workers.Bytes
+	LogKeep     int
 	// Env holds extra NAME=value variables for every process and command
 	// worker, after the ones the command-worker contract sets.
 	Env []string

@@ -43,6 +43,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		Delivered:       tr.iterations,
 		Env:             t.env,
 	}
+	spec.LogMaxBytes, spec.LogKeep = tc.LogLimits()
 	switch {
 	case t.process != "":
 		spec.Process = t.process

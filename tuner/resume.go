@@ -128,6 +128,7 @@ type identity struct {
 func (c Config) identity(space map[string]string) identity {
 	var id identity
 	id.Seed, id.Objective, id.Scheduler, id.Trainer = c.Seed, c.Objective, c.Scheduler, c.Trainer
+	id.Trainer.LogMaxBytes, id.Trainer.LogKeep = 0, 0 // how much of the workers' logs is kept may change too
 	id.Search.Algorithm, id.Search.NumSamples, id.Search.Seed = c.Search.Algorithm, c.Search.NumSamples, c.Search.Seed
 	id.Search.Space = space
 	return id

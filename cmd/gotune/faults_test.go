@@ -287,3 +287,38 @@ echo '@gotune {"loss": 2}'
 		t.Errorf("trials %+v, want one TERMINATED after 1 iteration", rows)
 	}
 }
+
+// TestRunRotatesWorkerLogs runs a chatty command with a small cap on its
+// log: the log is rotated, and only log_keep older files are kept.
+func TestRunRotatesWorkerLogs(t *testing.T) {
+	sweep := writeSweep(t, `name = "chatty"
+[objective]
+metric = "loss"
+[search]
+num_samples = 1
+[search.space]
+x = 1
+[trainer]
+command = ["sh", "-c", 'for i in $(seq 1 200); do printf "line %03d %090d\n" $i 0; done; echo "@gotune {\"loss\": 1}"']
+log_max_bytes = "2KiB"
+log_keep = 1
+`)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "gotune.db")
+	if out, err := gotune(t, "run", "--db", db, sweep).CombinedOutput(); err != nil {
+		t.Fatalf("gotune run: %v\n%s", err, out)
+	}
+	log := filepath.Join(dir, "logs", "chatty", "trial_1", "worker_0.log")
+	for _, path := range []string{log, log + ".1"} {
+		fi, err := os.Stat(path)
+		if err != nil || fi.Size() == 0 || fi.Size() > 2048 {
+			t.Errorf("%s: %v; want 1 to 2048 bytes", path, err)
+		}
+	}
+	if _, err := os.Stat(log + ".2"); err == nil {
+		t.Errorf("%s.2 is there: log_keep = 1", log)
+	}
+	if data, _ := os.ReadFile(log); !strings.Contains(string(data), fmt.Sprintf("line 200 %090d\n", 0)) {
+		t.Errorf("the log does not end with the last line:\n%s", data)
+	}
+}
