@@ -136,8 +136,8 @@ func removeStaleCgroups(root string) {
 		}
 		owner, _, _ := strings.Cut(rest, "-")
 		pid, err := strconv.Atoi(owner)
-		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
-			continue
+		if err != nil || pid == os.Getpid() || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue // not gotune's, or its owner may live
 		}
 		path := filepath.Join(root, e.Name())
 		os.WriteFile(filepath.Join(path, "cgroup.kill"), []byte("1"), 0)

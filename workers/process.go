@@ -146,8 +146,9 @@ type Process struct {
 // stdout line that starts with spec.ReportPrefix, without the prefix and
 // the line end, in order, from one goroutine; while it runs, the process's
 // stdout is not read. A report line longer than MaxReportLine goes to the
-// log, and onReport receives OversizeReport's line in its place. It fails when the program cannot be found or started;
-// such an error names the program.
+// log, and onReport receives OversizeReport's line in its place. It fails
+// when the program cannot be found or started; such an error names the
+// program.
 func StartProcess(spec LaunchSpec, onReport func(line string)) (*Process, error) {
 	return startProcess(spec, onReport, nil)
 }
