@@ -269,11 +269,13 @@ func KillTagged(prefix string) int {
 	return total
 }
 
-// started are the pids of the processes StartProcess started and has not
-// reaped yet: the reaper of Subreap leaves them to their exec.Cmd.
+// started counts, by pid, the processes StartProcess started and has not
+// reaped yet: the reaper of Subreap leaves them to their exec.Cmd. It
+// counts rather than marks, because a new process may get the pid of one
+// reaped a moment ago before that one is unregistered.
 var (
 	startedMu sync.Mutex
-	started   = map[int]bool{}
+	started   = map[int]int{}
 	reaping   sync.Once
 )
 
@@ -282,20 +284,22 @@ var (
 func register(pid int) {
 	startedMu.Lock()
 	defer startedMu.Unlock()
-	started[pid] = true
+	started[pid]++
 }
 
 // unregister forgets a process once it has been reaped.
 func unregister(pid int) {
 	startedMu.Lock()
 	defer startedMu.Unlock()
-	delete(started, pid)
+	if started[pid]--; started[pid] <= 0 {
+		delete(started, pid)
+	}
 }
 
 func isStarted(pid int) bool {
 	startedMu.Lock()
 	defer startedMu.Unlock()
-	return started[pid]
+	return started[pid] > 0
 }
 
 // Subreap makes this process the subreaper of its descendants (Linux 3.4

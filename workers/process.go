@@ -474,6 +474,7 @@ func (p *Process) wait(outR, errR *os.File) {
 			p.killer.Stop()
 		}
 	})
+	unregister(p.pid)
 
 	// The pipes reach end of file once every process that holds them is
 	// gone. One that escaped the group could hold them forever: stop
@@ -488,7 +489,6 @@ func (p *Process) wait(outR, errR *os.File) {
 		<-drained
 	}
 	p.log.close()
-	unregister(p.pid)
 	if p.cg != nil {
 		p.cg.remove()
 	}
