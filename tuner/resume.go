@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -75,7 +76,7 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 	if err := t.db.ResumeExperiment(ctx, exp.ID); err != nil {
 		return nil, err
 	}
-	if err := t.endLeftovers(ctx, exp.ID); err != nil {
+	if err := t.endLeftovers(ctx, st); err != nil {
 		return nil, err
 	}
 	l := newLoop(t, exp)
@@ -90,11 +91,11 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 // started that are still running (a worker process dies with the run that
 // started it, but not what it started), found by their workers.TagVar,
 // which is the worker's scratch folder inside the experiment's checkpoint
-// folder; and the workers the database still shows running. (The trainer
-// empties a trial's scratch folder when the trial restarts.) The
-// experiment's folders are locked, so no live run's worker carries such a
-// tag.
-func (t *Tuner) endLeftovers(ctx context.Context, expID int64) error {
+// folder; the trials' scratch folders; and the workers the database still
+// shows running. The experiment's folders are locked, so no live run's
+// worker carries such a tag.
+func (t *Tuner) endLeftovers(ctx context.Context, st *storage.ResumeState) error {
+	expID := st.Experiment.ID
 	root, err := filepath.Abs(filepath.Join(t.checkpointRoot(), t.cfg.Name))
 	if err != nil {
 		return err
@@ -103,6 +104,11 @@ func (t *Tuner) endLeftovers(ctx context.Context, expID int64) error {
 		msg := fmt.Sprintf("killed %d processes that workers of the interrupted run left running", n)
 		if err := t.db.AddEvent(ctx, expID, 0, "cleanup", msg, nil); err != nil {
 			return err
+		}
+	}
+	for _, ts := range st.Trials {
+		if err := os.RemoveAll(storage.ScratchDir(t.TrialDir(ts.Trial.Number))); err != nil {
+			return fmt.Errorf("trial %d: remove the scratch folder of the interrupted run: %w", ts.Trial.Number, err)
 		}
 	}
 	_, err = t.db.EndRunningWorkers(ctx, expID, trainer.WorkerStopped)
