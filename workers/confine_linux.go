@@ -305,11 +305,17 @@ func isStarted(pid int) bool {
 // Subreap makes this process the subreaper of its descendants (Linux 3.4
 // and later): a process of a worker whose parent exits is adopted by this
 // process rather than by init, so that it stays in reach, and a goroutine
-// reaps such adopted processes as they exit. Call it early in main, in a
-// program that starts child processes only through this package: from then
-// on, the goroutine reaps every child process that StartProcess did not
-// start, which an exec.Cmd of the program's own would then fail to wait for.
+// reaps such adopted processes as they exit. It also has the first worker
+// process start a warden (see WardenMain), which kills what the workers
+// started should this process be killed with SIGKILL. Call it early in
+// main, after WardenMain, in a program that starts child processes only
+// through this package: from then on, the goroutine reaps every child
+// process that StartProcess did not start, which an exec.Cmd of the
+// program's own would then fail to wait for.
 func Subreap() error {
+	warden.Lock()
+	warden.wanted = true
+	warden.Unlock()
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("become a subreaper: %w", err)
 	}

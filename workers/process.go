@@ -261,6 +261,9 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 	if cgErr != nil {
 		p.Logf("no cgroup of its own (%v): a process it starts that leaves its process group is found by its %s only", cgErr, TagVar)
 	}
+	if err := p.watch(true); err != nil {
+		p.Logf("%v: should gotune be killed, what this process started is ended by the next run only", err)
+	}
 	p.cmd, p.pid = cmd, cmd.Process.Pid
 	p.readers.Add(2)
 	go p.readStdout(outR, spec.ReportPrefix, onReport)
@@ -475,6 +478,7 @@ func (p *Process) wait(outR, errR *os.File) {
 		}
 	})
 	unregister(p.pid)
+	p.watch(false)
 
 	// The pipes reach end of file once every process that holds them is
 	// gone. One that escaped the group could hold them forever: stop

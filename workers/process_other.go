@@ -37,6 +37,12 @@ func KillTagged(prefix string) int { return 0 }
 // this platform has no subreapers, so it does nothing.
 func Subreap() error { return nil }
 
+// WardenMain runs the warden of Subreap on Linux; this platform has none,
+// so it returns at once.
+func WardenMain() {}
+
+func (p *Process) watch(bool) error { return nil }
+
 func register(int)   {}
 func unregister(int) {}
 

@@ -148,16 +148,43 @@ func running(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
+// wardenOf returns the pid of the warden that gotune process pid started.
+func wardenOf(t *testing.T, pid int) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		w, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.Contains(string(env), "\x00GOTUNE_WARDEN=1\x00") {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				return w
+			}
+		}
+	}
+	t.Fatalf("gotune (pid %d) has no warden", pid)
+	return 0
+}
+
 // TestRunAfterKill9LeavesNothingBehind kills `gotune run` with SIGKILL
-// while its worker runs a process that left the worker's process group,
-// and runs the sweep again: the run ends that process, marks the killed
-// run's workers as no longer running, and restarts the trial in an empty
-// scratch folder; and the process the new run's worker leaves behind dies
-// with the worker.
+// while its worker runs a process that left the worker's process group.
+// Its warden kills that process at once. When the warden is killed too,
+// running the sweep again ends that process, marks the killed run's
+// workers as no longer running, and restarts the trial in an empty scratch
+// folder; and the process the new run's worker leaves behind dies with the
+// worker.
 func TestRunAfterKill9LeavesNothingBehind(t *testing.T) {
 	if _, err := os.Stat("/proc/self/environ"); err != nil {
 		t.Skip("needs /proc")
 	}
+	t.Run("warden", func(t *testing.T) { testKill9LeavesNothingBehind(t, false) })
+	t.Run("rerun", func(t *testing.T) { testKill9LeavesNothingBehind(t, true) })
+}
+
+func testKill9LeavesNothingBehind(t *testing.T, killWarden bool) {
 	dir := t.TempDir()
 	script, pids := filepath.Join(dir, "worker.sh"), filepath.Join(dir, "pids")
 	if err := os.WriteFile(script, []byte(leftoverWorker), 0o644); err != nil {
@@ -202,11 +229,26 @@ command = ["sh", %q, %q]
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	if killWarden {
+		syscall.Kill(wardenOf(t, cmd.Process.Pid), syscall.SIGKILL)
+	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-exited
 	left := readPIDs()
-	if len(left) != 1 || !running(left[0]) {
-		t.Fatalf("the killed run left %v, want one process running", left)
+	if len(left) != 1 {
+		t.Fatalf("the killed run left %v, want one process", left)
+	}
+	if !killWarden {
+		for i := 0; running(left[0]); i++ {
+			if i == 500 {
+				t.Fatalf("process %d, which left its worker's process group, outlived gotune killed with SIGKILL", left[0])
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return
+	}
+	if !running(left[0]) {
+		t.Fatalf("process %d died with gotune and its warden", left[0])
 	}
 	countRunning := func() string {
 		_, out, _ := runCLI("query", "--db", db, "--csv", "SELECT count(*) FROM workers WHERE status = 'RUNNING'")

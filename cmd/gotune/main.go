@@ -48,6 +48,7 @@ func (e *exitError) Unwrap() error { return e.err }
 func badInput(err error) error { return &exitError{exitBadInput, err} }
 
 func main() {
+	workers.WardenMain() // when started as the warden of workers, runs it and exits
 	trainer.WorkerMain() // when started as a process worker, runs it and exits
 	subreap()
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
