@@ -63,7 +63,6 @@ TORCHELASTIC_RUN_ID, which the nested launcher sets to its own run's.
 """
 
 import json
-import math
 import os
 import signal
 import sys
@@ -223,14 +222,15 @@ def exit_stopped():
 
 
 def report(checkpoint=None, **metrics):
-    """Report metrics (finite numbers), with an optional checkpoint folder.
+    """Report metrics (numbers), with an optional checkpoint folder.
 
     The checkpoint must be a folder inside GOTUNE_CHECKPOINT_DIR, such as
     checkpoint_dir() returns; gotune refuses any other (see above).
 
     Metric names that are not Python identifiers can be passed as
-    report(**{"val/loss": 0.4}). Raises ValueError for a value that is not a
-    finite number and for a checkpoint that is not a folder. Once
+    report(**{"val/loss": 0.4}). A diverging trial may report NaN or an
+    infinity: gotune records it as such. Raises ValueError for a value that
+    is not a number and for a checkpoint that is not a folder. Once
     should_checkpoint() has returned True, the report is the worker's last:
     it ends the process (see exit_stopped).
     """
@@ -241,8 +241,6 @@ def report(checkpoint=None, **metrics):
                 value = value.item()
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError("gotune.report: %s=%r is not a number" % (name, value))
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError("gotune.report: %s=%r is not a finite number" % (name, value))
         line[name] = value
     if checkpoint is not None:
         checkpoint = os.path.abspath(os.fspath(checkpoint))
@@ -278,5 +276,7 @@ def _emit(obj):
     if nested() and os.environ.get("RANK", "0") != "0":
         return  # the nested launcher's rank 0 speaks for the worker
     # One write per line, flushed at once: the line is the report.
-    sys.stdout.write(PREFIX + " " + json.dumps(obj, allow_nan=False) + "\n")
+    # NaN and infinities are written as NaN, Infinity and -Infinity, which
+    # gotune reads although JSON has no such numbers.
+    sys.stdout.write(PREFIX + " " + json.dumps(obj) + "\n")
     sys.stdout.flush()

@@ -256,6 +256,52 @@ func TestWorkersAndResourceSamples(t *testing.T) {
 	}
 }
 
+// TestEndRunningWorkers ends the workers an interrupted run left recorded
+// as running, and only those, of only its experiment.
+func TestEndRunningWorkers(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 2)
+	other, err := db.CreateExperiment(ctx, "other", "loss", "min", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherTrial, err := db.CreateTrial(ctx, other.ID, 1, map[string]any{"x": 1.0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(trialID int64, rank int, status string) {
+		if _, err := db.SetWorker(ctx, trialID, WorkerRecord{Rank: rank, Node: "n", Status: status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(f.trials[0].ID(), 0, "RUNNING")
+	set(f.trials[0].ID(), 1, "EXITED")
+	set(f.trials[1].ID(), 0, "RUNNING")
+	set(otherTrial.ID(), 0, "RUNNING")
+	n, err := db.EndRunningWorkers(ctx, f.exp.ID, "STOPPED")
+	if err != nil || n != 2 {
+		t.Fatalf("ended %d, %v; want 2", n, err)
+	}
+	var got []string
+	for _, tr := range []struct {
+		exp   string
+		trial int
+	}{{"e", 1}, {"e", 2}, {"other", 1}} {
+		ws, err := db.Workers(ctx, tr.exp, tr.trial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			got = append(got, fmt.Sprintf("%s/%d/%d %s", tr.exp, tr.trial, w.Rank, w.Status))
+		}
+	}
+	want := []string{"e/1/0 STOPPED", "e/1/1 EXITED", "e/2/0 STOPPED", "other/1/0 RUNNING"}
+	if !slices.Equal(got, want) {
+		t.Errorf("workers %q, want %q", got, want)
+	}
+}
+
 func TestCheckpointRecords(t *testing.T) {
 	ctx := context.Background()
 	db := mustOpen(t)

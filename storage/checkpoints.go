@@ -133,7 +133,12 @@ func (d *CheckpointDir) Path() string { return d.path }
 // ScratchDir is a folder inside the checkpoint folder, on the same file
 // system, where workers write checkpoints before handing them over, so that
 // committing them is a rename rather than a copy. It is not created here.
-func (d *CheckpointDir) ScratchDir() string { return filepath.Join(d.path, scratchName) }
+func (d *CheckpointDir) ScratchDir() string { return ScratchDir(d.path) }
+
+// ScratchDir is CheckpointDir.ScratchDir of the checkpoint folder path,
+// for a folder that is not open: what a run that was killed left there is
+// no use to the next.
+func ScratchDir(path string) string { return filepath.Join(path, scratchName) }
 
 // List returns the committed checkpoints still on disk, oldest first.
 func (d *CheckpointDir) List() []CheckpointInfo {

@@ -28,7 +28,7 @@ const (
 	// EventCheckpointRefused: a worker handed over a checkpoint outside its
 	// own scratch folder (or unreadable); it was left untouched.
 	EventCheckpointRefused = "checkpoint_refused"
-	EventInterrupt = "interrupt" // the run stopped (e.g. on SIGTERM) while the trial ran; a resumed run continues it; data: iteration, checkpoint_iteration
+	EventInterrupt         = "interrupt" // the run stopped (e.g. on SIGTERM) while the trial ran; a resumed run continues it; data: iteration, checkpoint_iteration
 )
 
 // Event is something that happened to an experiment or one of its trials.

@@ -57,6 +57,28 @@ func (db *DB) SetWorker(ctx context.Context, trialID int64, w WorkerRecord) (int
 	return id, nil
 }
 
+// EndRunningWorkers sets status on the workers of experiment expID that
+// are still recorded as RUNNING, and returns how many there were. A run
+// that continues an interrupted experiment calls it: the workers of the
+// run that was interrupted are gone, whatever the database last heard.
+func (db *DB) EndRunningWorkers(ctx context.Context, expID int64, status string) (int, error) {
+	now := unixSeconds(db.now())
+	var n int64
+	err := db.write(ctx, func(tx *wtx) error {
+		res, err := tx.exec(`UPDATE workers SET status = ?, updated_at = ?
+WHERE status = 'RUNNING' AND trial_id IN (SELECT id FROM trials WHERE experiment_id = ?)`, status, now, expID)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("end the workers an interrupted run left running: %w", err)
+	}
+	return int(n), nil
+}
+
 // Workers returns the workers of trial number trial of experiment exp, by
 // attempt and rank.
 func (db *DB) Workers(ctx context.Context, exp string, trial int) ([]WorkerRecord, error) {

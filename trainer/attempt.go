@@ -54,9 +54,9 @@ type attempt struct {
 	mu       sync.Mutex
 	end      attemptEnd
 	teardown func(graceful bool)
-	watchdog *time.Timer
-	hbOff    bool // the watchdog is held while the sink decides
+	watchdog *watchdog // nil without a heartbeat timeout
 	stopCtx  func() bool
+	refusals int // report lines refused so far
 }
 
 func (r *runner) newAttempt(number int) *attempt {
@@ -73,30 +73,27 @@ func (r *runner) newAttempt(number int) *attempt {
 	// Workers see the caller's context values, but only the attempt's end
 	// cancels them, so that the reason is always known first.
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
-	a.stopCtx = context.AfterFunc(r.ctx, func() { a.finish(attemptEnd{kind: endCancelled, err: r.ctx.Err()}) })
 	if hb := r.spec.Failure.Heartbeat(); hb > 0 {
-		a.watchdog = time.AfterFunc(hb, func() { a.hung(hb) })
+		a.watchdog = startWatchdog(hb, func() time.Time { return a.hung(hb) })
 	}
+	a.stopCtx = context.AfterFunc(r.ctx, func() { a.finish(attemptEnd{kind: endCancelled, err: r.ctx.Err()}) })
 	return a
 }
 
-// hung fails the attempt when no worker has reported for hb, unless the
-// failure config counts output as a sign of life and a worker's log has
-// grown within hb: then the watchdog waits for the rest of hb from then.
-func (a *attempt) hung(hb time.Duration) {
+// hung fails the attempt when no worker has reported for hb and returns
+// the zero time, unless the failure config counts output as a sign of life
+// and a worker's log has grown within hb: then it returns when, and the
+// watchdog counts the silence from then.
+func (a *attempt) hung(hb time.Duration) time.Time {
 	if !a.r.spec.Failure.OutputHeartbeat {
 		a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb)})
-		return
+		return time.Time{}
 	}
 	if quiet := a.quiet(); quiet < hb {
-		a.mu.Lock()
-		if a.end.kind == endNone && !a.hbOff {
-			a.watchdog.Reset(hb - quiet)
-		}
-		a.mu.Unlock()
-		return
+		return time.Now().Add(-quiet)
 	}
 	a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report and no output from any worker for %v (failure.heartbeat_timeout)", hb)})
+	return time.Time{}
 }
 
 // quiet is how long ago a worker's log last grew, by its file's
@@ -139,7 +136,7 @@ func (a *attempt) finish(e attemptEnd) bool {
 	}
 	a.end = e
 	if a.watchdog != nil {
-		a.watchdog.Stop()
+		a.watchdog.close()
 	}
 	teardown := a.teardown
 	a.mu.Unlock()
@@ -188,28 +185,39 @@ func (a *attempt) setFailure(err error) {
 // beat tells the watchdog that the group is alive: rank reported.
 func (a *attempt) beat(rank int) {
 	a.workers.step(a.ctx, rank)
-	a.resetWatchdog()
-}
-
-// resetWatchdog restarts the heartbeat timeout.
-func (a *attempt) resetWatchdog() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.watchdog != nil && a.end.kind == endNone && !a.hbOff {
-		a.watchdog.Reset(a.r.spec.Failure.Heartbeat())
+	if a.watchdog != nil {
+		a.watchdog.beat()
 	}
 }
 
-// hold stops the watchdog while the sink decides; beat restarts it.
-func (a *attempt) hold(on bool) {
+// maxRefusalEvents is how many refused report lines an attempt tells its
+// EventSink of; the workers' logs keep every one.
+const maxRefusalEvents = 5
+
+// refused tells the EventSink that a report line of rank was refused, for
+// the reason msg, unless the attempt has told it of maxRefusalEvents
+// already. It may be called from any goroutine.
+func (a *attempt) refused(rank int, msg string) {
 	a.mu.Lock()
-	a.hbOff = on
-	if on && a.watchdog != nil {
-		a.watchdog.Stop()
-	}
+	a.refusals++
+	n := a.refusals
 	a.mu.Unlock()
-	if !on {
-		a.resetWatchdog()
+	if a.r.events == nil || n > maxRefusalEvents {
+		return
+	}
+	cause := fmt.Sprintf("worker %d: %s", rank, msg)
+	if n == maxRefusalEvents {
+		cause += fmt.Sprintf(" (the attempt's %dth refused line: further ones are only in the workers' logs)", n)
+	}
+	e := Event{Kind: EventReportRefused, Time: time.Now(), Cause: cause, Attempt: a.number, Workers: a.size()}
+	a.r.events.Event(a.r.ctx, e) // a record for people: its failure is not the trial's
+}
+
+// hold stops the watchdog while the sink decides; turning it off restarts
+// the heartbeat timeout.
+func (a *attempt) hold(on bool) {
+	if a.watchdog != nil {
+		a.watchdog.hold(on)
 	}
 }
 
@@ -226,11 +234,9 @@ func (a *attempt) diskFull(err error) {
 // cleanup releases what the attempt holds once its workers are gone.
 func (a *attempt) cleanup() {
 	a.stopCtx()
-	a.mu.Lock()
 	if a.watchdog != nil {
-		a.watchdog.Stop()
+		a.watchdog.close()
 	}
-	a.mu.Unlock()
 	a.cancel()
 	os.RemoveAll(a.scratch)
 }

@@ -143,6 +143,8 @@ func (k *commandKind) runAttempt(a *attempt) {
 			Dir:          k.dir,
 			Env:          a.env(ge, rank, places[rank], dir),
 			LogPath:      a.logPath(rank),
+			LogMaxBytes:  a.r.spec.LogMaxBytes,
+			LogKeep:      a.r.spec.LogKeep,
 			ReportPrefix: ReportPrefix,
 		}
 		a.launchFolders(&spec, dir)
@@ -208,12 +210,20 @@ func newCollator(a *attempt, n int) *collator {
 
 // add takes one report line of rank, from the process's stdout reader.
 func (c *collator) add(rank int, p *workers.Process, line string) {
+	// Even a report line that is refused shows the worker is alive.
+	c.a.beat(rank)
+	if n, ok := workers.ParseOversizeReport(line); ok {
+		msg := fmt.Sprintf("a report line of %d bytes is over the limit of %d: it is in the worker's log, not in the results", n, workers.MaxReportLine)
+		p.Logf("warning: %s", msg)
+		c.a.refused(rank, msg)
+		return
+	}
 	metrics, dir, err := ParseReportLine(line)
 	if err != nil {
 		p.Logf("warning: ignored a malformed report line (%v): %s%s", err, ReportPrefix, clip(line))
+		c.a.refused(rank, fmt.Sprintf("ignored a malformed report line (%v): %s%s", err, ReportPrefix, clip(line)))
 		return
 	}
-	c.a.beat(rank)
 	handed := dir != "" // even when refused: it keeps its place in the count
 	if handed {
 		// A remote process's folder comes over before its next line.

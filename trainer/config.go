@@ -69,6 +69,15 @@ type Config struct {
 	// KillTimeout is the seconds a process worker is given to exit after
 	// SIGTERM before it is killed with SIGKILL; 0 means DefaultKillTimeout.
 	KillTimeout float64 `toml:"kill_timeout" json:"kill_timeout,omitempty"`
+	// LogMaxBytes caps each worker's log file, as in "64MiB": a line that
+	// would take it past the cap first rotates it (worker_0.log becomes
+	// worker_0.log.1, the older ones .2 and so on up to LogKeep) and starts
+	// a new file. 0 means DefaultLogMaxBytes.
+	LogMaxBytes workers.Bytes `toml:"log_max_bytes" json:"log_max_bytes,omitempty"`
+	// LogKeep is how many rotated files of a worker's log are kept besides
+	// the current one; 0 means DefaultLogKeep, -1 keeps none (the file
+	// starts over).
+	LogKeep int `toml:"log_keep" json:"log_keep,omitempty"`
 
 	Scaling    ScalingConfig    `toml:"scaling" json:"scaling"`
 	Failure    FailureConfig    `toml:"failure" json:"failure"`
@@ -85,6 +94,28 @@ func (c Config) Kill() time.Duration {
 		return DefaultKillTimeout
 	}
 	return seconds(c.KillTimeout)
+}
+
+// Defaults of Config.LogMaxBytes and Config.LogKeep.
+const (
+	DefaultLogMaxBytes = 64 * workers.MiB
+	DefaultLogKeep     = 3
+)
+
+// LogLimits are LogMaxBytes and LogKeep with the defaults applied, as
+// Spec.LogMaxBytes and Spec.LogKeep take them.
+func (c Config) LogLimits() (maxBytes workers.Bytes, keep int) {
+	maxBytes, keep = c.LogMaxBytes, c.LogKeep
+	if maxBytes == 0 {
+		maxBytes = DefaultLogMaxBytes
+	}
+	switch keep {
+	case 0:
+		keep = DefaultLogKeep
+	case -1:
+		keep = 0
+	}
+	return maxBytes, keep
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -238,6 +269,12 @@ func (c *Config) Validate() error {
 	}
 	if c.KillTimeout < 0 {
 		return &FieldError{"kill_timeout", fmt.Errorf("must not be negative, got %g", c.KillTimeout)}
+	}
+	if c.LogMaxBytes < 0 {
+		return &FieldError{"log_max_bytes", fmt.Errorf("must not be negative, got %d", c.LogMaxBytes)}
+	}
+	if c.LogKeep < -1 {
+		return &FieldError{"log_keep", fmt.Errorf("must be -1 (keep no rotated file) or more, got %d", c.LogKeep)}
 	}
 	if c.ValFraction < 0 || c.ValFraction >= 1 {
 		return &FieldError{"val_fraction", fmt.Errorf("must be in [0, 1), got %g", c.ValFraction)}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/gotune/gotune/workers"
 )
 
 // Environment variables of the command-worker contract, plus gotune's own.
@@ -52,13 +54,17 @@ type envSpec struct {
 	config        map[string]any
 	place         rankInfo
 	checkpointDir string
-	resumeDir     string
-	masterAddr    string
-	masterPort    int
-	rendezvous    string
-	group         string
-	host          string
-	trialDir      string
+	// tag marks the worker's processes (workers.TagVar): the absolute
+	// path of its checkpoint folder, unique to the worker and inside its
+	// trial's folder, so that a later run finds what a killed one left.
+	tag        string
+	resumeDir  string
+	masterAddr string
+	masterPort int
+	rendezvous string
+	group      string
+	host       string
+	trialDir   string
 	// What torch.distributed.elastic's agent adds (see elasticVars):
 	// restartCount counts the group's restarts, maxRestarts is
 	// FailureConfig.MaxFailures, errorFile is where torch's @record writes
@@ -118,6 +124,9 @@ func workerEnv(base []string, s envSpec) []string {
 	}
 	if s.host != "" {
 		set = append(set, [2]string{EnvHost, s.host})
+	}
+	if s.tag != "" {
+		set = append(set, [2]string{workers.TagVar, s.tag})
 	}
 	drop := map[string]bool{}
 	for _, kv := range set {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gotune/gotune/workers"
 )
 
 // Action is the tuner's answer to a report.
@@ -89,10 +91,16 @@ const (
 	// read): it is left where it is, untouched, and the report counts
 	// without a checkpoint. Cause says which folder and why.
 	EventCheckpointRefused EventKind = "checkpoint_refused"
+	// EventReportRefused: a command worker printed a report line that was
+	// refused (malformed, or over workers.MaxReportLine), which Cause
+	// explains; the group goes on. Only the first few of an attempt are
+	// told; the worker's log keeps every one.
+	EventReportRefused EventKind = "report_refused"
 )
 
 // Event is a restart or a resize of a trial's group, told to an EventSink
-// just before the new group starts, or a checkpoint refused.
+// just before the new group starts, or a checkpoint or a report line
+// refused, told as the worker hands it over.
 type Event struct {
 	Kind EventKind
 	Time time.Time
@@ -185,15 +193,20 @@ type Spec struct {
 	Launcher Launcher
 	// ScratchDir is where workers write checkpoints before handing them
 	// over; a temporary folder when empty. Put it on the checkpoint store's
-	// file system so that committing is a rename. Run removes it. Each
-	// worker has a folder of its own inside (GOTUNE_CHECKPOINT_DIR; for a
-	// Go function, where Worker.CheckpointDir creates folders), and only a
+	// file system so that committing is a rename. Run empties it first (what
+	// is there was left by a run that was killed) and removes it at the end.
+	// Each worker has a folder of its own inside (GOTUNE_CHECKPOINT_DIR; for
+	// a Go function, where Worker.CheckpointDir creates folders), and only a
 	// folder inside it is taken over: see workers.Confine.
 	ScratchDir string
 	// LogDir receives one log file per process worker, worker_<rank>.log,
 	// appended to across restarts; "" keeps no log files (a failure's error
 	// still quotes the worker's last lines).
 	LogDir string
+	// LogMaxBytes caps each log file of LogDir, which is rotated into up to
+	// LogKeep older files (see Config.LogMaxBytes); 0 means no cap.
+	LogMaxBytes workers.Bytes
+	LogKeep     int
 	// Env holds extra NAME=value variables for every process and command
 	// worker. They replace the caller's variables of the same name (and
 	// the defaults OMP_NUM_THREADS and PYTHONUNBUFFERED), never the ones the
@@ -303,6 +316,8 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Summary, error) {
 			return Summary{}, fmt.Errorf("trainer: scratch folder: %w", err)
 		}
 		scratch = dir
+	} else if err := os.RemoveAll(scratch); err != nil {
+		return Summary{}, fmt.Errorf("trainer: empty the scratch folder a killed run left: %w", err)
 	} else if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return Summary{}, fmt.Errorf("trainer: scratch folder: %w", err)
 	}

@@ -114,11 +114,13 @@ func (k processKind) runAttempt(a *attempt) {
 			return
 		}
 		spec := workers.LaunchSpec{
-			Args:    []string{exe},
-			Env:     append(a.env(ge, rank, places[rank], dir), envWorkerFunc+"="+k.name),
-			LogPath: a.logPath(rank),
-			Control: true,
-			Self:    true,
+			Args:        []string{exe},
+			Env:         append(a.env(ge, rank, places[rank], dir), envWorkerFunc+"="+k.name),
+			LogPath:     a.logPath(rank),
+			LogMaxBytes: a.r.spec.LogMaxBytes,
+			LogKeep:     a.r.spec.LogKeep,
+			Control:     true,
+			Self:        true,
 		}
 		a.launchFolders(&spec, dir)
 		st := &ctlState{closed: make(chan struct{})}

@@ -310,7 +310,12 @@ func (a *attempt) newGroupEnv() (groupEnv, error) {
 
 func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir string) []string {
 	spec := a.r.spec
+	tag, err := filepath.Abs(checkpointDir)
+	if err != nil {
+		tag = "" // the process gets a tag of its own
+	}
 	return workerEnv(os.Environ(), envSpec{
+		tag:           tag,
 		experiment:    spec.Experiment,
 		trial:         spec.Trial,
 		seed:          spec.Seed,

@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,13 +68,14 @@ func TestPythonHelperRefusesBadReports(t *testing.T) {
 	needPython(t)
 	script := `
 import gotune, math
-for bad in ({"loss": float("nan")}, {"loss": "high"}, {"ok": True}, {"checkpoint": "/nonexistent/dir"}):
+for bad in ({"loss": "high"}, {"ok": True}, {"checkpoint": "/nonexistent/dir"}):
     try:
         gotune.report(**bad)
     except ValueError:
         continue
     raise SystemExit("accepted %r" % (bad,))
 gotune.report(**{"val/loss": 1})
+gotune.report(loss=float("nan"), a=math.inf, b=-math.inf)
 gotune.heartbeat()
 assert gotune.world_size() == 1 and gotune.resume_dir() is None and gotune.config() == {}
 `
@@ -83,8 +85,14 @@ assert gotune.world_size() == 1 and gotune.resume_dir() is None and gotune.confi
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if got := string(out); got != "@gotune {\"val/loss\": 1}\n@gotune {}\n" {
+	if got := string(out); got != "@gotune {\"val/loss\": 1}\n@gotune {\"loss\": NaN, \"a\": Infinity, \"b\": -Infinity}\n@gotune {}\n" {
 		t.Errorf("output %q", got)
+	}
+	// What the helper writes for NaN and the infinities is what the report
+	// lines accept.
+	m, _, err := ParseReportLine(strings.Split(string(out), "\n")[1][len(ReportPrefix):])
+	if err != nil || !math.IsNaN(m["loss"]) || !math.IsInf(m["a"], 1) || !math.IsInf(m["b"], -1) {
+		t.Errorf("the helper's non-finite metrics read back as %v, %v", m, err)
 	}
 }
 

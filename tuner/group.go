@@ -49,6 +49,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		Env:             append(slices.Clip(t.env), tc.EnvList()...),
 		OnDiskFull:      t.space.notify,
 	}
+	spec.LogMaxBytes, spec.LogKeep = tc.LogLimits()
 	switch {
 	case t.process != "":
 		spec.Process = t.process

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
 )
 
 // ErrExperimentExists is returned by Fit when the database already has an
@@ -73,11 +76,43 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 	if err := t.db.ResumeExperiment(ctx, exp.ID); err != nil {
 		return nil, err
 	}
+	if err := t.endLeftovers(ctx, st); err != nil {
+		return nil, err
+	}
 	l := newLoop(t, exp)
 	if err := l.restore(ctx, st); err != nil {
 		return nil, err
 	}
 	return l, nil
+}
+
+// endLeftovers ends what an interrupted run of the experiment left behind
+// on this node, before its trials restart: the processes its workers
+// started that are still running (a worker process dies with the run that
+// started it, but not what it started), found by their workers.TagVar,
+// which is the worker's scratch folder inside the experiment's checkpoint
+// folder; the trials' scratch folders; and the workers the database still
+// shows running. The experiment's folders are locked, so no live run's
+// worker carries such a tag.
+func (t *Tuner) endLeftovers(ctx context.Context, st *storage.ResumeState) error {
+	expID := st.Experiment.ID
+	root, err := filepath.Abs(filepath.Join(t.checkpointRoot(), t.cfg.Name))
+	if err != nil {
+		return err
+	}
+	if n := workers.KillTagged(root + string(filepath.Separator)); n > 0 {
+		msg := fmt.Sprintf("killed %d processes that workers of the interrupted run left running", n)
+		if err := t.db.AddEvent(ctx, expID, 0, "cleanup", msg, nil); err != nil {
+			return err
+		}
+	}
+	for _, ts := range st.Trials {
+		if err := os.RemoveAll(storage.ScratchDir(t.TrialDir(ts.Trial.Number))); err != nil {
+			return fmt.Errorf("trial %d: remove the scratch folder of the interrupted run: %w", ts.Trial.Number, err)
+		}
+	}
+	_, err = t.db.EndRunningWorkers(ctx, expID, trainer.WorkerStopped)
+	return err
 }
 
 // identity is what an experiment's configuration must keep for a later run
@@ -99,6 +134,7 @@ type identity struct {
 func (c Config) identity(space map[string]string) identity {
 	var id identity
 	id.Seed, id.Objective, id.Scheduler, id.Trainer = c.Seed, c.Objective, c.Scheduler, c.Trainer
+	id.Trainer.LogMaxBytes, id.Trainer.LogKeep = 0, 0 // how much of the workers' logs is kept may change too
 	id.Search.Algorithm, id.Search.NumSamples, id.Search.Seed = c.Search.Algorithm, c.Search.NumSamples, c.Search.Seed
 	id.Search.Space = space
 	return id

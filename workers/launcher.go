@@ -117,7 +117,7 @@ func (l *RemoteLauncher) Start(spec LaunchSpec, onReport func(line string)) (*Pr
 	if err != nil {
 		return nil, err
 	}
-	log, err := openProcessLog(spec.LogPath)
+	log, err := openProcessLog(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +35,15 @@ type LaunchSpec struct {
 	// with its folders. "" keeps no log file (the last lines are still kept
 	// in memory: see Process.Tail).
 	LogPath string `json:"log_path,omitempty"`
+	// LogMaxBytes caps the log file: a line that would take it past the
+	// cap first rotates it (LogPath becomes LogPath.1, LogPath.1 becomes
+	// LogPath.2, and so on up to LogKeep, the oldest dropped) and starts a
+	// new file. Only a line longer than the cap itself makes a file pass
+	// it. 0 means no cap.
+	LogMaxBytes Bytes `json:"log_max_bytes,omitempty"`
+	// LogKeep is how many rotated files are kept besides LogPath; with 0
+	// the file starts over empty when it reaches LogMaxBytes.
+	LogKeep int `json:"log_keep,omitempty"`
 	// ReportPrefix marks the stdout lines handed to the report handler
 	// instead of the log. "" hands over no line.
 	ReportPrefix string `json:"report_prefix,omitempty"`
@@ -63,18 +74,52 @@ type LaunchSpec struct {
 // LaunchSpec asks for one.
 const ControlFD = 3
 
+// TagVar is the environment variable that marks a worker process, and
+// every process it starts that keeps its environment, as the worker's: it
+// finds those that left the worker's process group (setsid) when the
+// worker ends, and lets a later run end what a launcher killed with
+// SIGKILL left running (see KillTagged). A LaunchSpec may set it in Env;
+// StartProcess gives each process a unique one otherwise.
+const TagVar = "GOTUNE_TAG"
+
+// startMu orders starts before the reaper of Subreap: a start holds it for
+// reading until the new process is registered, the reaper for writing.
+var startMu sync.RWMutex
+
 // tailLines is how many of a process's last log lines are kept in memory
 // for error messages.
 const tailLines = 20
 
-// maxReportLine bounds a report line; a longer line goes to the log.
-const maxReportLine = 1 << 20
+// MaxReportLine bounds a report line, in bytes: a longer line goes to the
+// log, and the report handler receives OversizeReport's line in its place.
+const MaxReportLine = 1 << 20
+
+// OversizeReport is the line a report handler receives in place of a
+// report line of n bytes, over MaxReportLine: it starts with a NUL byte,
+// which no report line holds (JSON cannot), and ParseOversizeReport reads
+// it back.
+func OversizeReport(n int) string { return "\x00oversize " + strconv.Itoa(n) }
+
+// ParseOversizeReport reports whether line is one that OversizeReport
+// made, and the size of the report line it stands for.
+func ParseOversizeReport(line string) (n int, ok bool) {
+	rest, ok := strings.CutPrefix(line, "\x00oversize ")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil
+}
 
 // Process is a running worker process and its process group. The process
 // leads a group of its own, so that stopping it stops every process it
 // started; when the leader exits, whatever is left of its group is killed,
-// so no descendant outlives it (unless it left the group on purpose, with
-// setsid). On Linux the leader is also killed if the launching process dies.
+// so no descendant outlives it. On Linux a descendant that left the group
+// (setsid) goes with it too: it is in the worker's own cgroup v2 where the
+// system lets this process create one (the worker's log says when not),
+// and otherwise found by the worker's TagVar in its environment. On Linux
+// the leader is also killed if the launching process dies; what it started
+// is then ended by KillTagged in a later run.
 //
 // A Process may also run on another node, started there by its agent (see
 // RemoteLauncher): its output, control stream and exit then travel over
@@ -85,6 +130,8 @@ type Process struct {
 	control io.ReadWriteCloser // nil without a control stream
 	remote  *remoteProc        // nil for a process of this node
 	log     *processLog
+	tag     string  // the value of TagVar in the process's environment
+	cg      *cgroup // the process's own cgroup; nil for none
 	readers sync.WaitGroup
 	done    chan struct{}
 	// scratch is LaunchSpec.Scratch, and wd the absolute working folder
@@ -102,8 +149,10 @@ type Process struct {
 // StartProcess starts spec's process. onReport, when not nil, receives every
 // stdout line that starts with spec.ReportPrefix, without the prefix and
 // the line end, in order, from one goroutine; while it runs, the process's
-// stdout is not read. It fails when the program cannot be found or started;
-// such an error names the program.
+// stdout is not read. A report line longer than MaxReportLine goes to the
+// log, and onReport receives OversizeReport's line in its place. It fails
+// when the program cannot be found or started; such an error names the
+// program.
 func StartProcess(spec LaunchSpec, onReport func(line string)) (*Process, error) {
 	return startProcess(spec, onReport, nil)
 }
@@ -119,7 +168,7 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 	if err != nil {
 		return nil, err
 	}
-	log, err := openProcessLog(spec.LogPath)
+	log, err := openProcessLog(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -130,11 +179,26 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 		return nil, fmt.Errorf("launch: working folder: %w", err)
 	}
 	p := &Process{log: log, done: make(chan struct{}), scratch: spec.Scratch, wd: wd}
+	env := spec.Env
+	if env == nil {
+		env = []string{} // nil would mean the launcher's environment
+	}
+	if tag, ok := envValue(env, TagVar); ok && tag != "" {
+		p.tag = tag
+	} else {
+		p.tag = "gotune-" + randomID()
+		env = append(slices.Clip(env), TagVar+"="+p.tag)
+	}
+	cg, cgErr := newCgroup()
+	p.cg = cg
 	var controlFile io.Closer
 	var closeAfterStart []io.Closer
 	fail := func(err error) (*Process, error) {
 		for _, c := range closeAfterStart {
 			c.Close()
+		}
+		if p.cg != nil {
+			p.cg.remove()
 		}
 		log.close()
 		if controlFile != nil {
@@ -153,18 +217,7 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 		return fail(err)
 	}
 	closeAfterStart = append(closeAfterStart, errW)
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        spec.Args,
-		Dir:         spec.Dir,
-		Env:         spec.Env,
-		Stdout:      outW,
-		Stderr:      errW,
-		SysProcAttr: sysProcAttr(),
-	}
-	if cmd.Env == nil {
-		cmd.Env = []string{} // nil would mean the launcher's environment
-	}
+	var extra []*os.File
 	if spec.Control {
 		fds, err := socketpair()
 		if err != nil {
@@ -176,15 +229,49 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 		controlFile = p.control
 		child := os.NewFile(uintptr(fds[1]), "control")
 		closeAfterStart = append(closeAfterStart, child)
-		cmd.ExtraFiles = []*os.File{child} // descriptor 3 == ControlFD
+		extra = []*os.File{child} // descriptor 3 == ControlFD
 	}
-	if err := cmd.Start(); err != nil {
+	newCmd := func() *exec.Cmd {
+		return &exec.Cmd{
+			Path:        path,
+			Args:        spec.Args,
+			Dir:         spec.Dir,
+			Env:         env,
+			Stdout:      outW,
+			Stderr:      errW,
+			ExtraFiles:  extra,
+			SysProcAttr: sysProcAttr(p.cg),
+		}
+	}
+	startMu.RLock()
+	cmd := newCmd()
+	err = cmd.Start()
+	if err != nil && p.cg != nil {
+		// A kernel that cannot start a process in a cgroup (clone3 with
+		// CLONE_INTO_CGROUP came with Linux 5.7): start it without.
+		cgErr = fmt.Errorf("start in cgroup %s: %w", p.cg.path, err)
+		p.cg.remove()
+		p.cg = nil
+		cmd = newCmd()
+		err = cmd.Start()
+	}
+	if err == nil {
+		register(cmd.Process.Pid)
+	}
+	startMu.RUnlock()
+	if err != nil {
 		outR.Close()
 		errR.Close()
 		return fail(fmt.Errorf("launch %s: %w", spec.Args[0], err))
 	}
 	for _, c := range closeAfterStart {
 		c.Close()
+	}
+	if cgErr != nil {
+		p.Logf("no cgroup of its own (%v): a process it starts that leaves its process group is found by its %s only", cgErr, TagVar)
+	}
+	if err := p.watch(true); err != nil {
+		p.Logf("%v: should gotune be killed, what this process started is ended by the next run only", err)
 	}
 	p.cmd, p.pid = cmd, cmd.Process.Pid
 	p.readers.Add(2)
@@ -321,11 +408,23 @@ func (p *Process) Kill() {
 }
 
 // signalLocked signals the whole group while its leader has not been reaped,
-// so that the group id cannot have been reused.
+// so that the group id cannot have been reused, and the processes that
+// left the group.
 func (p *Process) signalLocked(sig syscall.Signal) {
 	if !p.exited {
 		syscall.Kill(-p.pid, sig)
+		p.signalEscaped(sig)
 	}
+}
+
+// signalEscaped signals the processes of the worker outside its process
+// group: those in its cgroup, or without one those that carry its tag.
+func (p *Process) signalEscaped(sig syscall.Signal) int {
+	if p.cg != nil {
+		p.cg.signal(sig)
+		return 0
+	}
+	return signalTagged(func(tag string) bool { return tag == p.tag }, sig)
 }
 
 // Logf writes a line of gotune's own into the process's log, prefixed
@@ -388,11 +487,18 @@ func (p *Process) wait(outR, errR *os.File) {
 		defer p.mu.Unlock()
 		p.exitedAt = time.Now()
 		syscall.Kill(-p.pid, syscall.SIGKILL)
+		// Processes that escaped the group may be starting others: kill
+		// until none is left.
+		for i := 0; i < 10 && p.signalEscaped(syscall.SIGKILL) > 0; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
 		p.exited = true // the group is dead: no signal is sent after this
 		if p.killer != nil {
 			p.killer.Stop()
 		}
 	})
+	unregister(p.pid)
+	p.watch(false)
 
 	// The pipes reach end of file once every process that holds them is
 	// gone. One that escaped the group could hold them forever: stop
@@ -407,6 +513,9 @@ func (p *Process) wait(outR, errR *os.File) {
 		<-drained
 	}
 	p.log.close()
+	if p.cg != nil {
+		p.cg.remove()
+	}
 
 	p.mu.Lock()
 	p.err = exitError(err)
@@ -447,24 +556,40 @@ func (p *Process) readStdout(r io.ReadCloser, prefix string, onReport func(strin
 	defer p.readers.Done()
 	defer r.Close()
 	pre := []byte(prefix)
-	readLines(r, func(line []byte, complete bool) {
-		if complete && len(pre) > 0 && onReport != nil && bytes.HasPrefix(line, pre) {
-			onReport(string(line[len(pre):]))
+	report := func(line []byte) bool { return len(pre) > 0 && onReport != nil && bytes.HasPrefix(line, pre) }
+	longReport, size := false, 0
+	readLines(r, func(piece []byte, start, end bool) {
+		if start && end && report(piece) {
+			onReport(string(piece[len(pre):]))
 			return
 		}
-		p.log.writeLine(line)
+		if start {
+			longReport, size = report(piece), 0
+		}
+		size += len(piece)
+		if start || len(piece) > 0 {
+			p.log.writeLine(piece)
+		}
+		if end && longReport {
+			onReport(OversizeReport(size))
+		}
 	})
 }
 
 func (p *Process) readStderr(r io.ReadCloser) {
 	defer p.readers.Done()
 	defer r.Close()
-	readLines(r, func(line []byte, _ bool) { p.log.writeLine(line) })
+	readLines(r, func(piece []byte, start, _ bool) {
+		if start || len(piece) > 0 {
+			p.log.writeLine(piece)
+		}
+	})
 }
 
 // readLines calls f with each line of r, without its line end. A line
-// longer than maxReportLine is passed in pieces with complete false.
-func readLines(r io.Reader, f func(line []byte, complete bool)) {
+// longer than MaxReportLine is passed in pieces: start is true for a line's
+// first piece and end for its last, both for a line passed whole.
+func readLines(r io.Reader, f func(piece []byte, start, end bool)) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
 	long := false
@@ -472,15 +597,15 @@ func readLines(r io.Reader, f func(line []byte, complete bool)) {
 		chunk, err := br.ReadSlice('\n')
 		line = append(line, chunk...)
 		if err == bufio.ErrBufferFull {
-			if len(line) > maxReportLine {
-				f(line, false)
+			if len(line) > MaxReportLine {
+				f(line, !long, false)
 				line, long = line[:0], true
 			}
 			continue
 		}
-		if len(line) > 0 {
+		if len(line) > 0 || long {
 			line = bytes.TrimRight(line, "\r\n")
-			f(line, !long)
+			f(line, !long, true)
 		}
 		line, long = line[:0], false
 		if err != nil {
@@ -492,27 +617,55 @@ func readLines(r io.Reader, f func(line []byte, complete bool)) {
 // processLog is a process's log file and its last lines.
 type processLog struct {
 	path   string
+	max    int64 // rotate rather than pass it; 0: never
+	keep   int
 	onLine func(line string) // set before the process starts; nil for none
 	mu     sync.Mutex
 	f      *os.File
+	size   int64 // of f
 	last   [tailLines]string
 	n      int
 }
 
-func openProcessLog(path string) (*processLog, error) {
-	l := &processLog{path: path}
-	if path == "" {
+// openProcessLog opens spec's log file, to append to it.
+func openProcessLog(spec LaunchSpec) (*processLog, error) {
+	l := &processLog{path: spec.LogPath, max: int64(spec.LogMaxBytes), keep: max(spec.LogKeep, 0)}
+	if l.path == "" {
 		return l, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
 		return nil, fmt.Errorf("launch: log folder: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("launch: log: %w", err)
 	}
+	if fi, err := f.Stat(); err == nil {
+		l.size = fi.Size()
+	}
 	l.f = f
 	return l, nil
+}
+
+// rotate moves the log file to path.1 (after moving path.1 to path.2 and
+// so on) and starts a new one. Called with mu held; on an error the
+// process's output is no longer logged, but still read.
+func (l *processLog) rotate() {
+	l.f.Close()
+	l.f, l.size = nil, 0
+	if l.keep == 0 {
+		os.Remove(l.path)
+	}
+	for i := l.keep; i >= 1; i-- {
+		from := l.path
+		if i > 1 {
+			from = fmt.Sprintf("%s.%d", l.path, i-1)
+		}
+		os.Rename(from, fmt.Sprintf("%s.%d", l.path, i))
+	}
+	if f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644); err == nil {
+		l.f = f
+	}
 }
 
 // writeLine logs a line of the process's output.
@@ -530,9 +683,18 @@ func (l *processLog) write(line []byte, own bool) {
 		l.last[l.n%tailLines] = string(line)
 		l.n++
 	}
-	if l.f != nil {
-		l.f.Write(append(line, '\n'))
+	if l.f == nil {
+		return
 	}
+	data := append(line, '\n')
+	if l.max > 0 && l.size > 0 && l.size+int64(len(data)) > l.max {
+		l.rotate()
+		if l.f == nil {
+			return
+		}
+	}
+	n, _ := l.f.Write(data)
+	l.size += int64(n)
 }
 
 func (l *processLog) tail() []string {

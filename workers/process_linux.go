@@ -6,12 +6,6 @@ import (
 	"unsafe"
 )
 
-// sysProcAttr puts a worker in a process group of its own and has the
-// kernel kill it when the launching process dies.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
 // reap waits for cmd's process to exit, calls killGroup, then reaps it.
 // Until it is reaped the exited leader stays a zombie that holds its pid,
 // which is also its group's id, so killGroup cannot hit a reused id.

@@ -209,17 +209,69 @@ func TestProcessControlStream(t *testing.T) {
 }
 
 func TestProcessLongLines(t *testing.T) {
-	// A report line over the limit goes to the log in pieces; the lines
-	// after it still work.
+	// A report line over the limit goes to the log in pieces, and the
+	// report handler hears of it; the lines after it still work.
 	p, got := shell(t, `printf "@x "; head -c 3000000 /dev/zero | tr "\0" a; echo; echo "@x ok"`, "@x")
 	if err := wait(t, p); err != nil {
 		t.Fatal(err)
 	}
-	if r := got.get(); len(r) != 1 || r[0] != " ok" {
-		t.Errorf("report lines: %d, want just \" ok\"", len(r))
+	if r := got.get(); len(r) != 2 || r[0] != OversizeReport(3000003) || r[1] != " ok" {
+		t.Errorf("report lines: %.40q, want the oversize line's stand-in, then \" ok\"", r)
+	}
+	if n, ok := ParseOversizeReport(OversizeReport(3000003)); !ok || n != 3000003 {
+		t.Errorf("ParseOversizeReport: %d, %v", n, ok)
+	}
+	if _, ok := ParseOversizeReport(` {"a": 1}`); ok {
+		t.Error("ParseOversizeReport takes a report line for an oversize one")
 	}
 	fi, err := os.Stat(p.LogPath())
 	if err != nil || fi.Size() < 3000000 {
 		t.Errorf("log holds %v bytes (%v), want the long line", fi.Size(), err)
+	}
+}
+
+// TestProcessLogRotates caps a chatty process's log: the file is rotated
+// into LogKeep older files, none past the cap, and the newest lines are in
+// the current file.
+func TestProcessLogRotates(t *testing.T) {
+	for _, keep := range []int{0, 2} {
+		logPath := filepath.Join(t.TempDir(), "worker.log")
+		p, err := StartProcess(LaunchSpec{
+			Args:        []string{"sh", "-c", `for i in $(seq 1 100); do printf "line %03d %090d\n" $i 0; done`},
+			Env:         os.Environ(),
+			LogPath:     logPath,
+			LogMaxBytes: 1000,
+			LogKeep:     keep,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(t, p); err != nil {
+			t.Fatal(err)
+		}
+		var files []string
+		for i := 0; i <= keep+1; i++ {
+			path := logPath
+			if i > 0 {
+				path = fmt.Sprintf("%s.%d", logPath, i)
+			}
+			data, err := os.ReadFile(path)
+			if i == keep+1 {
+				if err == nil {
+					t.Errorf("keep %d: %s is there, want at most %d rotated files", keep, path, keep)
+				}
+				continue
+			}
+			if err != nil || len(data) == 0 || len(data) > 1000 {
+				t.Errorf("keep %d: %s: %d bytes, %v; want 1 to 1000", keep, path, len(data), err)
+			}
+			files = append(files, string(data))
+		}
+		if !strings.HasSuffix(files[0], fmt.Sprintf("line 100 %090d\n", 0)) {
+			t.Errorf("keep %d: the current file does not end with the last line:\n%s", keep, files[0])
+		}
+		if keep > 0 && !strings.HasPrefix(files[1], "line") {
+			t.Errorf("keep %d: the rotated file:\n%s", keep, files[1])
+		}
 	}
 }

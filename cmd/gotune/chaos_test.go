@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -126,13 +125,8 @@ type chaosOutcome struct {
 
 func chaosOutcomes(t *testing.T, db, name string) []chaosOutcome {
 	t.Helper()
-	code, out, stderr := runCLI("trials", "--db", db, "--json", name)
-	var rows []trialJSON
-	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
-		t.Fatalf("trials: exit %d\n%s%s", code, out, stderr)
-	}
 	var res []chaosOutcome
-	for _, r := range rows {
+	for _, r := range trialRowsOf(t, db, name) {
 		x, _ := r.Params["x"].(float64)
 		last := "none"
 		if r.LastMetric != nil {

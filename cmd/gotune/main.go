@@ -29,6 +29,7 @@ import (
 
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
 )
 
 // Exit codes of the CLI contract.
@@ -50,8 +51,19 @@ func (e *exitError) Unwrap() error { return e.err }
 func badInput(err error) error { return &exitError{exitBadInput, err} }
 
 func main() {
+	workers.WardenMain() // when started as the warden of workers, runs it and exits
 	trainer.WorkerMain() // when started as a process worker, runs it and exits
+	subreap()
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// subreap has the processes of workers whose parent exits adopted by gotune
+// rather than by init, so that they are reaped. gotune starts child
+// processes only through package workers, as workers.Subreap requires.
+func subreap() {
+	if err := workers.Subreap(); err != nil {
+		fmt.Fprintf(os.Stderr, "gotune: warning: %v: processes a worker leaves behind go to init\n", err)
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

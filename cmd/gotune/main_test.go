@@ -10,14 +10,17 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
 )
 
 // TestMain lets the test binary stand in for gotune: with GOTUNE_AS_MAIN
 // set it runs the CLI on its arguments, so tests can start real gotune
 // processes.
 func TestMain(m *testing.M) {
+	workers.WardenMain() // the warden of a gotune run started by a test
 	trainer.WorkerMain() // the process workers of built-in models on agents
 	if os.Getenv("GOTUNE_AS_MAIN") == "1" {
+		subreap()
 		os.Exit(run(os.Args, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -149,17 +149,18 @@ func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
 	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s\n", time.Since(p.start).Seconds(), trial, describeEvent(e))
 }
 
-// describeEvent is a line about a group's event, after the trial number:
-// for a restart or a resize, what it starts from, and why.
+// describeEvent describes a group's event in one line, after the trial
+// number: for a restart or a resize, what it starts from, and why.
 func describeEvent(e trainer.Event) string {
-	if e.Kind == trainer.EventCheckpointRefused {
-		return fmt.Sprintf("%s: %s", e.Kind, firstLine(e.Cause))
+	switch e.Kind {
+	case trainer.EventRestart, trainer.EventResize:
+		from := "no committed checkpoint"
+		if e.Checkpoint != "" {
+			from = fmt.Sprintf("the checkpoint of iteration %d", e.Iteration)
+		}
+		return fmt.Sprintf("%s with %d workers from %s, %d reports recorded: %s", e.Kind, e.Workers, from, e.Recorded, firstLine(e.Cause))
 	}
-	from := "no committed checkpoint"
-	if e.Checkpoint != "" {
-		from = fmt.Sprintf("the checkpoint of iteration %d", e.Iteration)
-	}
-	return fmt.Sprintf("%s with %d workers from %s, %d reports recorded: %s", e.Kind, e.Workers, from, e.Recorded, firstLine(e.Cause))
+	return fmt.Sprintf("%s: %s", e.Kind, firstLine(e.Cause))
 }
 
 // firstLine is s up to its first line break.

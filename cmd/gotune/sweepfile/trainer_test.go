@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
 )
 
 const commandSweep = `name = "torch"
@@ -88,5 +91,43 @@ func TestDecodeTrainerErrors(t *testing.T) {
 				t.Errorf("got %v, want an error at line %d on %s", err, tt.line, tt.key)
 			}
 		})
+	}
+}
+
+// TestDecodeTrainerLogLimits reads the cap on the workers' logs and how
+// many rotated files to keep, and names the line and key of a bad one.
+func TestDecodeTrainerLogLimits(t *testing.T) {
+	with := func(limits string) []byte {
+		return []byte(strings.Replace(commandSweep, "kill_timeout = 5", "kill_timeout = 5\n"+limits, 1))
+	}
+	cfg, err := Decode("sweep.toml", with("log_max_bytes = \"10MiB\"\nlog_keep = 2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxBytes, keep := cfg.Trainer.LogLimits(); maxBytes != 10*workers.MiB || keep != 2 {
+		t.Errorf("log limits %v, %d; want 10MiB, 2", maxBytes, keep)
+	}
+	cfg, err = Decode("sweep.toml", []byte(commandSweep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxBytes, keep := cfg.Trainer.LogLimits(); maxBytes != trainer.DefaultLogMaxBytes || keep != trainer.DefaultLogKeep {
+		t.Errorf("default log limits %v, %d", maxBytes, keep)
+	}
+	tests := []struct {
+		limits string
+		line   int
+		key    string
+	}{
+		{`log_max_bytes = "lots"`, 14, "trainer.log_max_bytes"},
+		{`log_max_bytes = -5`, 14, "trainer.log_max_bytes"},
+		{"log_max_bytes = \"1MiB\"\nlog_keep = -2", 15, "trainer.log_keep"},
+	}
+	for _, tt := range tests {
+		_, err := Decode("sweep.toml", with(tt.limits))
+		var e *Error
+		if !errors.As(err, &e) || e.Line != tt.line || e.Key != tt.key {
+			t.Errorf("%s: got %v, want an error at line %d on %s", tt.limits, err, tt.line, tt.key)
+		}
 	}
 }
