@@ -340,7 +340,7 @@ log_keep = 1
 	if out, err := gotune(t, "run", "--db", db, sweep).CombinedOutput(); err != nil {
 		t.Fatalf("gotune run: %v\n%s", err, out)
 	}
-	log := filepath.Join(dir, "logs", "chatty", "trial_1", "worker_0.log")
+	log := filepath.Join(dir, "checkpoints", "chatty", "trial_1", "logs", "worker_0.log")
 	for _, path := range []string{log, log + ".1"} {
 		fi, err := os.Stat(path)
 		if err != nil || fi.Size() == 0 || fi.Size() > 2048 {
