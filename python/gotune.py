@@ -51,6 +51,7 @@ TORCHELASTIC_RUN_ID, which the nested launcher sets to its own run's.
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 
@@ -212,3 +213,25 @@ def _emit(obj):
     # One write per line, flushed at once: the line is the report.
     sys.stdout.write(PREFIX + " " + json.dumps(obj, allow_nan=False) + "\n")
     sys.stdout.flush()
+
+
+def _install_stack_dump():
+    # gotune asks a worker for its stack (`gotune stack`, the trial page, a
+    # hung trial) with SIGUSR2, but only once this file exists: faulthandler
+    # then writes every thread's Python stack to it from the signal handler
+    # itself, even while the interpreter is stuck in C code.
+    directory = os.environ.get("GOTUNE_CHECKPOINT_DIR")
+    if not active() or not directory or not hasattr(signal, "SIGUSR2"):
+        return
+    try:
+        import faulthandler
+        out = open(os.path.join(directory, ".gotune-stack-%d" % os.getpid()), "w")
+        faulthandler.register(signal.SIGUSR2, file=out, all_threads=True, chain=False)
+    except (OSError, RuntimeError, ValueError):
+        return  # no stack on demand: gotune falls back to gdb or /proc
+    global _stack_file
+    _stack_file = out  # faulthandler writes to its descriptor: keep it open
+
+
+_stack_file = None
+_install_stack_dump()

@@ -35,6 +35,7 @@ type session struct {
 	procs   map[uint64]*remoteProc
 	starts  map[uint64]chan *agentpb.Started
 	ports   map[uint64]chan *agentpb.PortReply
+	stacks  map[uint64]chan *agentpb.StackReply
 	fetches map[uint64]*fetchReq
 	offers  map[string]string // GetFiles key → folder
 }
@@ -44,7 +45,7 @@ func newSession(h *Head, host string, shared bool) *session {
 		h: h, id: randomID(), host: host, shared: shared,
 		out:   make(chan *agentpb.HeadMessage, 64),
 		procs: map[uint64]*remoteProc{}, starts: map[uint64]chan *agentpb.Started{},
-		ports: map[uint64]chan *agentpb.PortReply{}, fetches: map[uint64]*fetchReq{},
+		ports: map[uint64]chan *agentpb.PortReply{}, stacks: map[uint64]chan *agentpb.StackReply{}, fetches: map[uint64]*fetchReq{},
 		offers: map[string]string{},
 	}
 	s.ctx, s.end = context.WithCancelCause(context.Background())
@@ -160,6 +161,14 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 		s.mu.Unlock()
 		if ch != nil {
 			ch <- msg.Port
+		}
+	case *agentpb.AgentMessage_Stack:
+		s.mu.Lock()
+		ch := s.stacks[msg.Stack.Id]
+		delete(s.stacks, msg.Stack.Id)
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- msg.Stack
 		}
 	case *agentpb.AgentMessage_FetchFailed:
 		if f := s.takeFetch(msg.FetchFailed.Id); f != nil {
@@ -337,6 +346,39 @@ func (rp *remoteProc) signal(kill bool, grace time.Duration) {
 	rp.s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Signal{Signal: &agentpb.Signal{
 		Id: rp.id, Kill: kill, GraceMillis: grace.Milliseconds(),
 	}}})
+}
+
+// stack asks the agent for the process's current stack.
+func (rp *remoteProc) stack(ctx context.Context) (Stack, error) {
+	s := rp.s
+	id := s.newID()
+	ch := make(chan *agentpb.StackReply, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Stack{}, s.lostErr()
+	}
+	s.stacks[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.stacks, id)
+		s.mu.Unlock()
+	}()
+	if err := s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Stack{Stack: &agentpb.StackRequest{Id: id, Process: rp.id}}}); err != nil {
+		return Stack{}, err
+	}
+	select {
+	case r := <-ch:
+		if r.Error != "" {
+			return Stack{}, fmt.Errorf("node %s: %s", rp.node, r.Error)
+		}
+		return Stack{PID: int(r.Pid), Method: r.Method, Text: r.Text}, nil
+	case <-s.ctx.Done():
+		return Stack{}, s.lostErr()
+	case <-ctx.Done():
+		return Stack{}, ctx.Err()
+	}
 }
 
 // fetch brings a folder the process handed over to this node.
