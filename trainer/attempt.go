@@ -57,6 +57,7 @@ type attempt struct {
 	watchdog *time.Timer
 	hbOff    bool // the watchdog is held while the sink decides
 	stopCtx  func() bool
+	stackers []stacker // by rank; see setStacker
 }
 
 func (r *runner) newAttempt(number int) *attempt {
@@ -74,6 +75,7 @@ func (r *runner) newAttempt(number int) *attempt {
 	// cancels them, so that the reason is always known first.
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
 	a.stopCtx = context.AfterFunc(r.ctx, func() { a.finish(attemptEnd{kind: endCancelled, err: r.ctx.Err()}) })
+	r.spec.Inspector.attach(a)
 	if hb := r.spec.Failure.Heartbeat(); hb > 0 {
 		a.watchdog = time.AfterFunc(hb, func() { a.hung(hb) })
 	}
@@ -85,7 +87,7 @@ func (r *runner) newAttempt(number int) *attempt {
 // grown within hb: then the watchdog waits for the rest of hb from then.
 func (a *attempt) hung(hb time.Duration) {
 	if !a.r.spec.Failure.OutputHeartbeat {
-		a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb)})
+		a.hangUp(fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb))
 		return
 	}
 	if quiet := a.quiet(); quiet < hb {
@@ -96,7 +98,17 @@ func (a *attempt) hung(hb time.Duration) {
 		a.mu.Unlock()
 		return
 	}
-	a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report and no output from any worker for %v (failure.heartbeat_timeout)", hb)})
+	a.hangUp(fmt.Errorf("hung: no report and no output from any worker for %v (failure.heartbeat_timeout)", hb))
+}
+
+// hangUp fails the hung attempt with err, once its workers' stacks are
+// recorded (see EventHung).
+func (a *attempt) hangUp(err error) {
+	if a.ended().kind != endNone {
+		return
+	}
+	a.recordHung(err)
+	a.finish(attemptEnd{kind: endFailed, err: err})
 }
 
 // quiet is how long ago a worker's log last grew, by its file's

@@ -86,10 +86,15 @@ const (
 	// read): it is left where it is, untouched, and the report counts
 	// without a checkpoint. Cause says which folder and why.
 	EventCheckpointRefused EventKind = "checkpoint_refused"
+	// EventHung: the group let failure.heartbeat_timeout pass without a
+	// report (Cause says so) and is about to fail for it; Stacks holds its
+	// workers' stacks, taken just before they are stopped.
+	EventHung EventKind = "hung"
 )
 
 // Event is a restart or a resize of a trial's group, told to an EventSink
-// just before the new group starts, or a checkpoint refused.
+// just before the new group starts, a checkpoint refused, or a hung group
+// just before it fails.
 type Event struct {
 	Kind EventKind
 	Time time.Time
@@ -109,6 +114,8 @@ type Event struct {
 	// Recorded is the trial's last delivered iteration: the group about to
 	// start delivers only reports past it (see Spec.StepKey).
 	Recorded int
+	// Stacks are the workers' stacks of a hung group (EventHung).
+	Stacks []WorkerStack
 }
 
 // Spec is everything needed to run one trial's group. Exactly one of Train,
@@ -199,6 +206,9 @@ type Spec struct {
 	// TrialDir is the trial's own folder, in GOTUNE_TRIAL_DIR; "" for none.
 	// The caller creates it.
 	TrialDir string
+	// Inspector, when set, reaches the group's workers while Run runs
+	// (their stacks); nil: nobody asks.
+	Inspector *Inspector
 }
 
 // CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,
