@@ -28,6 +28,10 @@ const (
 	// EventCheckpointRefused: a worker handed over a checkpoint outside its
 	// own scratch folder (or unreadable); it was left untouched.
 	EventCheckpointRefused = "checkpoint_refused"
+	// EventHung: a trial's group went silent past its heartbeat timeout;
+	// data: attempt, workers, stacks (each worker's, taken before it was
+	// stopped).
+	EventHung = "hung"
 )
 
 // Event is something that happened to an experiment or one of its trials.

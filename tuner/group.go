@@ -46,6 +46,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		StepKey:         t.cfg.Scheduler.TimeAttr,
 		LastStep:        tr.lastStep,
 		Env:             append(slices.Clip(t.env), tc.EnvList()...),
+		Inspector:       t.inspectors.of(tr.number),
 	}
 	switch {
 	case t.process != "":

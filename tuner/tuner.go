@@ -42,6 +42,8 @@ type Tuner struct {
 	gpus *gpuWatch
 	// cluster lends other nodes (WithCluster).
 	cluster *workers.Head
+	// inspectors reach the running trials' workers for the control socket.
+	inspectors inspectors
 }
 
 // Option customises a Tuner.
@@ -226,6 +228,12 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	t.gpus.expID = l.exp.ID
+	ctl, err := serveControl(t.db.Path(), t.cfg.Name, &t.inspectors)
+	if err != nil {
+		// The sweep runs on; only stacks on demand are lost.
+		t.db.AddEvent(ctx, l.exp.ID, 0, "control_socket", err.Error(), nil)
+	}
+	defer ctl.Close()
 	stopSampling := t.sampleGPUs()
 	runErr := l.run(ctx)
 	stopSampling()
