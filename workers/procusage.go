@@ -1,0 +1,107 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ProcUsage is what a worker process uses at one moment, together with
+// every process of its process group (the processes it started: data
+// loader workers, a script's children).
+type ProcUsage struct {
+	PID int
+	// CPUSeconds is the user and system CPU time the processes alive now
+	// have used since they started; the difference between two samples
+	// over the time between them is the CPU use (1 = one core busy).
+	CPUSeconds float64
+	// RSS is the memory the processes hold in RAM, summed.
+	RSS Bytes
+	// Processes counts the processes summed.
+	Processes int
+}
+
+// clockTicks is the unit of /proc's CPU times: USER_HZ, 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+// ProcessUsage reads from /proc what process pid of this node and the
+// other processes of its process group use now.
+func ProcessUsage(pid int) (ProcUsage, error) {
+	leader, err := readProcStat(pid)
+	if err != nil {
+		return ProcUsage{}, fmt.Errorf("usage of pid %d: the process is gone", pid)
+	}
+	u := ProcUsage{PID: pid}
+	add := func(p int, s procStat) {
+		u.CPUSeconds += float64(s.utime+s.stime) / clockTicks
+		u.RSS += Bytes(s.rssPages * int64(os.Getpagesize()))
+		u.Processes++
+	}
+	add(pid, leader)
+	if leader.pgrp != pid {
+		return u, nil // not a group leader: the process alone
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return u, nil
+	}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p == pid {
+			continue
+		}
+		if s, err := readProcStat(p); err == nil && s.pgrp == pid {
+			add(p, s)
+		}
+	}
+	return u, nil
+}
+
+// procStat is what ProcessUsage needs of /proc/PID/stat.
+type procStat struct {
+	pgrp         int
+	utime, stime int64
+	rssPages     int64
+}
+
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	// Fields after the name, from field 3 (state): pgrp is field 5,
+	// utime 14, stime 15, rss 24.
+	f := strings.Fields(s[end+1:])
+	if len(f) < 22 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	var st procStat
+	var errs [4]error
+	st.pgrp, errs[0] = strconv.Atoi(f[2])
+	st.utime, errs[1] = strconv.ParseInt(f[11], 10, 64)
+	st.stime, errs[2] = strconv.ParseInt(f[12], 10, 64)
+	st.rssPages, errs[3] = strconv.ParseInt(f[21], 10, 64)
+	for _, err := range errs {
+		if err != nil {
+			return procStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+	}
+	return st, nil
+}
+
+// Usage reads what the process and its process group use now, on the node
+// it runs on: over the agent's session for a process of another node.
+func (p *Process) Usage(ctx context.Context) (ProcUsage, error) {
+	if p.remote != nil {
+		return p.remote.usage(ctx)
+	}
+	return ProcessUsage(p.pid)
+}
