@@ -32,6 +32,10 @@ const (
 	// data: attempt, workers, stacks (each worker's, taken before it was
 	// stopped).
 	EventHung = "hung"
+	// EventStraggler: a worker's step rate stayed well below its group's;
+	// data: straggler (rank, step_rate, median, fraction, below_seconds)
+	// and, when sampled, its CPU and RSS beside the group's medians.
+	EventStraggler = "straggler"
 )
 
 // Event is something that happened to an experiment or one of its trials.

@@ -57,7 +57,7 @@ type attempt struct {
 	watchdog *time.Timer
 	hbOff    bool // the watchdog is held while the sink decides
 	stopCtx  func() bool
-	stackers []stacker // by rank; see setStacker
+	probes   []probe // by rank; see setProbe
 }
 
 func (r *runner) newAttempt(number int) *attempt {

@@ -45,7 +45,7 @@ func (k goroutineKind) runAttempt(a *attempt) {
 	places := placeRanks(a.slots, GPUViewWorker)
 	for rank := range n {
 		a.workers.start(rank, 0, "")
-		a.setStacker(rank, a.goroutineStacker(rank))
+		a.setProbe(rank, a.goroutineProbe(rank))
 	}
 	a.workers.flush(a.ctx)
 	var wg sync.WaitGroup

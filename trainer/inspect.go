@@ -57,37 +57,78 @@ func (in *Inspector) attach(a *attempt) {
 // taken has its Error set; Stacks fails only when the group is not running
 // or has no such rank.
 func (in *Inspector) Stacks(ctx context.Context, rank int) ([]WorkerStack, error) {
-	in.mu.Lock()
-	a := in.a
-	in.mu.Unlock()
-	if a == nil || a.ended().kind != endNone {
-		return nil, ErrNotRunning
+	a, ps, err := in.runningProbes()
+	if err != nil {
+		return nil, err
 	}
 	if rank >= a.size() {
 		return nil, fmt.Errorf("no rank %d: the group has %d workers", rank, a.size())
 	}
-	return a.stacks(ctx, rank), nil
+	return a.stacksOf(ctx, ps, rank), nil
 }
 
-// stacker takes one worker's stack.
-type stacker func(ctx context.Context) (workers.Stack, error)
+// probe reaches one running worker: *workers.Process for a process
+// worker, goroutineProbe for a goroutine.
+type probe interface {
+	Stack(ctx context.Context) (workers.Stack, error)
+	Usage(ctx context.Context) (workers.ProcUsage, error)
+}
 
-// setStacker says how to take rank's stack while it runs.
-func (a *attempt) setStacker(rank int, f stacker) {
+// setProbe says how to reach rank while it runs.
+func (a *attempt) setProbe(rank int, p probe) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.stackers == nil {
-		a.stackers = make([]stacker, a.size())
+	if a.probes == nil {
+		a.probes = make([]probe, a.size())
 	}
-	a.stackers[rank] = f
+	a.probes[rank] = p
 }
 
-// stacks takes the stacks of rank, or of every rank when rank < 0, all at
-// once.
-func (a *attempt) stacks(ctx context.Context, rank int) []WorkerStack {
+// runningProbes returns the attempt's probes by rank (nil: not started),
+// or ErrNotRunning.
+func (in *Inspector) runningProbes() (*attempt, []probe, error) {
+	in.mu.Lock()
+	a := in.a
+	in.mu.Unlock()
+	if a == nil || a.ended().kind != endNone {
+		return nil, nil, ErrNotRunning
+	}
 	a.mu.Lock()
-	fs := append([]stacker(nil), a.stackers...)
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	return a, append([]probe(nil), a.probes...), nil
+}
+
+// WorkerUsage is what one process worker and the processes it started use
+// at one moment (see workers.ProcUsage).
+type WorkerUsage struct {
+	Rank int
+	Node string
+	workers.ProcUsage
+}
+
+// Usage reads what each of the group's process workers uses now, in rank
+// order; goroutine workers, which share the caller's process, and workers
+// whose usage cannot be read are left out.
+func (in *Inspector) Usage(ctx context.Context) ([]WorkerUsage, error) {
+	a, ps, err := in.runningProbes()
+	if err != nil {
+		return nil, err
+	}
+	var out []WorkerUsage
+	for rank, p := range ps {
+		if p == nil {
+			continue
+		}
+		if u, err := p.Usage(ctx); err == nil {
+			out = append(out, WorkerUsage{Rank: rank, Node: a.slots[rank].Node, ProcUsage: u})
+		}
+	}
+	return out, nil
+}
+
+// stacksOf takes the stacks of rank, or of every rank when rank < 0, all
+// at once, through the probes ps.
+func (a *attempt) stacksOf(ctx context.Context, ps []probe, rank int) []WorkerStack {
 	lo, hi := 0, a.size()
 	if rank >= 0 {
 		lo, hi = rank, rank+1
@@ -97,14 +138,14 @@ func (a *attempt) stacks(ctx context.Context, rank int) []WorkerStack {
 	for r := lo; r < hi; r++ {
 		ws := &out[r-lo]
 		ws.Rank, ws.Node = r, a.slots[r].Node
-		if r >= len(fs) || fs[r] == nil {
+		if r >= len(ps) || ps[r] == nil {
 			ws.Error = "the worker has not started"
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := fs[r](ctx)
+			st, err := ps[r].Stack(ctx)
 			if err != nil {
 				ws.Error = err.Error()
 				return
@@ -128,10 +169,13 @@ func (a *attempt) recordHung(cause error) {
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, hungStacksTimeout)
 	defer cancel()
+	a.mu.Lock()
+	ps := append([]probe(nil), a.probes...)
+	a.mu.Unlock()
 	// The runner's checkpoint and report counts belong to the delivering
 	// goroutine: the restart event that follows tells them.
 	e := Event{Kind: EventHung, Time: time.Now(), Cause: cause.Error(), Attempt: a.number, Workers: a.size(),
-		Stacks: a.stacks(ctx, -1)}
+		Stacks: a.stacksOf(ctx, ps, -1)}
 	_ = a.r.events.Event(context.WithoutCancel(a.ctx), e) // the restart that follows is what counts
 }
 
@@ -150,18 +194,29 @@ func (a *attempt) workerLabels(rank int) pprof.LabelSet {
 		labelAttempt, strconv.Itoa(a.number), labelRank, strconv.Itoa(rank))
 }
 
-// goroutineStacker takes the stacks of the goroutines labelled with rank's
-// labels, from this process's goroutine profile.
-func (a *attempt) goroutineStacker(rank int) stacker {
-	want := []string{labelExperiment, a.r.spec.Experiment, labelTrial, strconv.Itoa(a.r.spec.Trial),
-		labelAttempt, strconv.Itoa(a.number), labelRank, strconv.Itoa(rank)}
-	return func(context.Context) (workers.Stack, error) {
-		var b bytes.Buffer
-		if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
-			return workers.Stack{}, err
-		}
-		return workers.Stack{Method: workers.StackGoroutines, Text: labelledStacks(b.String(), want)}, nil
+// goroutineProbe reaches a goroutine worker: its stack is that of the
+// goroutines labelled with its labels (want, as pairs), in this process's
+// goroutine profile.
+type goroutineProbe struct{ want []string }
+
+func (a *attempt) goroutineProbe(rank int) goroutineProbe {
+	return goroutineProbe{[]string{labelExperiment, a.r.spec.Experiment, labelTrial, strconv.Itoa(a.r.spec.Trial),
+		labelAttempt, strconv.Itoa(a.number), labelRank, strconv.Itoa(rank)}}
+}
+
+func (g goroutineProbe) Stack(context.Context) (workers.Stack, error) {
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		return workers.Stack{}, err
 	}
+	return workers.Stack{Method: workers.StackGoroutines, Text: labelledStacks(b.String(), g.want)}, nil
+}
+
+// errSharedProcess is the usage of a goroutine worker.
+var errSharedProcess = errors.New("a goroutine worker shares the tuner's process")
+
+func (goroutineProbe) Usage(context.Context) (workers.ProcUsage, error) {
+	return workers.ProcUsage{}, errSharedProcess
 }
 
 // labelledStacks keeps the records of a goroutine profile in its debug=1

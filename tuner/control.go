@@ -62,6 +62,17 @@ func (in *inspectors) of(trial int) *trainer.Inspector {
 	return in.m[trial]
 }
 
+// all returns every trial's inspector, by number.
+func (in *inspectors) all() map[int]*trainer.Inspector {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make(map[int]*trainer.Inspector, len(in.m))
+	for n, i := range in.m {
+		out[n] = i
+	}
+	return out
+}
+
 // lookup returns trial's inspector, nil when the trial has not run here.
 func (in *inspectors) lookup(trial int) *trainer.Inspector {
 	in.mu.Lock()

@@ -42,8 +42,17 @@ type Tuner struct {
 	gpus *gpuWatch
 	// cluster lends other nodes (WithCluster).
 	cluster *workers.Head
-	// inspectors reach the running trials' workers for the control socket.
+	// inspectors reach the running trials' workers for the control socket
+	// and the usage sampler.
 	inspectors inspectors
+	// usageEvery is how often the process workers' usage is sampled (0:
+	// DefaultUsageInterval, negative: never); usage is the sampler's state.
+	usageEvery time.Duration
+	usage      usageState
+	// stragglers follows the workers' step rates; stragglerWindow is how
+	// long one must lag (0: StragglerWindow).
+	stragglers      stragglerWatch
+	stragglerWindow time.Duration
 }
 
 // Option customises a Tuner.
@@ -235,7 +244,9 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	}
 	defer ctl.Close()
 	stopSampling := t.sampleGPUs()
+	stopUsage := t.sampleUsage(l.exp.ID)
 	runErr := l.run(ctx)
+	stopUsage()
 	stopSampling()
 
 	status := storage.ExperimentFinished
