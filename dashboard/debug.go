@@ -196,7 +196,12 @@ func readBefore(f *os.File, end int64, limit int, page *LogPage) error {
 	if _, err := f.ReadAt(b, start); err != nil && err != io.EOF {
 		return err
 	}
-	// A window that starts inside a line drops that line's part.
+	// A window that ends inside a line drops that line's part, and one
+	// that starts inside a line likewise.
+	if i := bytes.LastIndexByte(b, '\n'); i < len(b)-1 {
+		b, end = b[:i+1], end-int64(len(b)-i-1)
+	}
+
 	if start > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
