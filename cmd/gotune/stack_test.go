@@ -105,3 +105,16 @@ cpus_per_worker = 0.01
 		t.Errorf("after the run: exit %d, stderr %q", code, stderr)
 	}
 }
+
+func TestEventDataCountsStacks(t *testing.T) {
+	for _, tc := range []struct{ data, want string }{
+		{`{"attempt":1,"stacks":[{"rank":0,"text":"long"},{"rank":1,"text":"long"}],"workers":2}`,
+			`{"attempt":1,"stacks":"2 stacks: see gotune show --json","workers":2}`},
+		{`{"attempt":1,"workers":2}`, `{"attempt":1,"workers":2}`},
+		{`[1,2]`, `[1,2]`},
+	} {
+		if got := eventData([]byte(tc.data)); got != tc.want {
+			t.Errorf("eventData(%s) = %s, want %s", tc.data, got, tc.want)
+		}
+	}
+}
