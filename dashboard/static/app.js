@@ -744,16 +744,18 @@ async function renderUsage() {
     return;
   }
   const latest = Math.max(...series.map((s) => s.attempt));
+  const charts = [];
   box.replaceChildren(...USAGE_CHARTS.map(([kind, label, f]) => {
     const ss = series.filter((s) => s.kind === kind && s.attempt === latest);
     if (!ss.length) return null;
-    const div = el('div', {class: 'spark', 'data-kind': kind}, el('div', {class: 'muted'}, label));
     const chart = el('div', {class: 'spark-chart'});
-    div.append(chart, el('div', {class: 'legend'}, ...ss.map((s) => el('span', {},
-      el('i', {style: `background:${colorOf(s.rank + 1)}`}), `rank ${s.rank}${s.gpu !== undefined ? ' gpu ' + s.gpu : ''}: ${f(s.points[s.points.length - 1][1])}`))));
-    drawSpark(chart, ss, f);
-    return div;
+    charts.push([chart, ss, f]);
+    return el('div', {class: 'spark', 'data-kind': kind}, el('div', {class: 'muted'}, label), chart,
+      el('div', {class: 'legend'}, ...ss.map((s) => el('span', {},
+        el('i', {style: `background:${colorOf(s.rank + 1)}`}), `rank ${s.rank}${s.gpu !== undefined ? ' gpu ' + s.gpu : ''}: ${f(s.points[s.points.length - 1][1])}`))));
   }).filter(Boolean));
+  // Drawn once in the page, where the charts have their width.
+  for (const [chart, ss, f] of charts) drawSpark(chart, ss, f);
 }
 
 // drawSpark draws a small chart of workers' series against seconds since
