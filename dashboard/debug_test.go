@@ -179,3 +179,19 @@ func TestStacksAPIWithoutARun(t *testing.T) {
 		t.Errorf("GET: %d, want 404", code)
 	}
 }
+
+// A worker's CPU and memory samples are not the host's.
+func TestWorkerSamplesAreNotTheHosts(t *testing.T) {
+	srv, _ := debugFixture(t)
+	var res Resources
+	getJSON(t, srv.URL+"/api/experiments/dbg/resources", &res)
+	for _, s := range res.Samples {
+		if s.Index == storage.NoGPU && s.Util != 10 {
+			t.Errorf("host sample %+v, want the node's own (10%%)", s)
+		}
+	}
+	_, body, _ := get(t, srv.URL+"/metrics")
+	if !strings.Contains(body, `gotune_host_cpu_utilization_percent{experiment="dbg",node="n"} 10`) {
+		t.Errorf("metrics:\n%s", body)
+	}
+}
