@@ -36,6 +36,11 @@ with rank 0's j-th), so sharded checkpoints work; a rank that hands over a
 checkpoint once must do so every time, in step with rank 0 (its shard of a
 round before rank 0's report of the next round, as DDP's collectives ensure).
 
+Importing the module inside a gotune worker also lets gotune take the
+script's stack on demand (``gotune stack``, the dashboard's trial page, a
+hung trial's event): faulthandler writes every thread's Python stack to a
+file in GOTUNE_CHECKPOINT_DIR when gotune sends SIGUSR2.
+
 Outside gotune (plain python, or torchrun) the helpers fall back to
 torchrun's variables and report lines are still printed, so a script runs
 unchanged.
