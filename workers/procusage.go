@@ -35,26 +35,15 @@ func ProcessUsage(pid int) (ProcUsage, error) {
 		return ProcUsage{}, fmt.Errorf("usage of pid %d: the process is gone", pid)
 	}
 	u := ProcUsage{PID: pid}
-	add := func(p int, s procStat) {
+	add := func(s procStat) {
 		u.CPUSeconds += float64(s.utime+s.stime) / clockTicks
 		u.RSS += Bytes(s.rssPages * int64(os.Getpagesize()))
 		u.Processes++
 	}
-	add(pid, leader)
-	if leader.pgrp != pid {
-		return u, nil // not a group leader: the process alone
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return u, nil
-	}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil || p == pid {
-			continue
-		}
-		if s, err := readProcStat(p); err == nil && s.pgrp == pid {
-			add(p, s)
+	add(leader)
+	for _, p := range groupMembers(pid) {
+		if s, err := readProcStat(p); err == nil {
+			add(s)
 		}
 	}
 	return u, nil

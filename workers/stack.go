@@ -10,8 +10,10 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -85,18 +87,93 @@ func InstallStackDump(dir string) error {
 // stackTimeout bounds how long ProcessStack waits for a dump or for gdb.
 var stackTimeout = 10 * time.Second
 
+// maxGroupStacks bounds how many processes of a worker's process group
+// besides the worker's own have their stacks taken.
+const maxGroupStacks = 16
+
 // ProcessStack takes the current stack of process pid of this node, by the
 // best means available: the process's own dump (StackDumped) when it
-// installed one, else gdb (StackGDB), else /proc (StackProc).
+// installed one, else gdb (StackGDB), else /proc (StackProc). When pid
+// leads a process group, as a worker process does, the stacks of the other
+// processes of the group (the script a shell or a launcher such as
+// torchrun started, data loader workers) follow in Text, each under a line
+// that names it and how its stack was taken; Method is the leader's.
 func ProcessStack(ctx context.Context, pid int) (Stack, error) {
 	if pid <= 0 {
 		return Stack{}, fmt.Errorf("stack: no process id")
 	}
+	ctx, cancel := context.WithTimeout(ctx, stackTimeout)
+	defer cancel()
+	st, err := oneStack(ctx, pid)
+	if err != nil {
+		return Stack{}, err
+	}
+	members := groupMembers(pid)
+	if len(members) > maxGroupStacks {
+		members = members[:maxGroupStacks]
+	}
+	others := make([]string, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name, _ := parseStatFile(m)
+			if s, err := oneStack(ctx, m); err != nil {
+				others[i] = fmt.Sprintf("--- pid %d (%s): no stack: %v\n", m, name, err)
+			} else {
+				others[i] = fmt.Sprintf("--- pid %d (%s), by %s\n%s", m, name, s.Method, s.Text)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, o := range others {
+		if !strings.HasSuffix(st.Text, "\n") {
+			st.Text += "\n"
+		}
+		st.Text += "\n" + o
+	}
+	return st, nil
+}
+
+// groupMembers lists the processes of the process group that pid leads,
+// but pid, in pid order; none when pid leads no group.
+func groupMembers(pid int) []int {
+	if s, err := readProcStat(pid); err != nil || s.pgrp != pid {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p == pid {
+			continue
+		}
+		if s, err := readProcStat(p); err == nil && s.pgrp == pid {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// parseStatFile is parseStat of /proc/PID/stat.
+func parseStatFile(pid int) (name, state string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "?", "?"
+	}
+	return parseStat(string(b))
+}
+
+// oneStack takes the stack of process pid alone.
+func oneStack(ctx context.Context, pid int) (Stack, error) {
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
 		return Stack{}, fmt.Errorf("stack of pid %d: the process is gone", pid)
 	}
-	ctx, cancel := context.WithTimeout(ctx, stackTimeout)
-	defer cancel()
 	if dir := processEnv(pid, "GOTUNE_CHECKPOINT_DIR"); dir != "" {
 		if text, err := dumpedStack(ctx, pid, StackFile(dir, pid)); err == nil {
 			return Stack{PID: pid, Method: StackDumped, Text: text}, nil

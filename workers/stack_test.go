@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -154,4 +155,31 @@ func slicesContains(lines []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// A worker that is a shell running a script has the script's stack too:
+// the other processes of its process group follow the leader's.
+func TestProcessStackOfAGroup(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	helper, _ := filepath.Abs("../python")
+	script := filepath.Join(t.TempDir(), "child.py")
+	os.WriteFile(script, []byte("import gotune, time\nprint('ready', flush=True)\ndef child_waits():\n    time.sleep(60)\nchild_waits()\n"), 0o644)
+	spec := sh(`"$PY" "$SCRIPT"; echo done`, "PY="+python, "SCRIPT="+script, "PYTHONPATH="+helper,
+		"GOTUNE_TRIAL_ID=1", "GOTUNE_CHECKPOINT_DIR="+t.TempDir())
+	p, err := StartProcess(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Kill(); waitDone(t, p) }()
+	until(t, "the script starts", func() bool { return slicesContains(p.Tail(), "ready") })
+	st, err := p.Stack(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?s)\n--- pid \d+ \(python[^)]*\), by dump\n.*in child_waits`).MatchString(st.Text) {
+		t.Errorf("no stack of the shell's child (leader's by %s):\n%s", st.Method, st.Text)
+	}
 }

@@ -143,8 +143,11 @@ func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
 // describeEvent is a line about a group's event, after the trial number:
 // for a restart or a resize, what it starts from, and why.
 func describeEvent(e trainer.Event) string {
-	if e.Kind == trainer.EventCheckpointRefused {
+	switch e.Kind {
+	case trainer.EventCheckpointRefused:
 		return fmt.Sprintf("%s: %s", e.Kind, firstLine(e.Cause))
+	case trainer.EventHung:
+		return fmt.Sprintf("%s; the stacks of its %d workers are in its hung event (gotune show --json)", firstLine(e.Cause), len(e.Stacks))
 	}
 	from := "no committed checkpoint"
 	if e.Checkpoint != "" {

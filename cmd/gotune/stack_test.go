@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
 	"github.com/gotune/gotune/workers"
 )
@@ -116,5 +117,14 @@ func TestEventDataCountsStacks(t *testing.T) {
 		if got := eventData([]byte(tc.data)); got != tc.want {
 			t.Errorf("eventData(%s) = %s, want %s", tc.data, got, tc.want)
 		}
+	}
+}
+
+func TestDescribeHungEvent(t *testing.T) {
+	e := trainer.Event{Kind: trainer.EventHung, Cause: "hung: no report from any worker for 3s (failure.heartbeat_timeout)",
+		Workers: 2, Stacks: make([]trainer.WorkerStack, 2)}
+	want := "hung: no report from any worker for 3s (failure.heartbeat_timeout); the stacks of its 2 workers are in its hung event (gotune show --json)"
+	if got := describeEvent(e); got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
