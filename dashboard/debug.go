@@ -85,8 +85,13 @@ const (
 // LogPage is a run of whole lines of a worker's log file, or the lines
 // that match a search.
 type LogPage struct {
-	Rank int    `json:"rank"`
-	Path string `json:"path"`
+	Rank int `json:"rank"`
+	// Part is the file the page is of: 0 the log itself, K its K-th
+	// rotated file (the log's path with ".K"), older as K grows; Path is
+	// its path. OlderPart is the next older file, 0 when there is none.
+	Part      int    `json:"part"`
+	Path      string `json:"path"`
+	OlderPart int    `json:"older_part,omitempty"`
 	// Size is the file's size when read; Start and End are the byte
 	// offsets of the page's first line and just past its last: ask for
 	// before=Start for the page above and after=End to follow the log.
@@ -98,6 +103,9 @@ type LogPage struct {
 	// offsets, oldest first; Truncated says more matched than are given.
 	Matches   []LogMatch `json:"matches,omitempty"`
 	Truncated bool       `json:"truncated,omitempty"`
+	// Rotated says the file is shorter than the after offset asked for:
+	// it was rotated, and the page starts at its beginning.
+	Rotated bool `json:"rotated,omitempty"`
 }
 
 // LogMatch is one line of a log that holds the searched text.
@@ -112,6 +120,7 @@ type LogMatch struct {
 // (default 200, at most 2000). before=B: the limit lines that end before
 // byte B. after=A: the lines from byte A on (to follow a running worker).
 // q=TEXT: the lines that hold TEXT (case-insensitive), at most 500.
+// part=K reads the log's K-th rotated file (PATH.K) instead.
 func (s *Server) workerLog(r *http.Request, db *storage.DB) (any, error) {
 	name := r.PathValue("exp")
 	n, err := strconv.Atoi(r.PathValue("trial"))
@@ -140,6 +149,12 @@ func (s *Server) workerLog(r *http.Request, db *storage.DB) (any, error) {
 		}
 		return o, true, nil
 	}
+	part := 0
+	if v := q.Get("part"); v != "" {
+		if part, err = strconv.Atoi(v); err != nil || part < 0 {
+			return nil, badRequest("part must be 0 (the log) or a rotated file's number, got %q", v)
+		}
+	}
 	before, hasBefore, err := offset("before")
 	if err != nil {
 		return nil, err
@@ -161,6 +176,10 @@ func (s *Server) workerLog(r *http.Request, db *storage.DB) (any, error) {
 	if path == "" {
 		return nil, &apiError{http.StatusNotFound, fmt.Errorf("trial %d has no log of rank %d", n, rank)}
 	}
+	base := path
+	if part > 0 {
+		path = fmt.Sprintf("%s.%d", base, part)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &apiError{http.StatusNotFound, fmt.Errorf("log of rank %d: %w", rank, err)}
@@ -170,12 +189,18 @@ func (s *Server) workerLog(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	page := &LogPage{Rank: rank, Path: path, Size: fi.Size(), Lines: []string{}}
+	page := &LogPage{Rank: rank, Part: part, Path: path, Size: fi.Size(), Lines: []string{}}
+	if _, err := os.Stat(fmt.Sprintf("%s.%d", base, part+1)); err == nil {
+		page.OlderPart = part + 1
+	}
 	switch {
 	case q.Get("q") != "":
 		err = searchLog(f, q.Get("q"), page)
 	case hasAfter:
-		err = readAfter(f, min(after, page.Size), page)
+		if after > page.Size {
+			after, page.Rotated = 0, true
+		}
+		err = readAfter(f, after, page)
 	default:
 		if !hasBefore || before > page.Size {
 			before = page.Size

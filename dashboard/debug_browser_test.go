@@ -173,7 +173,7 @@ func TestBrowserTrialDebug(t *testing.T) {
 		t.Errorf("stacks not dumped by gotune.py: %s\n%s", v.StackInfo, v.Stacks)
 	}
 	// gotune's own line about the start, then the worker's 30.
-	if !strings.HasPrefix(v.LogInfo, "31 lines shown, bytes 0–") || !strings.HasPrefix(v.UsageTitle, "rank 0: ") {
+	if !strings.HasPrefix(v.LogInfo, "31 lines shown, from byte 0 to ") || !strings.HasPrefix(v.UsageTitle, "rank 0: ") {
 		t.Errorf("log info %q, usage title %q", v.LogInfo, v.UsageTitle)
 	}
 	// A search lists the matching lines with their offsets.

@@ -114,11 +114,31 @@ func TestWorkerLogAPI(t *testing.T) {
 	if len(found.Matches) != 11 || found.Matches[0].Line != "line 99" || found.Matches[0].Offset != int64(len("line 1\n")*9+len("line 10\n")*89) {
 		t.Errorf("search: %d matches, first %+v", len(found.Matches), found.Matches)
 	}
+	// Rotation: the log moves to .1 and starts again.
+	os.Rename(logPath, logPath+".1")
+	os.WriteFile(logPath, []byte("new 1\nnew 2\n"), 0o644)
+	var rotated LogPage
+	getJSON(t, fmt.Sprintf("%s&after=%d", url, follow.End), &rotated)
+	if !rotated.Rotated || strings.Join(rotated.Lines, ",") != "new 1,new 2" {
+		t.Errorf("follow across a rotation: %+v", rotated)
+	}
+	var top LogPage
+	getJSON(t, url+"&limit=1", &top)
+	if top.OlderPart != 1 {
+		t.Errorf("the log's page does not point at its rotated file: %+v", top)
+	}
+	var older LogPage
+	getJSON(t, url+"&limit=2&part=1", &older)
+	if strings.Join(older.Lines, ",") != "line 1001,line 1002" || older.Part != 1 || older.OlderPart != 0 {
+		t.Errorf("the rotated file's last page: %+v", older)
+	}
 	for _, tc := range []struct {
 		query string
 		code  int
 		want  string
 	}{
+		{"rank=0&part=-1", 400, "part"},
+		{"rank=0&part=2", 404, "log of rank 0"},
 		{"rank=1", 404, "no log of rank 1"},
 		{"rank=x", 400, "rank"},
 		{"rank=0&limit=0", 400, "limit"},

@@ -625,7 +625,10 @@ function table(head, rows) {
 // view keeps its scroll, search and paging while the trial runs.
 
 const LOG_PAGE = 200;
-const dbg = {key: '', rank: null, lines: [], start: 0, end: 0, size: 0, query: ''};
+// lines are the log lines shown: from byte start of file part (0: the log,
+// K: its K-th rotated file) to byte end of the log; olderPart is the
+// rotated file above them, 0 when none.
+const dbg = {key: '', rank: null, lines: [], part: 0, start: 0, olderPart: 0, end: 0, size: 0, query: ''};
 
 async function renderDebug(d) {
   const panel = $('trial-debug');
@@ -633,7 +636,7 @@ async function renderDebug(d) {
   const base = `experiments/${encodeURIComponent(state.exp)}/trials/${d.trial_id}`;
   const ranks = [...new Set(d.workers.filter((w) => w.log_path).map((w) => w.rank))].sort((a, b) => a - b);
   if (dbg.key !== key) {
-    Object.assign(dbg, {key, base, rank: ranks.length ? ranks[0] : null, lines: [], start: 0, end: 0, size: 0, query: ''});
+    Object.assign(dbg, {key, base, rank: ranks.length ? ranks[0] : null, lines: [], part: 0, start: 0, olderPart: 0, end: 0, size: 0, query: ''});
     buildDebug(panel, d, ranks);
   }
   dbg.running = d.status === 'RUNNING';
@@ -666,7 +669,7 @@ function buildDebug(panel, d, ranks) {
 }
 
 function resetLog() {
-  Object.assign(dbg, {lines: [], start: 0, end: 0, size: 0});
+  Object.assign(dbg, {lines: [], part: 0, start: 0, olderPart: 0, end: 0, size: 0});
   updateLog(true);
 }
 
@@ -677,9 +680,13 @@ async function updateLog(force) {
   const q = `${dbg.base}/log?rank=${dbg.rank}`;
   if (!dbg.lines.length) {
     const p = await api(`${q}&limit=${LOG_PAGE}`);
-    Object.assign(dbg, {lines: p.lines, start: p.start, end: p.end, size: p.size});
+    Object.assign(dbg, {lines: p.lines, part: 0, start: p.start, olderPart: p.older_part || 0, end: p.end, size: p.size});
   } else {
     const p = await api(`${q}&after=${dbg.end}`);
+    if (p.rotated) {
+      resetLog();
+      return;
+    }
     dbg.lines.push(...p.lines);
     dbg.end = p.end;
     dbg.size = p.size;
@@ -688,10 +695,12 @@ async function updateLog(force) {
 }
 
 async function olderLog() {
-  if (dbg.rank === null || dbg.query || dbg.start === 0) return;
-  const p = await api(`${dbg.base}/log?rank=${dbg.rank}&limit=${LOG_PAGE}&before=${dbg.start}`);
+  if (dbg.rank === null || dbg.query || (dbg.start === 0 && !dbg.olderPart)) return;
+  // The top of a file continues at the end of the next older one.
+  const q = dbg.start > 0 ? `part=${dbg.part}&before=${dbg.start}` : `part=${dbg.olderPart}`;
+  const p = await api(`${dbg.base}/log?rank=${dbg.rank}&limit=${LOG_PAGE}&${q}`);
   dbg.lines.unshift(...p.lines);
-  dbg.start = p.start;
+  Object.assign(dbg, {part: p.part, start: p.start, olderPart: p.older_part || 0});
   drawLog(false);
   $('log-view').scrollTop = 0;
 }
@@ -700,9 +709,10 @@ function drawLog(toEnd) {
   const view = $('log-view');
   view.textContent = dbg.lines.join('\n');
   if (toEnd) view.scrollTop = view.scrollHeight;
-  $('log-info').textContent = `${dbg.lines.length} lines shown, bytes ${dbg.start}–${dbg.end} of ${dbg.size}` +
-    (dbg.start > 0 ? '; older lines above' : '');
-  $('log-older').disabled = dbg.start === 0;
+  const from = dbg.part ? `byte ${dbg.start} of rotated file ${dbg.part}` : `byte ${dbg.start}`;
+  $('log-info').textContent = `${dbg.lines.length} lines shown, from ${from} to ${dbg.end} of ${dbg.size}` +
+    (dbg.start > 0 || dbg.olderPart ? '; older lines above' : '');
+  $('log-older').disabled = dbg.start === 0 && !dbg.olderPart;
 }
 
 async function searchLog() {
