@@ -272,16 +272,15 @@ func gdbStack(ctx context.Context, gdb string, pid int) (string, error) {
 	return cleanGDB(text), nil
 }
 
-// cleanGDB drops gdb's chatter about symbols and its own attaching and
-// detaching from its output.
+// cleanGDB keeps gdb's threads, from the first "Thread" line on, without
+// its chatter about missing sources and its detaching.
 func cleanGDB(text string) string {
+	if i := strings.Index(text, "\nThread "); i >= 0 {
+		text = text[i+1:]
+	}
 	var b strings.Builder
 	for _, line := range strings.Split(text, "\n") {
-		switch {
-		case strings.HasPrefix(line, "[New LWP"), strings.HasPrefix(line, "[Thread debugging"),
-			strings.HasPrefix(line, "Using host libthread_db"), strings.HasPrefix(line, "[Inferior "),
-			strings.HasPrefix(line, "Reading symbols"), strings.HasPrefix(line, "warning:"),
-			strings.HasPrefix(line, "Downloading"), strings.HasPrefix(line, "0x") && strings.Contains(line, " in ") && b.Len() == 0:
+		if strings.HasPrefix(line, "[Inferior ") || strings.HasSuffix(line, ": No such file or directory.") {
 			continue
 		}
 		b.WriteString(line)

@@ -183,3 +183,23 @@ func TestProcessStackOfAGroup(t *testing.T) {
 		t.Errorf("no stack of the shell's child (leader's by %s):\n%s", st.Method, st.Text)
 	}
 }
+
+func TestCleanGDB(t *testing.T) {
+	in := `[Thread debugging using libthread_db enabled]
+Using host libthread_db library "/lib/x86_64-linux-gnu/libthread_db.so.1".
+0x00007f in __GI___clock_nanosleep () at clock_nanosleep.c:71
+71	clock_nanosleep.c: No such file or directory.
+
+Thread 1 (Thread 0x7f (LWP 5) "sleep"):
+#0  0x00007f in __GI___clock_nanosleep () at clock_nanosleep.c:71
+#1  0x000055 in main ()
+[Inferior 1 (process 5) detached]
+`
+	want := `Thread 1 (Thread 0x7f (LWP 5) "sleep"):
+#0  0x00007f in __GI___clock_nanosleep () at clock_nanosleep.c:71
+#1  0x000055 in main ()
+`
+	if got := cleanGDB(in); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
