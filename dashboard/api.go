@@ -577,6 +577,9 @@ func latestSamples(r *http.Request, db *storage.DB, exp string, since time.Time)
 	}
 	latest := map[key]storage.ResourceSample{}
 	for _, sm := range samples {
+		if sm.GPU == storage.NoGPU && sm.WorkerID != 0 {
+			continue // a worker's processes, not the host
+		}
 		latest[key{sm.Node, sm.GPU}] = sm
 	}
 	out := make([]GPUSample, 0, len(latest))

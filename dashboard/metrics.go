@@ -159,6 +159,9 @@ func (s *Server) collect(ctx context.Context, db *storage.DB) ([]*family, error)
 		latest := map[key]storage.ResourceSample{}
 		var order []key
 		for _, sm := range samples {
+			if sm.GPU == storage.NoGPU && sm.WorkerID != 0 {
+				continue // a worker's processes, not the host
+			}
 			k := key{sm.Node, sm.GPU}
 			if _, ok := latest[k]; !ok {
 				order = append(order, k)

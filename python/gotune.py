@@ -50,6 +50,11 @@ as Slurm's scancel, preemption and time limit do, with SIGTERM)::
 
 gotune keeps that checkpoint, and the resumed trial starts from it.
 
+Importing the module inside a gotune worker also lets gotune take the
+script's stack on demand (``gotune stack``, the dashboard's trial page, a
+hung trial's event): faulthandler writes every thread's Python stack to a
+file in GOTUNE_CHECKPOINT_DIR when gotune sends SIGUSR2.
+
 Outside gotune (plain python, or torchrun) the helpers fall back to
 torchrun's variables and report lines are still printed, so a script runs
 unchanged.
@@ -280,3 +285,25 @@ def _emit(obj):
     # gotune reads although JSON has no such numbers.
     sys.stdout.write(PREFIX + " " + json.dumps(obj) + "\n")
     sys.stdout.flush()
+
+
+def _install_stack_dump():
+    # gotune asks a worker for its stack (`gotune stack`, the trial page, a
+    # hung trial) with SIGUSR2, but only once this file exists: faulthandler
+    # then writes every thread's Python stack to it from the signal handler
+    # itself, even while the interpreter is stuck in C code.
+    directory = os.environ.get("GOTUNE_CHECKPOINT_DIR")
+    if not active() or not directory or not hasattr(signal, "SIGUSR2"):
+        return
+    try:
+        import faulthandler
+        out = open(os.path.join(directory, ".gotune-stack-%d" % os.getpid()), "w")
+        faulthandler.register(signal.SIGUSR2, file=out, all_threads=True, chain=False)
+    except (OSError, RuntimeError, ValueError):
+        return  # no stack on demand: gotune falls back to gdb or /proc
+    global _stack_file
+    _stack_file = out  # faulthandler writes to its descriptor: keep it open
+
+
+_stack_file = None
+_install_stack_dump()

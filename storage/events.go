@@ -29,6 +29,14 @@ const (
 	// own scratch folder (or unreadable); it was left untouched.
 	EventCheckpointRefused = "checkpoint_refused"
 	EventInterrupt         = "interrupt" // the run stopped (e.g. on SIGTERM) while the trial ran; a resumed run continues it; data: iteration, checkpoint_iteration
+	// EventHung: a trial's group went silent past its heartbeat timeout;
+	// data: attempt, workers, stacks (each worker's, taken before it was
+	// stopped).
+	EventHung = "hung"
+	// EventStraggler: a worker's step rate stayed well below its group's;
+	// data: straggler (rank, step_rate, median, fraction, below_seconds)
+	// and, when sampled, its CPU and RSS beside the group's medians.
+	EventStraggler = "straggler"
 )
 
 // Event is something that happened to an experiment or one of its trials.

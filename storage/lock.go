@@ -32,11 +32,24 @@ var safeLockName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // "DB.NAME.lock" beside the database, with NAME replaced by a hash of it
 // when it is not a plain file name.
 func LockPath(dbPath, name string) string {
+	return dbPath + "." + fileName(name) + ".lock"
+}
+
+// ControlPath is where the run of experiment name of the database at
+// dbPath serves its control socket while it runs (the stacks of its
+// workers): "DB.NAME.sock" beside the database, NAME as in LockPath.
+func ControlPath(dbPath, name string) string {
+	return dbPath + "." + fileName(name) + ".sock"
+}
+
+// fileName is an experiment name usable in a file name: itself when it is
+// a plain one, else a hash of it.
+func fileName(name string) string {
 	if !safeLockName.MatchString(name) || strings.Trim(name, ".") == "" {
 		sum := sha256.Sum256([]byte(name))
 		name = hex.EncodeToString(sum[:8])
 	}
-	return dbPath + "." + name + ".lock"
+	return name
 }
 
 // LockExperiment takes the exclusive lock on experiment name of this

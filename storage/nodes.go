@@ -122,7 +122,10 @@ type ResourceSample struct {
 	// for the host's CPUs and memory.
 	GPU int
 	// Util is the utilisation in percent, 0 to 100 per device (host CPU
-	// utilisation is summed over its cores' share, also 0 to 100).
+	// utilisation is summed over its cores' share, also 0 to 100). A
+	// sample with GPU NoGPU and a WorkerID is a worker's processes' CPU
+	// use in percent of one core (above 100 when it keeps several busy)
+	// and their RSS in MemoryUsed, not the host's.
 	Util float64
 	// MemoryUsed and MemoryTotal are in bytes.
 	MemoryUsed  int64

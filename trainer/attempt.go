@@ -56,7 +56,8 @@ type attempt struct {
 	teardown func(graceful bool)
 	watchdog *watchdog // nil without a heartbeat timeout
 	stopCtx  func() bool
-	refusals int // report lines refused so far
+	refusals int     // report lines refused so far
+	probes   []probe // by rank; see setProbe
 }
 
 func (r *runner) newAttempt(number int) *attempt {
@@ -73,6 +74,7 @@ func (r *runner) newAttempt(number int) *attempt {
 	// Workers see the caller's context values, but only the attempt's end
 	// cancels them, so that the reason is always known first.
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
+	r.spec.Inspector.attach(a)
 	if hb := r.spec.Failure.Heartbeat(); hb > 0 {
 		a.watchdog = startWatchdog(hb, func() time.Time { return a.hung(hb) })
 	}
@@ -86,14 +88,24 @@ func (r *runner) newAttempt(number int) *attempt {
 // watchdog counts the silence from then.
 func (a *attempt) hung(hb time.Duration) time.Time {
 	if !a.r.spec.Failure.OutputHeartbeat {
-		a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb)})
+		a.hangUp(fmt.Errorf("hung: no report from any worker for %v (failure.heartbeat_timeout)", hb))
 		return time.Time{}
 	}
 	if quiet := a.quiet(); quiet < hb {
 		return time.Now().Add(-quiet)
 	}
-	a.finish(attemptEnd{kind: endFailed, err: fmt.Errorf("hung: no report and no output from any worker for %v (failure.heartbeat_timeout)", hb)})
+	a.hangUp(fmt.Errorf("hung: no report and no output from any worker for %v (failure.heartbeat_timeout)", hb))
 	return time.Time{}
+}
+
+// hangUp fails the hung attempt with err, once its workers' stacks are
+// recorded (see EventHung).
+func (a *attempt) hangUp(err error) {
+	if a.ended().kind != endNone {
+		return
+	}
+	a.recordHung(err)
+	a.finish(attemptEnd{kind: endFailed, err: err})
 }
 
 // quiet is how long ago a worker's log last grew, by its file's

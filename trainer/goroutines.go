@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"runtime/pprof"
 	"sync"
 
 	"github.com/gotune/gotune/allreduce"
@@ -44,6 +45,7 @@ func (k goroutineKind) runAttempt(a *attempt) {
 	places := placeRanks(a.slots, GPUViewWorker)
 	for rank := range n {
 		a.workers.start(rank, 0, "")
+		a.setProbe(rank, a.goroutineProbe(rank))
 	}
 	a.workers.flush(a.ctx)
 	var wg sync.WaitGroup
@@ -74,7 +76,9 @@ func (k goroutineKind) runAttempt(a *attempt) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runWorker(a.ctx, k.train, w); err != nil {
+			var err error
+			pprof.Do(a.ctx, a.workerLabels(rank), func(ctx context.Context) { err = runWorker(ctx, k.train, w) })
+			if err != nil {
 				if a.fail(fmt.Errorf("worker %d: %w", rank, err)) {
 					a.workers.end(rank, WorkerFailed)
 				}

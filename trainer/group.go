@@ -96,11 +96,15 @@ const (
 	// explains; the group goes on. Only the first few of an attempt are
 	// told; the worker's log keeps every one.
 	EventReportRefused EventKind = "report_refused"
+	// EventHung: the group let failure.heartbeat_timeout pass without a
+	// report (Cause says so) and is about to fail for it; Stacks holds its
+	// workers' stacks, taken just before they are stopped.
+	EventHung EventKind = "hung"
 )
 
 // Event is a restart or a resize of a trial's group, told to an EventSink
-// just before the new group starts, or a checkpoint or a report line
-// refused, told as the worker hands it over.
+// just before the new group starts, a checkpoint or a report line refused,
+// told as the worker hands it over, or a hung group just before it fails.
 type Event struct {
 	Kind EventKind
 	Time time.Time
@@ -120,6 +124,8 @@ type Event struct {
 	// Recorded is the trial's last delivered iteration: the group about to
 	// start delivers only reports past it (see Spec.StepKey).
 	Recorded int
+	// Stacks are the workers' stacks of a hung group (EventHung).
+	Stacks []WorkerStack
 }
 
 // Spec is everything needed to run one trial's group. Exactly one of Train,
@@ -219,6 +225,9 @@ type Spec struct {
 	// write (Worker.WaitForSpace) with the error, which names the file, and
 	// with nil when it writes again. It may be called from any goroutine.
 	OnDiskFull func(err error)
+	// Inspector, when set, reaches the group's workers while Run runs
+	// (their stacks); nil: nobody asks.
+	Inspector *Inspector
 }
 
 // CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,

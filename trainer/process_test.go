@@ -199,7 +199,9 @@ func TestHungWorkerIsRestarted(t *testing.T) {
 	if err != nil || sum.Outcome != Completed || sum.Restarts != 1 {
 		t.Fatalf("Run: %+v, %v\nevents %+v\nresults %s", sum, err, sink.events, sink.series())
 	}
-	if len(sink.events) != 1 || !strings.Contains(sink.events[0].Cause, "hung: no report") {
+	// The hang, with both workers' goroutines, then the restart.
+	if len(sink.events) != 2 || sink.events[0].Kind != EventHung || len(sink.events[0].Stacks) != 2 ||
+		sink.events[1].Kind != EventRestart || !strings.Contains(sink.events[1].Cause, "hung: no report") {
 		t.Errorf("events %+v", sink.events)
 	}
 	undisturbed := &collect{}

@@ -89,6 +89,7 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 	}
 	p.Logf("attempt %d: worker %d of %d, pid %d: %s", pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
 	pg.a.workers.start(rank, p.Pid(), p.LogPath())
+	pg.a.setProbe(rank, p)
 	pg.mu.Lock()
 	pg.procs = append(pg.procs, p)
 	if pg.down { // the attempt ended while this one started

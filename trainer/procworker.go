@@ -50,6 +50,9 @@ func serveWorker(name string) int {
 		return 2
 	}
 	go c.readVerdicts(ctl)
+	if err := workers.InstallStackDump(os.Getenv("GOTUNE_CHECKPOINT_DIR")); err != nil {
+		fmt.Fprintln(os.Stderr, "gotune: no stacks on demand:", err)
+	}
 
 	train := lookupRegistered(name)
 	if train == nil {

@@ -73,6 +73,19 @@ func (w *gpuWatch) worker(trial, rank int, id int64) {
 	}
 }
 
+// workerID is the database id of a running trial's worker, 0 when unknown.
+func (w *gpuWatch) workerID(trial, rank int) int64 {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if g := w.groups[trial]; g != nil {
+		return g.workers[rank]
+	}
+	return 0
+}
+
 // record stores a batch of samples, each device's sample once per worker
 // using it; it runs on the sampler's goroutine.
 func (w *gpuWatch) record(samples []workers.GPUSample) {
@@ -110,5 +123,5 @@ func (t *Tuner) recordWorkers(ctx context.Context, tr *trialRun, ws []trainer.Wo
 		}
 		t.gpus.worker(tr.number, w.Rank, id)
 	}
-	return nil
+	return t.recordStragglers(ctx, tr, ws)
 }

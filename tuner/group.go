@@ -48,6 +48,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		LastStep:        tr.lastStep,
 		Env:             append(slices.Clip(t.env), tc.EnvList()...),
 		OnDiskFull:      t.space.notify,
+		Inspector:       t.inspectors.of(tr.number),
 	}
 	spec.LogMaxBytes, spec.LogKeep = tc.LogLimits()
 	switch {

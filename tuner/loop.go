@@ -345,8 +345,11 @@ func (l *loop) onGroupEvent(ctx context.Context, tr *trialRun, e trainer.Event) 
 		// again, so every report is kept.
 		l.record(l.t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, e.Cause))
 	default:
-		l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), string(e.Kind), e.Cause,
-			map[string]any{"attempt": e.Attempt, "workers": e.Workers}))
+		data := map[string]any{"attempt": e.Attempt, "workers": e.Workers}
+		if e.Stacks != nil {
+			data["stacks"] = e.Stacks // a hung group's
+		}
+		l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), string(e.Kind), e.Cause, data))
 	}
 }
 

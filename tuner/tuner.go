@@ -44,6 +44,17 @@ type Tuner struct {
 	cluster *workers.Head
 	// space makes Fit's writes wait while the disk is full.
 	space *diskWait
+	// inspectors reach the running trials' workers for the control socket
+	// and the usage sampler.
+	inspectors inspectors
+	// usageEvery is how often the process workers' usage is sampled (0:
+	// DefaultUsageInterval, negative: never); usage is the sampler's state.
+	usageEvery time.Duration
+	usage      usageState
+	// stragglers follows the workers' step rates; stragglerWindow is how
+	// long one must lag (0: StragglerWindow).
+	stragglers      stragglerWatch
+	stragglerWindow time.Duration
 }
 
 // Option customises a Tuner.
@@ -234,8 +245,16 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	t.gpus.expID = l.exp.ID
+	ctl, err := serveControl(t.db.Path(), t.cfg.Name, &t.inspectors)
+	if err != nil {
+		// The sweep runs on; only stacks on demand are lost.
+		t.db.AddEvent(ctx, l.exp.ID, 0, "control_socket", err.Error(), nil)
+	}
+	defer ctl.Close()
 	stopSampling := t.sampleGPUs()
+	stopUsage := t.sampleUsage(l.exp.ID)
 	runErr := l.run(ctx)
+	stopUsage()
 	stopSampling()
 
 	status := storage.ExperimentFinished

@@ -368,6 +368,30 @@ func (s *agentSession) dispatch(m *agentpb.HeadMessage) {
 		})
 	case *agentpb.HeadMessage_Fetch:
 		s.spawn(func() { s.fetch(msg.Fetch) })
+	case *agentpb.HeadMessage_Usage:
+		s.spawn(func() {
+			r := &agentpb.UsageReply{Id: msg.Usage.Id}
+			if ap := s.proc(msg.Usage.Process); ap == nil {
+				r.Error = fmt.Sprintf("no process %d on this node", msg.Usage.Process)
+			} else if u, err := ap.p.Usage(s.ctx); err != nil {
+				r.Error = err.Error()
+			} else {
+				r.CpuSeconds, r.RssBytes, r.Processes = u.CPUSeconds, int64(u.RSS), int32(u.Processes)
+			}
+			s.send(&agentpb.AgentMessage{Msg: &agentpb.AgentMessage_Usage{Usage: r}})
+		})
+	case *agentpb.HeadMessage_Stack:
+		s.spawn(func() {
+			r := &agentpb.StackReply{Id: msg.Stack.Id}
+			if ap := s.proc(msg.Stack.Process); ap == nil {
+				r.Error = fmt.Sprintf("no process %d on this node", msg.Stack.Process)
+			} else if st, err := ap.p.Stack(s.ctx); err != nil {
+				r.Error = err.Error()
+			} else {
+				r.Pid, r.Method, r.Text = int64(st.PID), st.Method, st.Text
+			}
+			s.send(&agentpb.AgentMessage{Msg: &agentpb.AgentMessage_Stack{Stack: r}})
+		})
 	case *agentpb.HeadMessage_Release:
 		s.mu.Lock()
 		ap := s.procs[msg.Release.Id]

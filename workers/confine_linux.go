@@ -351,28 +351,9 @@ func reapAdopted() {
 		if err != nil || isStarted(pid) {
 			continue
 		}
-		if ppid, state, ok := procStat(pid); ok && ppid == self && state == 'Z' {
+		if st, err := readProcStat(pid); err == nil && st.ppid == self && st.state == 'Z' {
 			var ws unix.WaitStatus
 			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 		}
 	}
-}
-
-// procStat reads pid's parent and state from /proc/PID/stat.
-func procStat(pid int) (ppid int, state byte, ok bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 2 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	ppid, err = strconv.Atoi(f[1])
-	return ppid, f[0][0], err == nil
 }

@@ -140,8 +140,8 @@ func TestSubreap(t *testing.T) {
 	waitFor(t, func() bool { return len(got.get()) == 1 })
 	pid, _ := strconv.Atoi(got.get()[0])
 	waitFor(t, func() bool { _, ok := processTag(pid); return ok })
-	if ppid, _, _ := procStat(pid); ppid != os.Getpid() {
-		t.Errorf("the orphan's parent is %d, want this process, %d", ppid, os.Getpid())
+	if st, _ := readProcStat(pid); st.ppid != os.Getpid() {
+		t.Errorf("the orphan's parent is %d, want this process, %d", st.ppid, os.Getpid())
 	}
 	p.Kill()
 	wait(t, p)
@@ -151,6 +151,6 @@ func TestSubreap(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, state, _ := procStat(pid)
-	t.Errorf("the orphan %d is still there, in state %c", pid, state)
+	st, _ := readProcStat(pid)
+	t.Errorf("the orphan %d is still there, in state %c", pid, st.state)
 }

@@ -36,6 +36,8 @@ type session struct {
 	procs   map[uint64]*remoteProc
 	starts  map[uint64]chan *agentpb.Started
 	ports   map[uint64]chan *agentpb.PortReply
+	stacks  map[uint64]chan *agentpb.StackReply
+	usages  map[uint64]chan *agentpb.UsageReply
 	fetches map[uint64]*fetchReq
 	offers  map[string]string // GetFiles key → folder
 }
@@ -45,7 +47,8 @@ func newSession(h *Head, host string, shared bool) *session {
 		h: h, id: randomID(), host: host, shared: shared,
 		out:   make(chan *agentpb.HeadMessage, 64),
 		procs: map[uint64]*remoteProc{}, starts: map[uint64]chan *agentpb.Started{},
-		ports: map[uint64]chan *agentpb.PortReply{}, fetches: map[uint64]*fetchReq{},
+		ports: map[uint64]chan *agentpb.PortReply{}, stacks: map[uint64]chan *agentpb.StackReply{},
+		usages: map[uint64]chan *agentpb.UsageReply{}, fetches: map[uint64]*fetchReq{},
 		offers: map[string]string{},
 	}
 	s.ctx, s.end = context.WithCancelCause(context.Background())
@@ -161,6 +164,22 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 		s.mu.Unlock()
 		if ch != nil {
 			ch <- msg.Port
+		}
+	case *agentpb.AgentMessage_Stack:
+		s.mu.Lock()
+		ch := s.stacks[msg.Stack.Id]
+		delete(s.stacks, msg.Stack.Id)
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- msg.Stack
+		}
+	case *agentpb.AgentMessage_Usage:
+		s.mu.Lock()
+		ch := s.usages[msg.Usage.Id]
+		delete(s.usages, msg.Usage.Id)
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- msg.Usage
 		}
 	case *agentpb.AgentMessage_FetchFailed:
 		if f := s.takeFetch(msg.FetchFailed.Id); f != nil {
@@ -355,6 +374,72 @@ func (rp *remoteProc) signal(kill bool, grace time.Duration) {
 	rp.s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Signal{Signal: &agentpb.Signal{
 		Id: rp.id, Kill: kill, GraceMillis: grace.Milliseconds(),
 	}}})
+}
+
+// stack asks the agent for the process's current stack.
+func (rp *remoteProc) stack(ctx context.Context) (Stack, error) {
+	s := rp.s
+	id := s.newID()
+	ch := make(chan *agentpb.StackReply, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Stack{}, s.lostErr()
+	}
+	s.stacks[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.stacks, id)
+		s.mu.Unlock()
+	}()
+	if err := s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Stack{Stack: &agentpb.StackRequest{Id: id, Process: rp.id}}}); err != nil {
+		return Stack{}, err
+	}
+	select {
+	case r := <-ch:
+		if r.Error != "" {
+			return Stack{}, fmt.Errorf("node %s: %s", rp.node, r.Error)
+		}
+		return Stack{PID: int(r.Pid), Method: r.Method, Text: r.Text}, nil
+	case <-s.ctx.Done():
+		return Stack{}, s.lostErr()
+	case <-ctx.Done():
+		return Stack{}, ctx.Err()
+	}
+}
+
+// usage asks the agent what the process uses now.
+func (rp *remoteProc) usage(ctx context.Context) (ProcUsage, error) {
+	s := rp.s
+	id := s.newID()
+	ch := make(chan *agentpb.UsageReply, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ProcUsage{}, s.lostErr()
+	}
+	s.usages[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.usages, id)
+		s.mu.Unlock()
+	}()
+	if err := s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Usage{Usage: &agentpb.UsageRequest{Id: id, Process: rp.id}}}); err != nil {
+		return ProcUsage{}, err
+	}
+	select {
+	case r := <-ch:
+		if r.Error != "" {
+			return ProcUsage{}, fmt.Errorf("node %s: %s", rp.node, r.Error)
+		}
+		return ProcUsage{PID: rp.p.pid, CPUSeconds: r.CpuSeconds, RSS: Bytes(r.RssBytes), Processes: int(r.Processes)}, nil
+	case <-s.ctx.Done():
+		return ProcUsage{}, s.lostErr()
+	case <-ctx.Done():
+		return ProcUsage{}, ctx.Err()
+	}
 }
 
 // fetch brings a folder the process handed over to this node.

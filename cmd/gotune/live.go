@@ -39,6 +39,10 @@ type liveSnapshot struct {
 	// Top are the best trials so far, best first; Trials counts them all.
 	Top    []*storage.Trial
 	Trials int
+	// ETA is the estimated time the sweep has left (see estimateETA),
+	// valid when HasETA.
+	ETA    time.Duration
+	HasETA bool
 	// Err is why the results could not be read for this frame, "" if they were.
 	Err string
 }
@@ -73,7 +77,11 @@ func renderLive(s liveSnapshot, width int) []string {
 	}
 	add("Trials: %d of %d%s", s.Trials, total, counts)
 	finished := s.Counts[storage.TrialTerminated] + s.Counts[storage.TrialStopped] + s.Counts[storage.TrialError]
-	add("%s %d/%d finished", progressBar(finished, total, 30), finished, total)
+	eta := ""
+	if s.HasETA {
+		eta = ", ETA " + formatElapsed(s.ETA)
+	}
+	add("%s %d/%d finished%s", progressBar(finished, total, 30), finished, total, eta)
 	if s.Err != "" {
 		add("cannot read the results: %s", s.Err)
 	}
@@ -325,24 +333,98 @@ func isTerminal(w io.Writer) (*os.File, bool) {
 // liveTop is how many of the best trials the table lists.
 const liveTop = 10
 
-// readLive reads a frame's results from db in one snapshot.
-func readLive(ctx context.Context, db *storage.DB, exp string) (counts map[string]int, top []*storage.Trial, trials int, err error) {
+// trialTimes is what the ETA is estimated from: how long each finished
+// trial took, how long each running trial has run, and how many trials
+// have not started yet (or wait, paused or pending).
+type trialTimes struct {
+	finished, running []time.Duration
+	waiting           int
+}
+
+// estimateETA estimates the time a sweep has left: each trial is taken to
+// last as long as the finished ones did on average, so a running trial
+// has that mean less what it has run (at least nothing) left, and a
+// waiting one the whole mean; the sum is shared by the trials that run at
+// once now (at least one). Unknown (false) before a trial has finished.
+func estimateETA(t trialTimes) (time.Duration, bool) {
+	if len(t.finished) == 0 {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, d := range t.finished {
+		sum += d
+	}
+	mean := sum / time.Duration(len(t.finished))
+	work := time.Duration(t.waiting) * mean
+	for _, d := range t.running {
+		work += max(mean-d, 0)
+	}
+	return work / time.Duration(max(len(t.running), 1)), true
+}
+
+// readTrialTimes reads the times of experiment exp's trials at now, for a
+// sweep of numSamples trials.
+func readTrialTimes(ctx context.Context, view *storage.DB, exp string, numSamples int, now time.Time) (trialTimes, error) {
+	var t trialTimes
+	rows, err := view.Query(ctx, `SELECT t.status, t.created_at, t.ended_at FROM trials t
+JOIN experiments e ON e.id = t.experiment_id WHERE e.name = ?`, exp)
+	if err != nil {
+		return t, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var status string
+		var created float64
+		var ended *float64
+		if err := rows.Scan(&status, &created, &ended); err != nil {
+			return t, err
+		}
+		n++
+		start := time.Unix(0, int64(created*1e9))
+		switch {
+		case ended != nil && (status == storage.TrialTerminated || status == storage.TrialStopped || status == storage.TrialError):
+			t.finished = append(t.finished, time.Unix(0, int64(*ended*1e9)).Sub(start))
+		case status == storage.TrialRunning:
+			t.running = append(t.running, now.Sub(start))
+		case status == storage.TrialPending || status == storage.TrialPaused:
+			t.waiting++
+		}
+	}
+	t.waiting += max(numSamples-n, 0)
+	return t, rows.Err()
+}
+
+// liveResults is what a frame reads from the database.
+type liveResults struct {
+	counts map[string]int
+	top    []*storage.Trial
+	trials int
+	times  trialTimes
+}
+
+// readLive reads a frame's results from db in one snapshot, at now, for a
+// sweep of numSamples trials.
+func readLive(ctx context.Context, db *storage.DB, exp string, numSamples int, now time.Time) (r liveResults, err error) {
 	err = db.Snapshot(ctx, func(view *storage.DB) error {
 		all, err := view.Trials(ctx, exp)
 		if err != nil {
 			return err
 		}
-		counts = map[string]int{}
+		r.counts = map[string]int{}
 		for _, t := range all {
-			counts[t.Status]++
+			r.counts[t.Status]++
 		}
-		trials = len(all)
+		r.trials = len(all)
 		e, err := view.Experiment(ctx, exp)
 		if err != nil {
 			return err
 		}
-		top, err = view.QueryTrials(ctx, exp, storage.TrialQuery{Sort: e.Metric, Limit: liveTop})
+		if r.top, err = view.QueryTrials(ctx, exp, storage.TrialQuery{Sort: e.Metric, Limit: liveTop}); err != nil {
+			return err
+		}
+		r.times, err = readTrialTimes(ctx, view, exp, numSamples, now)
 		return err
 	})
-	return counts, top, trials, err
+	return r, err
 }

@@ -35,6 +35,8 @@ func liveFixture() liveSnapshot {
 		Counts:     map[string]int{storage.TrialRunning: 2, storage.TrialTerminated: 5, storage.TrialStopped: 2, storage.TrialError: 1},
 		NumSamples: 20,
 		Trials:     10,
+		ETA:        12*time.Minute + 30*time.Second,
+		HasETA:     true,
 		Top: []*storage.Trial{
 			trial(7, storage.TrialTerminated, 20, ptr(0.98607), map[string]any{"lr": 0.0366, "hidden": int64(64), "act": "relu"}),
 			trial(3, storage.TrialRunning, 12, ptr(0.97215), map[string]any{"lr": 0.0059, "hidden": int64(128), "act": "tanh"}),
@@ -256,5 +258,52 @@ func TestLiveViewSaysTheDiskIsFull(t *testing.T) {
 		if strings.Count(got, want) != 1 {
 			t.Errorf("%q printed %d times, want once:\n%s", want, strings.Count(got, want), got)
 		}
+	}
+}
+func TestEstimateETA(t *testing.T) {
+	m := time.Minute
+	for _, tc := range []struct {
+		name  string
+		times trialTimes
+		want  time.Duration
+		known bool
+	}{
+		{"nothing finished yet", trialTimes{running: []time.Duration{m}, waiting: 3}, 0, false},
+		// Mean 4m: the running ones have 3m and 0 left, four wait for 4m
+		// each: 19m of work over two at once.
+		{"some running, some waiting", trialTimes{finished: []time.Duration{2 * m, 6 * m}, running: []time.Duration{m, 5 * m}, waiting: 4}, 19 * m / 2, true},
+		{"only waiting: one at a time", trialTimes{finished: []time.Duration{m}, waiting: 3}, 3 * m, true},
+		{"done", trialTimes{finished: []time.Duration{m, m}}, 0, true},
+	} {
+		got, known := estimateETA(tc.times)
+		if got != tc.want || known != tc.known {
+			t.Errorf("%s: got %v, %v; want %v, %v", tc.name, got, known, tc.want, tc.known)
+		}
+	}
+}
+
+// The times come from the database: finished trials' durations, running
+// ones' ages, and the samples not started yet.
+func TestReadTrialTimes(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "gotune.db")
+	db, err := storage.Open(path, storage.WithClock(func() time.Time { return clock }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exp, _ := db.CreateExperiment(ctx, "eta", "loss", "min", map[string]any{})
+	t1, _ := db.CreateTrial(ctx, exp.ID, 1, map[string]any{})
+	clock = clock.Add(90 * time.Second)
+	db.FinishTrial(ctx, t1.ID(), storage.TrialTerminated, "")
+	db.CreateTrial(ctx, exp.ID, 2, map[string]any{})
+	r, err := readLive(ctx, db, "eta", 5, clock.Add(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%v %v %d", r.times.finished, r.times.running, r.times.waiting)
+	if got != "[1m30s] [30s] 3" {
+		t.Errorf("times: got %s, want [1m30s] [30s] 3", got)
 	}
 }

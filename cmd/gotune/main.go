@@ -107,6 +107,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			bestCommand(dbFlag),
 			devicesCommand(),
 			showCommand(dbFlag),
+			stackCommand(dbFlag),
 			queryCommand(dbFlag),
 			exportCommand(dbFlag),
 			dashboardCommand(dbFlag),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -115,13 +116,14 @@ func sweepSnapshot(ctx context.Context, ro *storage.DB, t *tuner.Tuner) liveSnap
 	usage := t.Manager().Usage()
 	s := liveSnapshot{Experiment: cfg.Name, Metric: cfg.Objective.Metric, Mode: cfg.Objective.Mode,
 		NumSamples: cfg.Search.NumSamples, Usage: &usage}
-	counts, top, n, err := readLive(ctx, ro, cfg.Name)
+	r, err := readLive(ctx, ro, cfg.Name, cfg.Search.NumSamples, time.Now())
 	switch {
 	case errors.Is(err, storage.ErrNotFound): // the sweep has not created its experiment yet
 	case err != nil:
 		s.Err = err.Error()
 	default:
-		s.Counts, s.Top, s.Trials = counts, top, n
+		s.Counts, s.Top, s.Trials = r.counts, r.top, r.trials
+		s.ETA, s.HasETA = estimateETA(r.times)
 	}
 	return s
 }

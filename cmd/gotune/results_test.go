@@ -47,9 +47,19 @@ func resultsFixture(t *testing.T) string {
 	}
 	t1, err := db.CreateTrial(ctx, exp.ID, 1, map[string]any{"lr": 0.01, "hidden": 64, "act": "relu"})
 	must(err)
+	var workerIDs []int64
 	for w := range 2 {
-		_, err := db.SetWorker(ctx, t1.ID(), storage.WorkerRecord{Rank: w, Node: "node-a", PID: 4100 + w, Status: "EXITED", LogPath: "/logs/1/" + string(rune('0'+w)), StepRate: 250})
+		id, err := db.SetWorker(ctx, t1.ID(), storage.WorkerRecord{Rank: w, Node: "node-a", PID: 4100 + w, Status: "EXITED", LogPath: "/logs/1/" + string(rune('0'+w)), StepRate: 250})
 		must(err)
+		workerIDs = append(workerIDs, id)
+	}
+	// Rank 0's usage, sampled twice: the later sample is the one shown.
+	for i, cpu := range []float64{50, 97.5} {
+		at := clock.Add(time.Duration(i) * time.Second)
+		must(db.AddResourceSamples(ctx, exp.ID, []storage.ResourceSample{
+			{Time: at, Node: "node-a", WorkerID: workerIDs[0], GPU: storage.NoGPU, Util: cpu, MemoryUsed: int64(i+1) << 30},
+			{Time: at, Node: "node-a", WorkerID: workerIDs[0], GPU: 0, Util: 80 + float64(i), MemoryUsed: 3 << 30, MemoryTotal: 16 << 30},
+		}))
 	}
 	report(t1, 1, 0.9, 0.7)
 	report(t1, 2, 0.5, 0.85)

@@ -159,6 +159,8 @@ func describeEvent(e trainer.Event) string {
 			from = fmt.Sprintf("the checkpoint of iteration %d", e.Iteration)
 		}
 		return fmt.Sprintf("%s with %d workers from %s, %d reports recorded: %s", e.Kind, e.Workers, from, e.Recorded, firstLine(e.Cause))
+	case trainer.EventHung:
+		return fmt.Sprintf("%s; the stacks of its %d workers are in its hung event (gotune show --json)", firstLine(e.Cause), len(e.Stacks))
 	}
 	return fmt.Sprintf("%s: %s", e.Kind, firstLine(e.Cause))
 }

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/workers"
 )
 
 func showCommand(dbFlag cli.Flag) *cli.Command {
@@ -80,6 +84,24 @@ type workerJSON struct {
 	StepRate float64   `json:"step_rate,omitempty"`
 	LogPath  string    `json:"log_path,omitempty"`
 	Updated  time.Time `json:"updated_at"`
+	// Usage is the worker's latest resource samples, omitted when none.
+	Usage *usageJSON `json:"usage,omitempty"`
+}
+
+// usageJSON is a worker's latest resource samples: CPU in percent of one
+// core and RSS in bytes (process workers), and its GPUs'.
+type usageJSON struct {
+	Time       time.Time      `json:"time"`
+	CPUPercent *float64       `json:"cpu_percent,omitempty"`
+	RSSBytes   *int64         `json:"rss_bytes,omitempty"`
+	GPUs       []gpuUsageJSON `json:"gpus,omitempty"`
+}
+
+type gpuUsageJSON struct {
+	Index       int     `json:"index"`
+	Util        float64 `json:"util"`
+	MemoryUsed  int64   `json:"memory_used"`
+	MemoryTotal int64   `json:"memory_total"`
 }
 
 type checkpointJSON struct {
@@ -98,6 +120,8 @@ type trialRecord struct {
 	events      []storage.Event
 	workers     []storage.WorkerRecord
 	checkpoints []storage.CheckpointRecord
+	// usage is each worker's latest samples, by worker id.
+	usage map[int64]*usageJSON
 }
 
 // loadTrial reads everything about trial number of experiment name from
@@ -122,10 +146,58 @@ func loadTrial(c *cli.Context, db *storage.DB, name string, number int) (*trialR
 		if r.workers, err = s.Workers(ctx, name, number); err != nil {
 			return err
 		}
-		r.checkpoints, err = s.CheckpointRecords(ctx, name, number)
+		if r.checkpoints, err = s.CheckpointRecords(ctx, name, number); err != nil {
+			return err
+		}
+		r.usage, err = latestUsage(ctx, s, name, r.workers)
 		return err
 	})
 	return &r, err
+}
+
+// latestUsage reads the latest resource samples of each of workers.
+func latestUsage(ctx context.Context, db *storage.DB, exp string, workers []storage.WorkerRecord) (map[int64]*usageJSON, error) {
+	out := map[int64]*usageJSON{}
+	if len(workers) == 0 {
+		return out, nil
+	}
+	from := workers[0].StartedAt
+	for _, w := range workers {
+		out[w.ID] = nil
+		if w.StartedAt.Before(from) {
+			from = w.StartedAt
+		}
+	}
+	samples, err := db.ResourceSamples(ctx, exp, from)
+	if err != nil {
+		return nil, err
+	}
+	gpus := map[int64]map[int]gpuUsageJSON{}
+	for _, s := range samples { // oldest first: the latest wins
+		if _, ok := out[s.WorkerID]; !ok || s.WorkerID == 0 {
+			continue
+		}
+		u := out[s.WorkerID]
+		if u == nil {
+			u = &usageJSON{}
+			out[s.WorkerID] = u
+			gpus[s.WorkerID] = map[int]gpuUsageJSON{}
+		}
+		u.Time = s.Time
+		if s.GPU == storage.NoGPU {
+			cpu, rss := s.Util, s.MemoryUsed
+			u.CPUPercent, u.RSSBytes = &cpu, &rss
+		} else {
+			gpus[s.WorkerID][s.GPU] = gpuUsageJSON{s.GPU, s.Util, s.MemoryUsed, s.MemoryTotal}
+		}
+	}
+	for id, g := range gpus {
+		for _, x := range g {
+			out[id].GPUs = append(out[id].GPUs, x)
+		}
+		slices.SortFunc(out[id].GPUs, func(a, b gpuUsageJSON) int { return a.Index - b.Index })
+	}
+	return out, nil
 }
 
 func (r *trialRecord) json() showJSON {
@@ -138,7 +210,7 @@ func (r *trialRecord) json() showJSON {
 		out.Events = append(out.Events, eventJSON{e.Time, e.Kind, e.Message, e.Data})
 	}
 	for _, w := range r.workers {
-		out.Workers = append(out.Workers, workerJSON{w.Attempt, w.Rank, w.Node, w.PID, w.Status, w.StepRate, w.LogPath, w.UpdatedAt})
+		out.Workers = append(out.Workers, workerJSON{w.Attempt, w.Rank, w.Node, w.PID, w.Status, w.StepRate, w.LogPath, w.UpdatedAt, r.usage[w.ID]})
 	}
 	for _, ck := range r.checkpoints {
 		out.Checkpoints = append(out.Checkpoints, checkpointJSON{ck.Iteration, ck.Path, ck.Kept(), storage.Numbers(ck.Metrics), ck.CreatedAt})
@@ -183,14 +255,25 @@ func (r *trialRecord) print(w io.Writer) {
 	section(w, "events", len(r.events), func(tw io.Writer) {
 		fmt.Fprintln(tw, "TIME\tKIND\tMESSAGE\tDATA")
 		for _, e := range r.events {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", formatTime(e.Time), e.Kind, e.Message, orDash(len(e.Data) > 0, string(e.Data)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", formatTime(e.Time), e.Kind, e.Message, orDash(len(e.Data) > 0, eventData(e.Data)))
 		}
 	})
 	section(w, "workers", len(r.workers), func(tw io.Writer) {
-		fmt.Fprintln(tw, "ATTEMPT\tRANK\tNODE\tPID\tSTATUS\tSTEPS/S\tLOG")
+		fmt.Fprintln(tw, "ATTEMPT\tRANK\tNODE\tPID\tSTATUS\tSTEPS/S\tCPU\tRSS\tGPU\tLOG")
 		for _, x := range r.workers {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", x.Attempt, x.Rank, x.Node, orDash(x.PID != 0, strconv.Itoa(x.PID)),
-				x.Status, orDash(x.StepRate != 0, fmt.Sprintf("%.4g", x.StepRate)), orDash(x.LogPath != "", x.LogPath))
+			cpu, rss, gpu := "-", "-", "-"
+			if u := r.usage[x.ID]; u != nil {
+				if u.CPUPercent != nil {
+					cpu, rss = fmt.Sprintf("%.0f%%", *u.CPUPercent), workers.Bytes(*u.RSSBytes).String()
+				}
+				var gs []string
+				for _, g := range u.GPUs {
+					gs = append(gs, fmt.Sprintf("%d: %.0f%% %v/%v", g.Index, g.Util, workers.Bytes(g.MemoryUsed), workers.Bytes(g.MemoryTotal)))
+				}
+				gpu = orDash(len(gs) > 0, strings.Join(gs, ", "))
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.Attempt, x.Rank, x.Node, orDash(x.PID != 0, strconv.Itoa(x.PID)),
+				x.Status, orDash(x.StepRate != 0, fmt.Sprintf("%.4g", x.StepRate)), cpu, rss, gpu, orDash(x.LogPath != "", x.LogPath))
 		}
 	})
 	section(w, "checkpoints", len(r.checkpoints), func(tw io.Writer) {
@@ -199,6 +282,21 @@ func (r *trialRecord) print(w io.Writer) {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ck.Iteration, orDash(ck.Kept(), "yes"), ck.Path, formatMetrics(ck.Metrics))
 		}
 	})
+}
+
+// eventData is an event's data for the terminal: a hung trial's stacks
+// are long, so they are counted there and shown by --json and gotune
+// query.
+func eventData(data json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil || m["stacks"] == nil {
+		return string(data)
+	}
+	var stacks []json.RawMessage
+	json.Unmarshal(m["stacks"], &stacks)
+	m["stacks"], _ = json.Marshal(fmt.Sprintf("%d stacks: see gotune show --json", len(stacks)))
+	b, _ := json.Marshal(m)
+	return string(b)
 }
 
 // section prints a titled table, or "(none)" when it has no rows.

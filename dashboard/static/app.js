@@ -566,6 +566,7 @@ async function renderTrial() {
   const panel = $('trial-panel');
   if (!state.trial) {
     panel.hidden = true;
+    $('trial-debug').hidden = true;
     return;
   }
   let d;
@@ -605,6 +606,7 @@ async function renderTrial() {
         el('h3', {}, 'Events'), events)),
   ].filter(Boolean));
   for (const tr of $('trials').tBodies[0].rows) tr.classList.toggle('selected', Number(tr.dataset.trial) === state.trial);
+  await renderDebug(d);
 }
 
 function msgCell(e) {
@@ -615,6 +617,176 @@ function table(head, rows) {
   return el('div', {class: 'table-wrap short'}, el('table', {class: 'data'},
     el('thead', {}, el('tr', {}, ...head.map((h) => el('th', {}, h)))),
     el('tbody', {}, ...rows.map((r) => el('tr', {}, ...r.map((v) => el('td', {class: typeof v === 'number' ? 'num' : ''}, v)))))));
+}
+
+// ---- one trial's live debugging: resources over time, logs, stacks
+//
+// Built once per trial and updated in place by each poll, so that the log
+// view keeps its scroll, search and paging while the trial runs.
+
+const LOG_PAGE = 200;
+// lines are the log lines shown: from byte start of file part (0: the log,
+// K: its K-th rotated file) to byte end of the log; olderPart is the
+// rotated file above them, 0 when none.
+const dbg = {key: '', rank: null, lines: [], part: 0, start: 0, olderPart: 0, end: 0, size: 0, query: ''};
+
+async function renderDebug(d) {
+  const panel = $('trial-debug');
+  const key = state.exp + '/' + d.trial_id;
+  const base = `experiments/${encodeURIComponent(state.exp)}/trials/${d.trial_id}`;
+  const ranks = [...new Set(d.workers.filter((w) => w.log_path).map((w) => w.rank))].sort((a, b) => a - b);
+  if (dbg.key !== key) {
+    Object.assign(dbg, {key, base, rank: ranks.length ? ranks[0] : null, lines: [], part: 0, start: 0, olderPart: 0, end: 0, size: 0, query: ''});
+    buildDebug(panel, d, ranks);
+  }
+  dbg.running = d.status === 'RUNNING';
+  panel.hidden = false;
+  $('stack-btn').disabled = !dbg.running;
+  $('stack-btn').title = dbg.running ? 'take the current stack of every worker' : 'stacks are taken of a running trial only';
+  await Promise.all([renderUsage(), dbg.query ? null : updateLog(false)]);
+}
+
+function buildDebug(panel, d, ranks) {
+  const rankSel = el('select', {id: 'log-rank', onchange: (ev) => { dbg.rank = Number(ev.target.value); resetLog(); }},
+    ...ranks.map((r) => el('option', {value: r}, 'rank ' + r)));
+  const search = el('input', {id: 'log-search', type: 'search', placeholder: 'search the log'});
+  search.addEventListener('change', () => { dbg.query = search.value.trim(); dbg.query ? searchLog() : resetLog(); });
+  const stackRank = el('select', {id: 'stack-rank'}, el('option', {value: ''}, 'every rank'),
+    ...[...new Set(d.workers.map((w) => w.rank))].sort((a, b) => a - b).map((r) => el('option', {value: r}, 'rank ' + r)));
+  panel.replaceChildren(
+    el('div', {class: 'panel-head'}, el('h2', {}, `Trial ${d.trial_id}: live debugging`)),
+    el('h3', {}, 'Resources per worker'),
+    el('div', {id: 'usage', class: 'usage-grid'}),
+    el('div', {class: 'panel-head'}, el('h3', {}, 'Log'), rankSel,
+      el('label', {}, el('input', {type: 'checkbox', id: 'log-follow', checked: true}), ' follow'), search,
+      el('button', {id: 'log-older', onclick: () => olderLog()}, 'older lines'),
+      el('span', {id: 'log-info', class: 'muted'})),
+    ranks.length ? el('pre', {id: 'log-view', class: 'log'}) : el('p', {id: 'log-view', class: 'muted'}, 'no worker of this trial keeps a log file'),
+    el('div', {class: 'panel-head'}, el('h3', {}, 'Stacks'), stackRank,
+      el('button', {id: 'stack-btn', onclick: () => takeStacks()}, 'take stacks'),
+      el('span', {id: 'stack-info', class: 'muted'})),
+    el('pre', {id: 'stack-view', class: 'log', hidden: true}));
+}
+
+function resetLog() {
+  Object.assign(dbg, {lines: [], part: 0, start: 0, olderPart: 0, end: 0, size: 0});
+  updateLog(true);
+}
+
+async function updateLog(force) {
+  if (dbg.rank === null || dbg.query) return;
+  const following = $('log-follow').checked;
+  if (!force && !(following && dbg.running) && dbg.lines.length) return;
+  const q = `${dbg.base}/log?rank=${dbg.rank}`;
+  if (!dbg.lines.length) {
+    const p = await api(`${q}&limit=${LOG_PAGE}`);
+    Object.assign(dbg, {lines: p.lines, part: 0, start: p.start, olderPart: p.older_part || 0, end: p.end, size: p.size});
+  } else {
+    const p = await api(`${q}&after=${dbg.end}`);
+    if (p.rotated) {
+      resetLog();
+      return;
+    }
+    dbg.lines.push(...p.lines);
+    dbg.end = p.end;
+    dbg.size = p.size;
+  }
+  drawLog(following);
+}
+
+async function olderLog() {
+  if (dbg.rank === null || dbg.query || (dbg.start === 0 && !dbg.olderPart)) return;
+  // The top of a file continues at the end of the next older one.
+  const q = dbg.start > 0 ? `part=${dbg.part}&before=${dbg.start}` : `part=${dbg.olderPart}`;
+  const p = await api(`${dbg.base}/log?rank=${dbg.rank}&limit=${LOG_PAGE}&${q}`);
+  dbg.lines.unshift(...p.lines);
+  Object.assign(dbg, {part: p.part, start: p.start, olderPart: p.older_part || 0});
+  drawLog(false);
+  $('log-view').scrollTop = 0;
+}
+
+function drawLog(toEnd) {
+  const view = $('log-view');
+  view.textContent = dbg.lines.join('\n');
+  if (toEnd) view.scrollTop = view.scrollHeight;
+  const from = dbg.part ? `byte ${dbg.start} of rotated file ${dbg.part}` : `byte ${dbg.start}`;
+  $('log-info').textContent = `${dbg.lines.length} lines shown, from ${from} to ${dbg.end} of ${dbg.size}` +
+    (dbg.start > 0 || dbg.olderPart ? '; older lines above' : '');
+  $('log-older').disabled = dbg.start === 0 && !dbg.olderPart;
+}
+
+async function searchLog() {
+  const p = await api(`${dbg.base}/log?rank=${dbg.rank}&q=${encodeURIComponent(dbg.query)}`);
+  const view = $('log-view');
+  view.replaceChildren(...(p.matches || []).map((m) => el('div', {class: 'match'}, el('span', {class: 'muted'}, `@${m.offset} `), m.line)));
+  $('log-info').textContent = `${(p.matches || []).length}${p.truncated ? '+' : ''} lines hold “${dbg.query}”; clear the search to page again`;
+}
+
+async function takeStacks() {
+  const rank = $('stack-rank').value;
+  $('stack-info').textContent = 'taking stacks…';
+  const resp = await fetch(`api/${dbg.base}/stacks` + (rank === '' ? '' : '?rank=' + rank), {method: 'POST'});
+  const body = await resp.json();
+  const view = $('stack-view');
+  view.hidden = false;
+  if (!resp.ok) {
+    $('stack-info').textContent = body.error;
+    view.textContent = '';
+    return;
+  }
+  $('stack-info').textContent = 'taken ' + fmtTime(body.time);
+  view.textContent = body.stacks.map((s) => `=== rank ${s.rank} (${s.node || 'this node'}${s.pid ? ', pid ' + s.pid : ''})` +
+    (s.error ? `: no stack: ${s.error}` : `, by ${s.method}\n${s.text}`)).join('\n');
+}
+
+const USAGE_CHARTS = [
+  ['cpu', 'CPU % (of one core)', fmt],
+  ['rss', 'memory (RSS)', fmtBytes],
+  ['gpu_util', 'GPU utilisation %', fmt],
+  ['gpu_memory', 'GPU memory', fmtBytes],
+];
+
+async function renderUsage() {
+  const series = await api(`${dbg.base}/usage`);
+  const box = $('usage');
+  if (!series.length) {
+    box.replaceChildren(el('p', {class: 'muted'}, 'no samples: resources are sampled every few seconds while process workers run'));
+    return;
+  }
+  const latest = Math.max(...series.map((s) => s.attempt));
+  const charts = [];
+  box.replaceChildren(...USAGE_CHARTS.map(([kind, label, f]) => {
+    const ss = series.filter((s) => s.kind === kind && s.attempt === latest);
+    if (!ss.length) return null;
+    const chart = el('div', {class: 'spark-chart'});
+    charts.push([chart, ss, f]);
+    return el('div', {class: 'spark', 'data-kind': kind}, el('div', {class: 'muted'}, label), chart,
+      el('div', {class: 'legend'}, ...ss.map((s) => el('span', {},
+        el('i', {style: `background:${colorOf(s.rank + 1)}`}), `rank ${s.rank}${s.gpu !== undefined ? ' gpu ' + s.gpu : ''}: ${f(s.points[s.points.length - 1][1])}`))));
+  }).filter(Boolean));
+  // Drawn once in the page, where the charts have their width.
+  for (const [chart, ss, f] of charts) drawSpark(chart, ss, f);
+}
+
+// drawSpark draws a small chart of workers' series against seconds since
+// the first sample.
+function drawSpark(container, series, f) {
+  const w = Math.max(container.clientWidth, 220), h = 90, m = {l: 56, r: 6, t: 6, b: 16};
+  const root = svg('svg', {width: w, height: h, viewBox: `0 0 ${w} ${h}`});
+  container.replaceChildren(root);
+  const pts = series.flatMap((s) => s.points);
+  const [x0, x1] = extent(pts.map((p) => p[0]));
+  const [, y1] = extent(pts.map((p) => p[1]));
+  const x = linear(x0, x1, m.l, w - m.r), y = linear(0, y1 || 1, h - m.b, m.t);
+  svg('text', {x: m.l - 4, y: m.t + 8, 'text-anchor': 'end'}, root).textContent = f(y1 || 1);
+  svg('text', {x: m.l - 4, y: h - m.b, 'text-anchor': 'end'}, root).textContent = '0';
+  svg('text', {x: w - m.r, y: h - 2, 'text-anchor': 'end'}, root).textContent = `${fmt(x1 - x0)} s`;
+  svg('line', {x1: m.l, x2: w - m.r, y1: h - m.b, y2: h - m.b, class: 'spark-axis'}, root);
+  for (const s of series) {
+    const d = s.points.map((q, i) => (i ? 'L' : 'M') + x(q[0]).toFixed(1) + ',' + y(q[1]).toFixed(1)).join('');
+    const path = svg('path', {d, class: 'curve', stroke: colorOf(s.rank + 1)}, root);
+    svg('title', {}, path).textContent = `rank ${s.rank}: ${f(s.points[s.points.length - 1][1])}`;
+  }
 }
 
 // ---- events

@@ -3,7 +3,7 @@
 // An agent dials the head and opens a Session: its first message is a Join
 // with the node's inventory, the head answers with a Welcome, and from then
 // on both sides send heartbeats while the head asks the agent to launch,
-// signal and feed worker processes, and the agent streams their report
+// signal, feed and inspect (StackRequest, UsageRequest) worker processes, and the agent streams their report
 // lines, log lines, control-stream bytes and exits back. Folders travel on
 // calls of their own (GetFiles, PutFiles) so that a large checkpoint never
 // holds up the session.
@@ -49,6 +49,8 @@ type AgentMessage struct {
 	//	*AgentMessage_Exited
 	//	*AgentMessage_Port
 	//	*AgentMessage_FetchFailed
+	//	*AgentMessage_Stack
+	//	*AgentMessage_Usage
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -163,6 +165,24 @@ func (x *AgentMessage) GetFetchFailed() *FetchFailed {
 	return nil
 }
 
+func (x *AgentMessage) GetStack() *StackReply {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Stack); ok {
+			return x.Stack
+		}
+	}
+	return nil
+}
+
+func (x *AgentMessage) GetUsage() *UsageReply {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Usage); ok {
+			return x.Usage
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -199,6 +219,14 @@ type AgentMessage_FetchFailed struct {
 	FetchFailed *FetchFailed `protobuf:"bytes,8,opt,name=fetch_failed,json=fetchFailed,proto3,oneof"`
 }
 
+type AgentMessage_Stack struct {
+	Stack *StackReply `protobuf:"bytes,9,opt,name=stack,proto3,oneof"`
+}
+
+type AgentMessage_Usage struct {
+	Usage *UsageReply `protobuf:"bytes,10,opt,name=usage,proto3,oneof"`
+}
+
 func (*AgentMessage_Join) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
@@ -215,6 +243,10 @@ func (*AgentMessage_Port) isAgentMessage_Msg() {}
 
 func (*AgentMessage_FetchFailed) isAgentMessage_Msg() {}
 
+func (*AgentMessage_Stack) isAgentMessage_Msg() {}
+
+func (*AgentMessage_Usage) isAgentMessage_Msg() {}
+
 type HeadMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -227,6 +259,8 @@ type HeadMessage struct {
 	//	*HeadMessage_Port
 	//	*HeadMessage_Fetch
 	//	*HeadMessage_Release
+	//	*HeadMessage_Stack
+	//	*HeadMessage_Usage
 	Msg           isHeadMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -341,6 +375,24 @@ func (x *HeadMessage) GetRelease() *Release {
 	return nil
 }
 
+func (x *HeadMessage) GetStack() *StackRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*HeadMessage_Stack); ok {
+			return x.Stack
+		}
+	}
+	return nil
+}
+
+func (x *HeadMessage) GetUsage() *UsageRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*HeadMessage_Usage); ok {
+			return x.Usage
+		}
+	}
+	return nil
+}
+
 type isHeadMessage_Msg interface {
 	isHeadMessage_Msg()
 }
@@ -377,6 +429,14 @@ type HeadMessage_Release struct {
 	Release *Release `protobuf:"bytes,8,opt,name=release,proto3,oneof"`
 }
 
+type HeadMessage_Stack struct {
+	Stack *StackRequest `protobuf:"bytes,9,opt,name=stack,proto3,oneof"`
+}
+
+type HeadMessage_Usage struct {
+	Usage *UsageRequest `protobuf:"bytes,10,opt,name=usage,proto3,oneof"`
+}
+
 func (*HeadMessage_Welcome) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Heartbeat) isHeadMessage_Msg() {}
@@ -392,6 +452,10 @@ func (*HeadMessage_Port) isHeadMessage_Msg() {}
 func (*HeadMessage_Fetch) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Release) isHeadMessage_Msg() {}
+
+func (*HeadMessage_Stack) isHeadMessage_Msg() {}
+
+func (*HeadMessage_Usage) isHeadMessage_Msg() {}
 
 // Join is an agent's first message.
 type Join struct {
@@ -1258,6 +1322,269 @@ func (x *Release) GetId() uint64 {
 	return 0
 }
 
+// StackRequest asks the agent for the current stack of a process it runs
+// (see workers.ProcessStack).
+type StackRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Process       uint64                 `protobuf:"varint,2,opt,name=process,proto3" json:"process,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StackRequest) Reset() {
+	*x = StackRequest{}
+	mi := &file_agent_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StackRequest) ProtoMessage() {}
+
+func (x *StackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StackRequest.ProtoReflect.Descriptor instead.
+func (*StackRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *StackRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StackRequest) GetProcess() uint64 {
+	if x != nil {
+		return x.Process
+	}
+	return 0
+}
+
+// StackReply answers a StackRequest: how the stack was taken and its text,
+// or why it could not be.
+type StackReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Pid           int64                  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	Method        string                 `protobuf:"bytes,3,opt,name=method,proto3" json:"method,omitempty"`
+	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StackReply) Reset() {
+	*x = StackReply{}
+	mi := &file_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StackReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StackReply) ProtoMessage() {}
+
+func (x *StackReply) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StackReply.ProtoReflect.Descriptor instead.
+func (*StackReply) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *StackReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StackReply) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *StackReply) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *StackReply) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *StackReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// UsageRequest asks the agent what a process it runs uses now, with the
+// rest of its process group (see workers.ProcessUsage).
+type UsageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Process       uint64                 `protobuf:"varint,2,opt,name=process,proto3" json:"process,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageRequest) Reset() {
+	*x = UsageRequest{}
+	mi := &file_agent_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRequest) ProtoMessage() {}
+
+func (x *UsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRequest.ProtoReflect.Descriptor instead.
+func (*UsageRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *UsageRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *UsageRequest) GetProcess() uint64 {
+	if x != nil {
+		return x.Process
+	}
+	return 0
+}
+
+// UsageReply answers a UsageRequest.
+type UsageReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	CpuSeconds    float64                `protobuf:"fixed64,2,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	RssBytes      int64                  `protobuf:"varint,3,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`
+	Processes     int32                  `protobuf:"varint,4,opt,name=processes,proto3" json:"processes,omitempty"`
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageReply) Reset() {
+	*x = UsageReply{}
+	mi := &file_agent_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageReply) ProtoMessage() {}
+
+func (x *UsageReply) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageReply.ProtoReflect.Descriptor instead.
+func (*UsageReply) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UsageReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *UsageReply) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *UsageReply) GetRssBytes() int64 {
+	if x != nil {
+		return x.RssBytes
+	}
+	return 0
+}
+
+func (x *UsageReply) GetProcesses() int32 {
+	if x != nil {
+		return x.Processes
+	}
+	return 0
+}
+
+func (x *UsageReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // PortRequest asks for a TCP port free on the agent's node.
 type PortRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1268,7 +1595,7 @@ type PortRequest struct {
 
 func (x *PortRequest) Reset() {
 	*x = PortRequest{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1607,7 @@ func (x *PortRequest) String() string {
 func (*PortRequest) ProtoMessage() {}
 
 func (x *PortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1620,7 @@ func (x *PortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortRequest.ProtoReflect.Descriptor instead.
 func (*PortRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PortRequest) GetId() uint64 {
@@ -1314,7 +1641,7 @@ type PortReply struct {
 
 func (x *PortReply) Reset() {
 	*x = PortReply{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1653,7 @@ func (x *PortReply) String() string {
 func (*PortReply) ProtoMessage() {}
 
 func (x *PortReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1666,7 @@ func (x *PortReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortReply.ProtoReflect.Descriptor instead.
 func (*PortReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PortReply) GetId() uint64 {
@@ -1378,7 +1705,7 @@ type Fetch struct {
 
 func (x *Fetch) Reset() {
 	*x = Fetch{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1717,7 @@ func (x *Fetch) String() string {
 func (*Fetch) ProtoMessage() {}
 
 func (x *Fetch) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1730,7 @@ func (x *Fetch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fetch.ProtoReflect.Descriptor instead.
 func (*Fetch) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Fetch) GetId() uint64 {
@@ -1438,7 +1765,7 @@ type FetchFailed struct {
 
 func (x *FetchFailed) Reset() {
 	*x = FetchFailed{}
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1777,7 @@ func (x *FetchFailed) String() string {
 func (*FetchFailed) ProtoMessage() {}
 
 func (x *FetchFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1790,7 @@ func (x *FetchFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchFailed.ProtoReflect.Descriptor instead.
 func (*FetchFailed) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FetchFailed) GetId() uint64 {
@@ -1498,7 +1825,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1837,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1850,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FileChunk) GetPath() string {
@@ -1569,7 +1896,7 @@ type PutFilesReply struct {
 
 func (x *PutFilesReply) Reset() {
 	*x = PutFilesReply{}
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1908,7 @@ func (x *PutFilesReply) String() string {
 func (*PutFilesReply) ProtoMessage() {}
 
 func (x *PutFilesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1921,7 @@ func (x *PutFilesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesReply.ProtoReflect.Descriptor instead.
 func (*PutFilesReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_proto_rawDescGZIP(), []int{24}
 }
 
 type GetFilesRequest struct {
@@ -1606,7 +1933,7 @@ type GetFilesRequest struct {
 
 func (x *GetFilesRequest) Reset() {
 	*x = GetFilesRequest{}
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1945,7 @@ func (x *GetFilesRequest) String() string {
 func (*GetFilesRequest) ProtoMessage() {}
 
 func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1958,7 @@ func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFilesRequest.ProtoReflect.Descriptor instead.
 func (*GetFilesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetFilesRequest) GetKey() string {
@@ -1645,7 +1972,7 @@ var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\x0fgotune.agent.v1\"\xc9\x03\n" +
+	"\vagent.proto\x12\x0fgotune.agent.v1\"\xb3\x04\n" +
 	"\fAgentMessage\x12+\n" +
 	"\x04join\x18\x01 \x01(\v2\x15.gotune.agent.v1.JoinH\x00R\x04join\x12:\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1a.gotune.agent.v1.HeartbeatH\x00R\theartbeat\x124\n" +
@@ -1654,8 +1981,11 @@ const file_agent_proto_rawDesc = "" +
 	"\acontrol\x18\x05 \x01(\v2\x1c.gotune.agent.v1.ControlDataH\x00R\acontrol\x121\n" +
 	"\x06exited\x18\x06 \x01(\v2\x17.gotune.agent.v1.ExitedH\x00R\x06exited\x120\n" +
 	"\x04port\x18\a \x01(\v2\x1a.gotune.agent.v1.PortReplyH\x00R\x04port\x12A\n" +
-	"\ffetch_failed\x18\b \x01(\v2\x1c.gotune.agent.v1.FetchFailedH\x00R\vfetchFailedB\x05\n" +
-	"\x03msg\"\xc0\x03\n" +
+	"\ffetch_failed\x18\b \x01(\v2\x1c.gotune.agent.v1.FetchFailedH\x00R\vfetchFailed\x123\n" +
+	"\x05stack\x18\t \x01(\v2\x1b.gotune.agent.v1.StackReplyH\x00R\x05stack\x123\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x1b.gotune.agent.v1.UsageReplyH\x00R\x05usageB\x05\n" +
+	"\x03msg\"\xae\x04\n" +
 	"\vHeadMessage\x124\n" +
 	"\awelcome\x18\x01 \x01(\v2\x18.gotune.agent.v1.WelcomeH\x00R\awelcome\x12:\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1a.gotune.agent.v1.HeartbeatH\x00R\theartbeat\x121\n" +
@@ -1664,7 +1994,10 @@ const file_agent_proto_rawDesc = "" +
 	"\acontrol\x18\x05 \x01(\v2\x1c.gotune.agent.v1.ControlDataH\x00R\acontrol\x122\n" +
 	"\x04port\x18\x06 \x01(\v2\x1c.gotune.agent.v1.PortRequestH\x00R\x04port\x12.\n" +
 	"\x05fetch\x18\a \x01(\v2\x16.gotune.agent.v1.FetchH\x00R\x05fetch\x124\n" +
-	"\arelease\x18\b \x01(\v2\x18.gotune.agent.v1.ReleaseH\x00R\areleaseB\x05\n" +
+	"\arelease\x18\b \x01(\v2\x18.gotune.agent.v1.ReleaseH\x00R\arelease\x125\n" +
+	"\x05stack\x18\t \x01(\v2\x1d.gotune.agent.v1.StackRequestH\x00R\x05stack\x125\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x1d.gotune.agent.v1.UsageRequestH\x00R\x05usageB\x05\n" +
 	"\x03msg\"w\n" +
 	"\x04Join\x12)\n" +
 	"\x04node\x18\x01 \x01(\v2\x15.gotune.agent.v1.NodeR\x04node\x12\x12\n" +
@@ -1723,7 +2056,28 @@ const file_agent_proto_rawDesc = "" +
 	"\x04kill\x18\x02 \x01(\bR\x04kill\x12!\n" +
 	"\fgrace_millis\x18\x03 \x01(\x03R\vgraceMillis\"\x19\n" +
 	"\aRelease\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"\x1d\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"8\n" +
+	"\fStackRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\aprocess\x18\x02 \x01(\x04R\aprocess\"p\n" +
+	"\n" +
+	"StackReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\x03R\x03pid\x12\x16\n" +
+	"\x06method\x18\x03 \x01(\tR\x06method\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"8\n" +
+	"\fUsageRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\aprocess\x18\x02 \x01(\x04R\aprocess\"\x8e\x01\n" +
+	"\n" +
+	"UsageReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
+	"\vcpu_seconds\x18\x02 \x01(\x01R\n" +
+	"cpuSeconds\x12\x1b\n" +
+	"\trss_bytes\x18\x03 \x01(\x03R\brssBytes\x12\x1c\n" +
+	"\tprocesses\x18\x04 \x01(\x05R\tprocesses\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\x1d\n" +
 	"\vPortRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"E\n" +
 	"\tPortReply\x12\x0e\n" +
@@ -1763,7 +2117,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),    // 0: gotune.agent.v1.AgentMessage
 	(*HeadMessage)(nil),     // 1: gotune.agent.v1.HeadMessage
@@ -1780,13 +2134,17 @@ var file_agent_proto_goTypes = []any{
 	(*Exited)(nil),          // 12: gotune.agent.v1.Exited
 	(*Signal)(nil),          // 13: gotune.agent.v1.Signal
 	(*Release)(nil),         // 14: gotune.agent.v1.Release
-	(*PortRequest)(nil),     // 15: gotune.agent.v1.PortRequest
-	(*PortReply)(nil),       // 16: gotune.agent.v1.PortReply
-	(*Fetch)(nil),           // 17: gotune.agent.v1.Fetch
-	(*FetchFailed)(nil),     // 18: gotune.agent.v1.FetchFailed
-	(*FileChunk)(nil),       // 19: gotune.agent.v1.FileChunk
-	(*PutFilesReply)(nil),   // 20: gotune.agent.v1.PutFilesReply
-	(*GetFilesRequest)(nil), // 21: gotune.agent.v1.GetFilesRequest
+	(*StackRequest)(nil),    // 15: gotune.agent.v1.StackRequest
+	(*StackReply)(nil),      // 16: gotune.agent.v1.StackReply
+	(*UsageRequest)(nil),    // 17: gotune.agent.v1.UsageRequest
+	(*UsageReply)(nil),      // 18: gotune.agent.v1.UsageReply
+	(*PortRequest)(nil),     // 19: gotune.agent.v1.PortRequest
+	(*PortReply)(nil),       // 20: gotune.agent.v1.PortReply
+	(*Fetch)(nil),           // 21: gotune.agent.v1.Fetch
+	(*FetchFailed)(nil),     // 22: gotune.agent.v1.FetchFailed
+	(*FileChunk)(nil),       // 23: gotune.agent.v1.FileChunk
+	(*PutFilesReply)(nil),   // 24: gotune.agent.v1.PutFilesReply
+	(*GetFilesRequest)(nil), // 25: gotune.agent.v1.GetFilesRequest
 }
 var file_agent_proto_depIdxs = []int32{
 	2,  // 0: gotune.agent.v1.AgentMessage.join:type_name -> gotune.agent.v1.Join
@@ -1795,30 +2153,34 @@ var file_agent_proto_depIdxs = []int32{
 	10, // 3: gotune.agent.v1.AgentMessage.output:type_name -> gotune.agent.v1.Output
 	11, // 4: gotune.agent.v1.AgentMessage.control:type_name -> gotune.agent.v1.ControlData
 	12, // 5: gotune.agent.v1.AgentMessage.exited:type_name -> gotune.agent.v1.Exited
-	16, // 6: gotune.agent.v1.AgentMessage.port:type_name -> gotune.agent.v1.PortReply
-	18, // 7: gotune.agent.v1.AgentMessage.fetch_failed:type_name -> gotune.agent.v1.FetchFailed
-	5,  // 8: gotune.agent.v1.HeadMessage.welcome:type_name -> gotune.agent.v1.Welcome
-	6,  // 9: gotune.agent.v1.HeadMessage.heartbeat:type_name -> gotune.agent.v1.Heartbeat
-	7,  // 10: gotune.agent.v1.HeadMessage.launch:type_name -> gotune.agent.v1.Launch
-	13, // 11: gotune.agent.v1.HeadMessage.signal:type_name -> gotune.agent.v1.Signal
-	11, // 12: gotune.agent.v1.HeadMessage.control:type_name -> gotune.agent.v1.ControlData
-	15, // 13: gotune.agent.v1.HeadMessage.port:type_name -> gotune.agent.v1.PortRequest
-	17, // 14: gotune.agent.v1.HeadMessage.fetch:type_name -> gotune.agent.v1.Fetch
-	14, // 15: gotune.agent.v1.HeadMessage.release:type_name -> gotune.agent.v1.Release
-	3,  // 16: gotune.agent.v1.Join.node:type_name -> gotune.agent.v1.Node
-	4,  // 17: gotune.agent.v1.Node.gpus:type_name -> gotune.agent.v1.GPU
-	8,  // 18: gotune.agent.v1.Launch.inputs:type_name -> gotune.agent.v1.Input
-	0,  // 19: gotune.agent.v1.Head.Session:input_type -> gotune.agent.v1.AgentMessage
-	19, // 20: gotune.agent.v1.Head.PutFiles:input_type -> gotune.agent.v1.FileChunk
-	21, // 21: gotune.agent.v1.Head.GetFiles:input_type -> gotune.agent.v1.GetFilesRequest
-	1,  // 22: gotune.agent.v1.Head.Session:output_type -> gotune.agent.v1.HeadMessage
-	20, // 23: gotune.agent.v1.Head.PutFiles:output_type -> gotune.agent.v1.PutFilesReply
-	19, // 24: gotune.agent.v1.Head.GetFiles:output_type -> gotune.agent.v1.FileChunk
-	22, // [22:25] is the sub-list for method output_type
-	19, // [19:22] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 6: gotune.agent.v1.AgentMessage.port:type_name -> gotune.agent.v1.PortReply
+	22, // 7: gotune.agent.v1.AgentMessage.fetch_failed:type_name -> gotune.agent.v1.FetchFailed
+	16, // 8: gotune.agent.v1.AgentMessage.stack:type_name -> gotune.agent.v1.StackReply
+	18, // 9: gotune.agent.v1.AgentMessage.usage:type_name -> gotune.agent.v1.UsageReply
+	5,  // 10: gotune.agent.v1.HeadMessage.welcome:type_name -> gotune.agent.v1.Welcome
+	6,  // 11: gotune.agent.v1.HeadMessage.heartbeat:type_name -> gotune.agent.v1.Heartbeat
+	7,  // 12: gotune.agent.v1.HeadMessage.launch:type_name -> gotune.agent.v1.Launch
+	13, // 13: gotune.agent.v1.HeadMessage.signal:type_name -> gotune.agent.v1.Signal
+	11, // 14: gotune.agent.v1.HeadMessage.control:type_name -> gotune.agent.v1.ControlData
+	19, // 15: gotune.agent.v1.HeadMessage.port:type_name -> gotune.agent.v1.PortRequest
+	21, // 16: gotune.agent.v1.HeadMessage.fetch:type_name -> gotune.agent.v1.Fetch
+	14, // 17: gotune.agent.v1.HeadMessage.release:type_name -> gotune.agent.v1.Release
+	15, // 18: gotune.agent.v1.HeadMessage.stack:type_name -> gotune.agent.v1.StackRequest
+	17, // 19: gotune.agent.v1.HeadMessage.usage:type_name -> gotune.agent.v1.UsageRequest
+	3,  // 20: gotune.agent.v1.Join.node:type_name -> gotune.agent.v1.Node
+	4,  // 21: gotune.agent.v1.Node.gpus:type_name -> gotune.agent.v1.GPU
+	8,  // 22: gotune.agent.v1.Launch.inputs:type_name -> gotune.agent.v1.Input
+	0,  // 23: gotune.agent.v1.Head.Session:input_type -> gotune.agent.v1.AgentMessage
+	23, // 24: gotune.agent.v1.Head.PutFiles:input_type -> gotune.agent.v1.FileChunk
+	25, // 25: gotune.agent.v1.Head.GetFiles:input_type -> gotune.agent.v1.GetFilesRequest
+	1,  // 26: gotune.agent.v1.Head.Session:output_type -> gotune.agent.v1.HeadMessage
+	24, // 27: gotune.agent.v1.Head.PutFiles:output_type -> gotune.agent.v1.PutFilesReply
+	23, // 28: gotune.agent.v1.Head.GetFiles:output_type -> gotune.agent.v1.FileChunk
+	26, // [26:29] is the sub-list for method output_type
+	23, // [23:26] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1835,6 +2197,8 @@ func file_agent_proto_init() {
 		(*AgentMessage_Exited)(nil),
 		(*AgentMessage_Port)(nil),
 		(*AgentMessage_FetchFailed)(nil),
+		(*AgentMessage_Stack)(nil),
+		(*AgentMessage_Usage)(nil),
 	}
 	file_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*HeadMessage_Welcome)(nil),
@@ -1845,6 +2209,8 @@ func file_agent_proto_init() {
 		(*HeadMessage_Port)(nil),
 		(*HeadMessage_Fetch)(nil),
 		(*HeadMessage_Release)(nil),
+		(*HeadMessage_Stack)(nil),
+		(*HeadMessage_Usage)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1852,7 +2218,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

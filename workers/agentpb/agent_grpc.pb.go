@@ -3,7 +3,7 @@
 // An agent dials the head and opens a Session: its first message is a Join
 // with the node's inventory, the head answers with a Welcome, and from then
 // on both sides send heartbeats while the head asks the agent to launch,
-// signal and feed worker processes, and the agent streams their report
+// signal, feed and inspect (StackRequest, UsageRequest) worker processes, and the agent streams their report
 // lines, log lines, control-stream bytes and exits back. Folders travel on
 // calls of their own (GetFiles, PutFiles) so that a large checkpoint never
 // holds up the session.

@@ -1,0 +1,205 @@
+package workers
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startStackTarget starts args with env on top of this process's, and
+// waits until the process has had time to reach its waiting point.
+func startStackTarget(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+func TestProcessStack(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("stacks come from /proc, gdb and signals: Linux only")
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	_, gdbErr := exec.LookPath("gdb")
+	helper, _ := filepath.Abs("../python")
+	script := filepath.Join(t.TempDir(), "wait.py")
+	os.WriteFile(script, []byte(`import os, sys, time
+if os.environ.get("WITH_GOTUNE"):
+    import gotune
+print("ready", flush=True)
+def waiting_here():
+    time.sleep(60)
+waiting_here()
+`), 0o644)
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		env        []string
+		wantMethod string
+		want       string
+	}{
+		{name: "python with gotune.py", args: []string{python, script},
+			env:        []string{"WITH_GOTUNE=1", "PYTHONPATH=" + helper, "GOTUNE_TRIAL_ID=1", "GOTUNE_CHECKPOINT_DIR=" + t.TempDir()},
+			wantMethod: StackDumped, want: "in waiting_here"},
+		{name: "plain python", args: []string{python, script}, wantMethod: StackGDB, want: "waiting_here"},
+		{name: "native", args: []string{"sleep", "60"}, wantMethod: StackGDB, want: "nanosleep"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.wantMethod == StackGDB && gdbErr != nil {
+				tc.wantMethod, tc.want = StackProc, "state S"
+			}
+			cmd := startStackTarget(t, tc.env, tc.args...)
+			// Give the interpreter time to start and reach its sleep.
+			time.Sleep(700 * time.Millisecond)
+			st, err := ProcessStack(context.Background(), cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Method != tc.wantMethod || st.PID != cmd.Process.Pid {
+				t.Errorf("method, pid: got %q, %d, want %q, %d", st.Method, st.PID, tc.wantMethod, cmd.Process.Pid)
+			}
+			if !strings.Contains(st.Text, tc.want) {
+				t.Errorf("stack does not hold %q:\n%s", tc.want, st.Text)
+			}
+			// The process lives on: taking a stack does not end it.
+			if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+				t.Errorf("the process is gone after its stack was taken: %v", err)
+			}
+		})
+	}
+}
+
+func TestProcStack(t *testing.T) {
+	cmd := startStackTarget(t, nil, "sleep", "60")
+	time.Sleep(200 * time.Millisecond)
+	text, err := procStack(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "(sleep): state S") {
+		t.Errorf("got %q, want the thread's name and sleeping state", text)
+	}
+}
+
+func TestProcessStackOfNoProcess(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ProcessStack(context.Background(), cmd.Process.Pid)
+	if err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Errorf("got %v, want an error saying the process is gone", err)
+	}
+}
+
+// A process on an agent's node has its stack taken there, and the scratch
+// folder the agent gave it in place of the head's is where its dump goes.
+func TestAgentProcessStack(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	helper, _ := filepath.Abs("../python")
+	h, _ := testHead(t, HeadConfig{})
+	testAgent(t, h, AgentConfig{Node: Node{Name: "a"}, Host: "127.0.0.2"})
+	waitAgents(t, h, 1)
+	scratch := t.TempDir()
+	script := filepath.Join(t.TempDir(), "wait.py")
+	os.WriteFile(script, []byte("import gotune, time\nprint('ready', flush=True)\ndef remote_wait():\n    time.sleep(60)\nremote_wait()\n"), 0o644)
+	spec := LaunchSpec{Args: []string{python, script}, Scratch: scratch,
+		Env: append(os.Environ(), "PYTHONPATH="+helper, "GOTUNE_TRIAL_ID=1", "GOTUNE_CHECKPOINT_DIR="+scratch)}
+	p, err := h.Launcher(0).Start(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	until(t, "the script starts", func() bool { return slicesContains(p.Tail(), "ready") })
+	st, err := p.Stack(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Method != StackDumped || !strings.Contains(st.Text, "remote_wait") || st.PID != p.Pid() {
+		t.Errorf("got %s stack of pid %d (want %d):\n%s", st.Method, st.PID, p.Pid(), st.Text)
+	}
+	if _, err := os.Stat(StackFile(scratch, p.Pid())); err == nil {
+		t.Error("the dump went to the head's scratch folder, not the node's own")
+	}
+	p.Kill()
+	waitDone(t, p)
+	if _, err := p.Stack(context.Background()); err == nil {
+		t.Error("a stack of an ended process: want an error")
+	}
+}
+
+func slicesContains(lines []string, s string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// A worker that is a shell running a script has the script's stack too:
+// the other processes of its process group follow the leader's.
+func TestProcessStackOfAGroup(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	helper, _ := filepath.Abs("../python")
+	script := filepath.Join(t.TempDir(), "child.py")
+	os.WriteFile(script, []byte("import gotune, time\nprint('ready', flush=True)\ndef child_waits():\n    time.sleep(60)\nchild_waits()\n"), 0o644)
+	spec := sh(`"$PY" "$SCRIPT"; echo done`, "PY="+python, "SCRIPT="+script, "PYTHONPATH="+helper,
+		"GOTUNE_TRIAL_ID=1", "GOTUNE_CHECKPOINT_DIR="+t.TempDir())
+	p, err := StartProcess(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Kill(); waitDone(t, p) }()
+	until(t, "the script starts", func() bool { return slicesContains(p.Tail(), "ready") })
+	st, err := p.Stack(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?s)\n--- pid \d+ \(python[^)]*\), by dump\n.*in child_waits`).MatchString(st.Text) {
+		t.Errorf("no stack of the shell's child (leader's by %s):\n%s", st.Method, st.Text)
+	}
+}
+
+func TestCleanGDB(t *testing.T) {
+	in := `[Thread debugging using libthread_db enabled]
+Using host libthread_db library "/lib/x86_64-linux-gnu/libthread_db.so.1".
+0x00007f in __GI___clock_nanosleep () at clock_nanosleep.c:71
+71	clock_nanosleep.c: No such file or directory.
+
+Thread 1 (Thread 0x7f (LWP 5) "sleep"):
+#0  0x00007f in __GI___clock_nanosleep () at clock_nanosleep.c:71
+#1  0x000055 in main ()
+[Inferior 1 (process 5) detached]
+`
+	want := `Thread 1 (Thread 0x7f (LWP 5) "sleep"):
+#0  0x00007f in __GI___clock_nanosleep () at clock_nanosleep.c:71
+#1  0x000055 in main ()
+`
+	if got := cleanGDB(in); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
