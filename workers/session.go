@@ -378,67 +378,61 @@ func (rp *remoteProc) signal(kill bool, grace time.Duration) {
 
 // stack asks the agent for the process's current stack.
 func (rp *remoteProc) stack(ctx context.Context) (Stack, error) {
-	s := rp.s
-	id := s.newID()
-	ch := make(chan *agentpb.StackReply, 1)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return Stack{}, s.lostErr()
-	}
-	s.stacks[id] = ch
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.stacks, id)
-		s.mu.Unlock()
-	}()
-	if err := s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Stack{Stack: &agentpb.StackRequest{Id: id, Process: rp.id}}}); err != nil {
+	r, err := ask(ctx, rp.s, rp.s.stacks, func(id uint64) *agentpb.HeadMessage {
+		return &agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Stack{Stack: &agentpb.StackRequest{Id: id, Process: rp.id}}}
+	})
+	if err != nil {
 		return Stack{}, err
 	}
-	select {
-	case r := <-ch:
-		if r.Error != "" {
-			return Stack{}, fmt.Errorf("node %s: %s", rp.node, r.Error)
-		}
-		return Stack{PID: int(r.Pid), Method: r.Method, Text: r.Text}, nil
-	case <-s.ctx.Done():
-		return Stack{}, s.lostErr()
-	case <-ctx.Done():
-		return Stack{}, ctx.Err()
+	if r.Error != "" {
+		return Stack{}, fmt.Errorf("node %s: %w", rp.node, peerError(r.Error))
 	}
+	return Stack{PID: int(r.Pid), Method: r.Method, Text: r.Text}, nil
 }
 
 // usage asks the agent what the process uses now.
 func (rp *remoteProc) usage(ctx context.Context) (ProcUsage, error) {
-	s := rp.s
+	r, err := ask(ctx, rp.s, rp.s.usages, func(id uint64) *agentpb.HeadMessage {
+		return &agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Usage{Usage: &agentpb.UsageRequest{Id: id, Process: rp.id}}}
+	})
+	if err != nil {
+		return ProcUsage{}, err
+	}
+	if r.Error != "" {
+		return ProcUsage{}, fmt.Errorf("node %s: %w", rp.node, peerError(r.Error))
+	}
+	return ProcUsage{PID: rp.p.pid, CPUSeconds: r.CpuSeconds, RSS: Bytes(r.RssBytes), Processes: int(r.Processes)}, nil
+}
+
+// ask sends the agent the request msg(id) and waits for its reply, which
+// comes on the channel ask registers under id in pending, one of the
+// session's tables of replies awaited.
+func ask[R any](ctx context.Context, s *session, pending map[uint64]chan R, msg func(id uint64) *agentpb.HeadMessage) (R, error) {
+	var none R
 	id := s.newID()
-	ch := make(chan *agentpb.UsageReply, 1)
+	ch := make(chan R, 1)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ProcUsage{}, s.lostErr()
+		return none, s.lostErr()
 	}
-	s.usages[id] = ch
+	pending[id] = ch
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		delete(s.usages, id)
+		delete(pending, id)
 		s.mu.Unlock()
 	}()
-	if err := s.send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Usage{Usage: &agentpb.UsageRequest{Id: id, Process: rp.id}}}); err != nil {
-		return ProcUsage{}, err
+	if err := s.send(msg(id)); err != nil {
+		return none, err
 	}
 	select {
 	case r := <-ch:
-		if r.Error != "" {
-			return ProcUsage{}, fmt.Errorf("node %s: %s", rp.node, r.Error)
-		}
-		return ProcUsage{PID: rp.p.pid, CPUSeconds: r.CpuSeconds, RSS: Bytes(r.RssBytes), Processes: int(r.Processes)}, nil
+		return r, nil
 	case <-s.ctx.Done():
-		return ProcUsage{}, s.lostErr()
+		return none, s.lostErr()
 	case <-ctx.Done():
-		return ProcUsage{}, ctx.Err()
+		return none, ctx.Err()
 	}
 }
 
