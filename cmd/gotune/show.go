@@ -24,13 +24,9 @@ func showCommand(dbFlag cli.Flag) *cli.Command {
 		ArgsUsage: "EXPERIMENT TRIAL",
 		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "json", Usage: "print one JSON object"}},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 2 {
-				return badInput(fmt.Errorf("show takes two arguments, the experiment name and the trial number; got %d", c.NArg()))
-			}
-			name := c.Args().Get(0)
-			number, err := strconv.Atoi(c.Args().Get(1))
-			if err != nil || number < 1 {
-				return badInput(fmt.Errorf("trial %q: want a trial number (1, 2, ...)", c.Args().Get(1)))
+			name, number, err := trialArgs(c)
+			if err != nil {
+				return err
 			}
 			db, err := openResults(c.String("db"))
 			if err != nil {
@@ -316,4 +312,17 @@ func orDash(ok bool, s string) string {
 		return "-"
 	}
 	return s
+}
+
+// trialArgs reads a command's two arguments, an experiment's name and a
+// trial's number.
+func trialArgs(c *cli.Context) (string, int, error) {
+	if c.NArg() != 2 {
+		return "", 0, badInput(fmt.Errorf("%s takes two arguments, the experiment name and the trial number; got %d", c.Command.Name, c.NArg()))
+	}
+	number, err := strconv.Atoi(c.Args().Get(1))
+	if err != nil || number < 1 {
+		return "", 0, badInput(fmt.Errorf("trial %q: want a trial number (1, 2, ...)", c.Args().Get(1)))
+	}
+	return c.Args().Get(0), number, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -26,13 +25,9 @@ func stackCommand(dbFlag cli.Flag) *cli.Command {
 			&cli.IntFlag{Name: "rank", Value: -1, Usage: "only the worker of this `RANK`"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"}},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 2 {
-				return badInput(fmt.Errorf("stack takes two arguments, the experiment name and the trial number; got %d", c.NArg()))
-			}
-			name := c.Args().Get(0)
-			number, err := strconv.Atoi(c.Args().Get(1))
-			if err != nil || number < 1 {
-				return badInput(fmt.Errorf("trial %q: want a trial number (1, 2, ...)", c.Args().Get(1)))
+			name, number, err := trialArgs(c)
+			if err != nil {
+				return err
 			}
 			db, err := openResults(c.String("db"))
 			if err != nil {
