@@ -83,14 +83,22 @@ func nullID(id int64) any {
 // Events returns the events of experiment exp in the order they happened:
 // every event when trial is 0, else those of trial number trial.
 func (db *DB) Events(ctx context.Context, exp string, trial int) ([]Event, error) {
-	if _, err := db.Experiment(ctx, exp); err != nil {
+	e, err := db.experimentRecord(ctx, exp)
+	if err != nil {
 		return nil, err
+	}
+	// One trial's events through the index on (experiment, trial), so that
+	// reading them costs the same however many trials the experiment has.
+	filter, args := `v.experiment_id = ?1`, []any{e.ID}
+	if trial != 0 {
+		filter += ` AND v.trial_id = (SELECT id FROM trials WHERE experiment_id = ?1 AND number = ?2)`
+		args = append(args, trial)
 	}
 	rows, err := db.rq.QueryContext(ctx, `
 SELECT coalesce(t.number, 0), v.time, v.kind, v.message, v.data_json
-FROM events v JOIN experiments e ON e.id = v.experiment_id LEFT JOIN trials t ON t.id = v.trial_id
-WHERE e.name = ?1 AND (?2 = 0 OR t.number = ?2)
-ORDER BY v.id`, exp, trial)
+FROM events v LEFT JOIN trials t ON t.id = v.trial_id
+WHERE `+filter+`
+ORDER BY v.id`, args...)
 	if err != nil {
 		return nil, err
 	}

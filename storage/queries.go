@@ -35,6 +35,34 @@ func (db *DB) Experiments(ctx context.Context) ([]*Experiment, error) {
 	return db.experiments(ctx, "")
 }
 
+// experimentRecord returns experiment name's own row, or ErrNotFound. Unlike
+// Experiment it leaves Trials and Best zero: it costs one index lookup
+// however many trials the experiment has, where they cost a pass over its
+// trials. Queries that only need the experiment to exist, or its metric,
+// use it.
+func (db *DB) experimentRecord(ctx context.Context, name string) (*Experiment, error) {
+	rows, err := db.rq.QueryContext(ctx, `SELECT id, name, status, metric, mode, config_json, created_at FROM experiments WHERE name = ?`, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("experiment %q: %w", name, ErrNotFound)
+	}
+	var e Experiment
+	var cfg string
+	var created float64
+	if err := rows.Scan(&e.ID, &e.Name, &e.Status, &e.Metric, &e.Mode, &cfg, &created); err != nil {
+		return nil, err
+	}
+	e.Config = json.RawMessage(cfg)
+	e.CreatedAt = fromUnixSeconds(created)
+	return &e, nil
+}
+
 func (db *DB) experiments(ctx context.Context, where string, args ...any) ([]*Experiment, error) {
 	rows, err := db.rq.QueryContext(ctx, `
 SELECT e.id, v.name, v.status, v.metric, v.mode, e.config_json, v.created_at, v.trials, v.best
@@ -82,7 +110,7 @@ func (db *DB) Trials(ctx context.Context, exp string) ([]*Trial, error) {
 // order. It fails with ErrNotFound when there is no such experiment, and
 // when q names an unknown status.
 func (db *DB) QueryTrials(ctx context.Context, exp string, q TrialQuery) ([]*Trial, error) {
-	e, err := db.Experiment(ctx, exp)
+	e, err := db.experimentRecord(ctx, exp)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +156,7 @@ func jsonPath(key string) string {
 
 // Trial returns trial number n of experiment exp, or ErrNotFound.
 func (db *DB) Trial(ctx context.Context, exp string, n int) (*Trial, error) {
-	if _, err := db.Experiment(ctx, exp); err != nil {
+	if _, err := db.experimentRecord(ctx, exp); err != nil {
 		return nil, err
 	}
 	ts, err := db.trials(ctx, `WHERE e.name = ? AND t.number = ?`, exp, n)
@@ -144,7 +172,7 @@ func (db *DB) Trial(ctx context.Context, exp string, n int) (*Trial, error) {
 // BestTrial returns the trial of exp with the best value of the experiment's
 // metric, or ErrNotFound when no trial has reported it yet.
 func (db *DB) BestTrial(ctx context.Context, exp string) (*Trial, error) {
-	e, err := db.Experiment(ctx, exp)
+	e, err := db.experimentRecord(ctx, exp)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +229,7 @@ func (db *DB) Reports(ctx context.Context, exp string, n int) ([]Report, error) 
 // by trial number and iteration, streaming them from the database; it stops
 // at fn's first error and returns it.
 func (db *DB) EachReport(ctx context.Context, exp string, fn func(trial int, r Report) error) error {
-	if _, err := db.Experiment(ctx, exp); err != nil {
+	if _, err := db.experimentRecord(ctx, exp); err != nil {
 		return err
 	}
 	return db.eachReport(ctx, ``, []any{exp}, fn)
@@ -246,7 +274,7 @@ ORDER BY c.trial, r.iteration`, args...)
 // MetricNames returns the names of every metric any report of experiment
 // exp carries, sorted.
 func (db *DB) MetricNames(ctx context.Context, exp string) ([]string, error) {
-	if _, err := db.Experiment(ctx, exp); err != nil {
+	if _, err := db.experimentRecord(ctx, exp); err != nil {
 		return nil, err
 	}
 	rows, err := db.rq.QueryContext(ctx, `
