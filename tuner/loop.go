@@ -219,7 +219,7 @@ func (l *loop) startTrial(ctx context.Context) error {
 		return err
 	}
 	l.started++
-	tr, err := l.newTrialRun(ctx, rec, config)
+	tr, err := l.newTrialRun(ctx, rec, config, true)
 	if err != nil {
 		return err
 	}
@@ -228,9 +228,10 @@ func (l *loop) startTrial(ctx context.Context) error {
 	return nil
 }
 
-// newTrialRun opens the trial's checkpoint folder and registers the trial.
-func (l *loop) newTrialRun(ctx context.Context, rec *storage.Trial, config map[string]any) (*trialRun, error) {
-	ckpts, err := l.t.openCheckpoints(ctx, rec)
+// newTrialRun opens the trial's checkpoint folder and registers the trial;
+// fresh says it was just created (it has no checkpoint records to read).
+func (l *loop) newTrialRun(ctx context.Context, rec *storage.Trial, config map[string]any, fresh bool) (*trialRun, error) {
+	ckpts, err := l.t.openCheckpoints(ctx, rec, fresh)
 	if err != nil {
 		return nil, err
 	}
