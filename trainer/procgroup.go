@@ -80,7 +80,7 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 		pg.a.fail(err) // tears down the workers already started
 		return nil, err
 	}
-	p.Logf("attempt %d: worker %d of %d, pid %d: %s", pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
+	p.Notef("attempt %d: worker %d of %d, pid %d: %s", pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
 	pg.a.workers.start(rank, p.Pid(), p.LogPath())
 	pg.mu.Lock()
 	pg.procs = append(pg.procs, p)

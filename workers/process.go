@@ -119,10 +119,7 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 	if err != nil {
 		return nil, err
 	}
-	log, err := openProcessLog(spec.LogPath)
-	if err != nil {
-		return nil, err
-	}
+	log := newProcessLog(spec.LogPath)
 	log.onLine = onLog
 	wd, err := filepath.Abs(spec.Dir)
 	if err != nil {
@@ -334,6 +331,13 @@ func (p *Process) Logf(format string, args ...any) {
 	p.log.write([]byte("gotune: "+fmt.Sprintf(format, args...)), false)
 }
 
+// Notef is Logf for a line that only describes the process (its command,
+// its pid): the line waits until another line is written to the log and
+// goes before it, so that a process that writes nothing leaves no log file.
+func (p *Process) Notef(format string, args ...any) {
+	p.log.note([]byte("gotune: " + fmt.Sprintf(format, args...)))
+}
+
 // Tail returns the last lines the process wrote to its log (stderr and
 // stdout that was not a report, without Logf's lines), oldest first.
 func (p *Process) Tail() []string { return p.log.tail() }
@@ -489,31 +493,24 @@ func readLines(r io.Reader, f func(line []byte, complete bool)) {
 	}
 }
 
-// processLog is a process's log file and its last lines.
+// processLog is a process's log file and its last lines. The file, and
+// its folder, are created by the first line written to it, so that a
+// process that writes nothing leaves nothing on disk.
 type processLog struct {
 	path   string
 	onLine func(line string) // set before the process starts; nil for none
 	mu     sync.Mutex
 	f      *os.File
+	// held are notes (Notef) waiting for the file's first line. shut: no
+	// more lines reach the file, because it could not be created or the
+	// log is closed; they still reach the tail.
+	held   [][]byte
+	shut   bool
 	last   [tailLines]string
 	n      int
 }
 
-func openProcessLog(path string) (*processLog, error) {
-	l := &processLog{path: path}
-	if path == "" {
-		return l, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("launch: log folder: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("launch: log: %w", err)
-	}
-	l.f = f
-	return l, nil
-}
+func newProcessLog(path string) *processLog { return &processLog{path: path} }
 
 // writeLine logs a line of the process's output.
 func (l *processLog) writeLine(line []byte) {
@@ -530,9 +527,45 @@ func (l *processLog) write(line []byte, own bool) {
 		l.last[l.n%tailLines] = string(line)
 		l.n++
 	}
+	if l.f == nil && l.path != "" && !l.shut {
+		l.create()
+	}
 	if l.f != nil {
 		l.f.Write(append(line, '\n'))
 	}
+}
+
+// note holds line until the log's first other line, or writes it when the
+// file exists already.
+func (l *processLog) note(line []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.f != nil:
+		l.f.Write(append(line, '\n'))
+	case l.path != "" && !l.shut:
+		l.held = append(l.held, line)
+	}
+}
+
+// create opens the log file, creating its folder, and writes the held
+// notes into it. A log that cannot be created is given up: the process
+// must not fail for it, and its last lines still reach Tail.
+func (l *processLog) create() {
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
+		l.shut = true
+		return
+	}
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		l.shut = true
+		return
+	}
+	l.f = f
+	for _, h := range l.held {
+		f.Write(append(h, '\n'))
+	}
+	l.held = nil
 }
 
 func (l *processLog) tail() []string {
@@ -553,4 +586,5 @@ func (l *processLog) close() {
 		l.f.Close()
 		l.f = nil
 	}
+	l.shut, l.held = true, nil
 }
