@@ -504,10 +504,10 @@ type processLog struct {
 	// held are notes (Notef) waiting for the file's first line. shut: no
 	// more lines reach the file, because it could not be created or the
 	// log is closed; they still reach the tail.
-	held   [][]byte
-	shut   bool
-	last   [tailLines]string
-	n      int
+	held [][]byte
+	shut bool
+	last [tailLines]string
+	n    int
 }
 
 func newProcessLog(path string) *processLog { return &processLog{path: path} }
