@@ -97,6 +97,7 @@ type Process struct {
 	err      error
 	exitedAt time.Time
 	killer   *time.Timer
+	stopped  bool // Stop or Kill was called: a failure is not the process's own
 }
 
 // StartProcess starts spec's process. onReport, when not nil, receives every
@@ -292,6 +293,9 @@ func (p *Process) ExitedAt() time.Time {
 // Stop asks the process group to end with SIGTERM and kills it with SIGKILL
 // if the leader has not exited after grace. It returns at once; wait on Done.
 func (p *Process) Stop(grace time.Duration) {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
 	if p.remote != nil {
 		p.remote.signal(false, grace)
 		return
@@ -308,6 +312,9 @@ func (p *Process) Stop(grace time.Duration) {
 // Kill kills the process group with SIGKILL at once. It returns at once;
 // wait on Done.
 func (p *Process) Kill() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
 	if p.remote != nil {
 		p.remote.signal(true, 0)
 		return
@@ -332,8 +339,9 @@ func (p *Process) Logf(format string, args ...any) {
 }
 
 // Notef is Logf for a line that only describes the process (its command,
-// its pid): the line waits until another line is written to the log and
-// goes before it, so that a process that writes nothing leaves no log file.
+// its pid): the line waits until another line is written to the log, or
+// the process fails, and goes before it, so that a process that writes
+// nothing and succeeds leaves no log file.
 func (p *Process) Notef(format string, args ...any) {
 	p.log.note([]byte("gotune: " + fmt.Sprintf(format, args...)))
 }
@@ -410,15 +418,28 @@ func (p *Process) wait(outR, errR *os.File) {
 		errR.Close()
 		<-drained
 	}
+	err = exitError(err)
+	p.keepLogOfFailure(err)
 	p.log.close()
 
 	p.mu.Lock()
-	p.err = exitError(err)
+	p.err = err
 	p.mu.Unlock()
 	if p.control != nil {
 		p.control.Close()
 	}
 	close(p.done)
+}
+
+// keepLogOfFailure keeps the log of a process that failed by itself (err
+// is how it exited), with its held notes, even when it wrote nothing.
+func (p *Process) keepLogOfFailure(err error) {
+	p.mu.Lock()
+	stopped := p.stopped
+	p.mu.Unlock()
+	if err != nil && !stopped {
+		p.log.keep()
+	}
 }
 
 // ExitError is how a process that did not exit with status 0 ended.
@@ -535,16 +556,32 @@ func (l *processLog) write(line []byte, own bool) {
 	}
 }
 
-// note holds line until the log's first other line, or writes it when the
-// file exists already.
+// note holds line until the log's first other line, or until the process
+// fails (keep). It writes it at once when the file exists already, as when
+// an earlier attempt of the worker wrote it.
 func (l *processLog) note(line []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.f == nil && l.path != "" && !l.shut {
+		if _, err := os.Stat(l.path); err == nil {
+			l.create()
+		}
+	}
 	switch {
 	case l.f != nil:
 		l.f.Write(append(line, '\n'))
 	case l.path != "" && !l.shut:
 		l.held = append(l.held, line)
+	}
+}
+
+// keep writes the held notes, creating the file: a process that failed
+// leaves its log, with its command, even when it wrote nothing.
+func (l *processLog) keep() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil && len(l.held) > 0 && !l.shut {
+		l.create()
 	}
 }
 
