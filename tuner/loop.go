@@ -403,8 +403,12 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 	l.record(t.db.FinishTrial(context.WithoutCancel(ctx), tr.record.ID(), status, msg))
 	t.searcher.OnTrialEnd(tr.number, searcherEnd(status, tr.last))
 	t.observer.OnTrialEnd(tr.number, status, err)
-	// A trial that never checkpointed leaves no empty folder behind.
+	// A trial that never checkpointed leaves no empty folder behind, and
+	// no state in memory: only a checkpoint (for PBT to copy) keeps it.
 	os.Remove(tr.ckpts.dir.Path())
+	if _, ok := tr.ckpts.dir.Latest(); !ok {
+		delete(l.trials, tr.number)
+	}
 }
 
 // searcherEnd is how a searcher sees a trial that ended with status.
@@ -488,16 +492,20 @@ func reasonOr(reason, fallback string) string {
 func (l *loop) exploit(ctx context.Context, tr *trialRun) {
 	ex, reason := tr.exploit, tr.exploitReason
 	tr.exploit = nil
-	donor := l.trials[ex.From]
-	if donor == nil {
+	if ex.From < 1 || ex.From > l.started {
 		l.fail(fmt.Errorf("scheduler: trial %d exploits trial %d, which does not exist", tr.number, ex.From))
 		return
 	}
+	donor := l.trials[ex.From] // nil: it ended without a checkpoint
 	reason = reasonOr(reason, fmt.Sprintf("took over trial %d's checkpoint", ex.From))
 	// The donor may run on and prune the checkpoint being copied: try its
 	// newest one again.
 	for attempt := 0; ; attempt++ {
-		latest, ok := donor.ckpts.dir.Latest()
+		var latest storage.CheckpointInfo
+		ok := false
+		if donor != nil {
+			latest, ok = donor.ckpts.dir.Latest()
+		}
 		if !ok {
 			reason += fmt.Sprintf(" (trial %d has no checkpoint: only the configuration changes)", ex.From)
 			break

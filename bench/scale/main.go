@@ -23,6 +23,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -52,6 +53,7 @@ func main() {
 	scheduler := flag.String("scheduler", "asha", "the scheduler kind")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE` (with a single -n)")
 	keep := flag.String("keep", "", "run in `DIR` and leave the database and folders there (with a single -n)")
+	memProfile := flag.String("memprofile", "", "write a heap profile to `FILE` when 90% of the trials have ended (with a single -n)")
 	flag.Parse()
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
@@ -93,7 +95,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	res, err := measure(ns[0], *concurrent, *scheduler, *keep)
+	res, err := measure(ns[0], *concurrent, *scheduler, *keep, *memProfile)
 	pprof.StopCPUProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/scale:", err)
@@ -108,6 +110,9 @@ type slices struct {
 	n     int
 	ended int
 	at    []time.Time // at[k]: when (k+1) tenths had ended
+	// heap, when set, receives a heap profile once 9 tenths have ended.
+	heap    string
+	heapErr error
 }
 
 func (s *slices) OnReport(int, trainer.Result) {}
@@ -118,10 +123,22 @@ func (s *slices) OnTrialEnd(int, string, error) {
 	s.ended++
 	if s.ended*10 >= (len(s.at)+1)*s.n {
 		s.at = append(s.at, time.Now())
+		if len(s.at) == 9 && s.heap != "" {
+			s.heapErr = writeHeap(s.heap)
+		}
 	}
 }
 
-func measure(n, concurrent int, scheduler, keep string) (map[string]any, error) {
+func writeHeap(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
+}
+
+func measure(n, concurrent int, scheduler, keep, memProfile string) (map[string]any, error) {
 	dir := keep
 	if dir == "" {
 		d, err := os.MkdirTemp("", "gotune-bench-scale-")
@@ -150,7 +167,7 @@ func measure(n, concurrent int, scheduler, keep string) (map[string]any, error) 
 		},
 		Resources: workers.Declared{CPUs: float64(concurrent)},
 	}
-	obs := &slices{n: n}
+	obs := &slices{n: n, heap: memProfile}
 	t, err := tuner.New(cfg, tuner.WithObserver(obs))
 	if err != nil {
 		return nil, err
@@ -162,6 +179,9 @@ func measure(n, concurrent int, scheduler, keep string) (map[string]any, error) 
 	}
 	wall := time.Since(start)
 	after := rusage()
+	if obs.heapErr != nil {
+		return nil, obs.heapErr
+	}
 
 	rates := make([]float64, 0, 10)
 	prev := start
