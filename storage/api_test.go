@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,6 +57,19 @@ func TestQueryTrials(t *testing.T) {
 		{"limit", TrialQuery{Sort: "loss", Limit: 2}, []int{2, 5}},
 		{"status", TrialQuery{Status: []string{TrialTerminated}}, []int{1, 2}},
 		{"statuses, sorted, limited", TrialQuery{Status: []string{TrialRunning, TrialError}, Sort: "loss", Limit: 2}, []int{5, 3}},
+		{"a page", TrialQuery{Sort: "loss", Offset: 1, Limit: 2}, []int{5, 3}},
+		{"offset without limit", TrialQuery{Offset: 3}, []int{4, 5}},
+		{"column trial reversed", TrialQuery{Column: "-trial"}, []int{5, 4, 3, 2, 1}},
+		{"column status", TrialQuery{Column: "status"}, []int{3, 4, 5, 1, 2}},
+		{"column iterations", TrialQuery{Column: "iterations"}, []int{4, 1, 3, 5, 2}},
+		{"column best", TrialQuery{Column: "best"}, []int{2, 5, 3, 1, 4}},
+		{"column last reversed", TrialQuery{Column: "-last"}, []int{2, 1, 3, 5, 4}},
+		{"column param reversed", TrialQuery{Column: "-param:lr"}, []int{5, 4, 3, 2, 1}},
+		{"param above", TrialQuery{Params: []ParamFilter{{"lr", ">", 0.25}}}, []int{3, 4, 5}},
+		{"params, both", TrialQuery{Params: []ParamFilter{{"act", "=", "tanh"}, {"lr", "<", 0.45}}}, []int{2, 4}},
+		{"param of another type", TrialQuery{Params: []ParamFilter{{"act", "=", 1}}}, nil},
+		{"text in the error", TrialQuery{Text: "BOOM"}, []int{3}},
+		{"text in the params, a page", TrialQuery{Text: "tanh", Column: "-trial", Limit: 1}, []int{4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +84,18 @@ func TestQueryTrials(t *testing.T) {
 	}
 	if _, err := db.QueryTrials(ctx, "e", TrialQuery{Status: []string{"DONE"}}); err == nil || !strings.Contains(err.Error(), "TERMINATED") {
 		t.Errorf("unknown status: got %v, want an error listing the statuses", err)
+	}
+	for _, q := range []TrialQuery{{Column: "nope"}, {Params: []ParamFilter{{"lr", "~", 1}}}, {Sort: "loss", Column: "trial"}} {
+		if _, err := db.QueryTrials(ctx, "e", q); err == nil {
+			t.Errorf("%+v: no error", q)
+		}
+	}
+	if n, err := db.CountTrials(ctx, "e", TrialQuery{Params: []ParamFilter{{"act", "=", "relu"}}, Limit: 1, Offset: 1}); n != 3 || err != nil {
+		t.Errorf("count of relu trials: %d, %v; want 3", n, err)
+	}
+	counts, err := db.StatusCounts(ctx, "e")
+	if want := map[string]int{TrialTerminated: 2, TrialError: 1, TrialRunning: 2}; err != nil || !maps.Equal(counts, want) {
+		t.Errorf("status counts %v, %v; want %v", counts, err, want)
 	}
 	tr, err := db.Trial(ctx, "e", 3)
 	if err != nil || tr.Status != TrialError || tr.Error != "boom" {

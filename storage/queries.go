@@ -86,20 +86,46 @@ FROM experiments_v v JOIN experiments e ON e.name = v.name `+where+` ORDER BY e.
 	return out, rows.Err()
 }
 
-// TrialQuery selects and orders an experiment's trials. Its zero value
-// selects every trial in number order.
+// TrialQuery selects and orders an experiment's trials, and pages through
+// them. Its zero value selects every trial in number order.
 type TrialQuery struct {
 	// Status keeps only the trials in one of these statuses; empty keeps all.
 	Status []string
+	// Params keeps only the trials whose hyperparameters pass every filter.
+	Params []ParamFilter
+	// Text keeps only the trials whose number, status, error or params (as
+	// JSON) contain it, case-insensitively for ASCII letters.
+	Text string
 	// Sort orders the trials by a metric, best first: by the trial's best
 	// value when it is the experiment's metric (in the experiment's
 	// direction), else by its value in the trial's last report, ascending.
 	// A leading "-" reverses the order. Trials without the metric come last;
-	// ties go by trial number. Empty: by trial number.
+	// ties go by trial number. Empty: by trial number (or by Column).
 	Sort string
-	// Limit keeps the first Limit trials; 0 keeps all.
-	Limit int
+	// Column orders the trials by a column of the trial list instead:
+	// "trial", "status", "iterations", "restarts", "best" (the best value
+	// of the experiment's metric, best first), "last" (its latest value,
+	// best first) or "param:NAME" (a hyperparameter), ascending; a leading
+	// "-" reverses it. Trials without a value come last; ties go by trial
+	// number. Set Sort or Column, not both.
+	Column string
+	// Offset skips the first Offset trials of the order, Limit keeps the
+	// next Limit (0: all); together they page through a long list.
+	Offset, Limit int
 }
+
+// ParamFilter compares a hyperparameter with a value: Op is one of "=",
+// "!=", "<", "<=", ">" and ">="; Value is a number, a string or a bool.
+// Numbers compare as numbers, strings as text; a trial without the
+// parameter never passes.
+type ParamFilter struct {
+	Name  string
+	Op    string
+	Value any
+}
+
+// paramOps are the comparisons a ParamFilter may make.
+var paramOps = []string{"=", "!=", "<", "<=", ">", ">="}
 
 // Trials returns every trial of experiment exp in trial-number order.
 func (db *DB) Trials(ctx context.Context, exp string) ([]*Trial, error) {
@@ -107,46 +133,164 @@ func (db *DB) Trials(ctx context.Context, exp string) ([]*Trial, error) {
 }
 
 // QueryTrials returns the trials of experiment exp that q selects, in q's
-// order. It fails with ErrNotFound when there is no such experiment, and
-// when q names an unknown status.
+// order, from q.Offset on. It fails with ErrNotFound when there is no such
+// experiment, and when q names an unknown status; an unknown column or
+// comparison is an error too.
 func (db *DB) QueryTrials(ctx context.Context, exp string, q TrialQuery) ([]*Trial, error) {
 	e, err := db.experimentRecord(ctx, exp)
 	if err != nil {
 		return nil, err
 	}
-	where := `WHERE e.name = ?`
-	args := []any{exp}
+	where, args, err := trialFilter(e, q)
+	if err != nil {
+		return nil, err
+	}
+	order, orderArgs, err := trialOrder(e, q)
+	if err != nil {
+		return nil, err
+	}
+	tail := where + ` ORDER BY ` + order
+	args = append(args, orderArgs...)
+	switch {
+	case q.Limit > 0:
+		tail += fmt.Sprintf(` LIMIT %d OFFSET %d`, q.Limit, max(q.Offset, 0))
+	case q.Offset > 0:
+		tail += fmt.Sprintf(` LIMIT -1 OFFSET %d`, q.Offset)
+	}
+	return db.trials(ctx, tail, args...)
+}
+
+// CountTrials returns how many trials of experiment exp q selects,
+// regardless of its order, Offset and Limit.
+func (db *DB) CountTrials(ctx context.Context, exp string, q TrialQuery) (int, error) {
+	e, err := db.experimentRecord(ctx, exp)
+	if err != nil {
+		return 0, err
+	}
+	where, args, err := trialFilter(e, q)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := db.rq.QueryContext(ctx, `SELECT count(*) FROM trials t `+where, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	if rows.Next() {
+		err = rows.Scan(&n)
+	}
+	return n, errors.Join(err, rows.Err())
+}
+
+// StatusCounts returns how many trials of experiment exp are in each
+// status; statuses without trials are left out.
+func (db *DB) StatusCounts(ctx context.Context, exp string) (map[string]int, error) {
+	e, err := db.experimentRecord(ctx, exp)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.rq.QueryContext(ctx, `SELECT status, count(*) FROM trials WHERE experiment_id = ? GROUP BY status`, e.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[st] = n
+	}
+	return out, rows.Err()
+}
+
+// trialFilter is the WHERE clause over trials t (and, in trials' reads,
+// trial_progress p) that selects q's trials of experiment e, with its
+// arguments.
+func trialFilter(e *Experiment, q TrialQuery) (string, []any, error) {
+	where := `WHERE t.experiment_id = ?`
+	args := []any{e.ID}
 	if len(q.Status) > 0 {
 		for _, s := range q.Status {
 			if !slices.Contains(TrialStatuses, s) {
-				return nil, fmt.Errorf("trial status %q: %w (want one of %s)", s, ErrNotFound, strings.Join(TrialStatuses, ", "))
+				return "", nil, fmt.Errorf("trial status %q: %w (want one of %s)", s, ErrNotFound, strings.Join(TrialStatuses, ", "))
 			}
 			args = append(args, s)
 		}
 		where += ` AND t.status IN (?` + strings.Repeat(`, ?`, len(q.Status)-1) + `)`
 	}
-	order := `t.number`
-	if q.Sort != "" {
-		metric, desc := strings.CutPrefix(q.Sort, "-")
-		key := `(SELECT json_extract(r.metrics_json, ?) FROM reports r WHERE r.id = p.last_report_id)`
+	for _, f := range q.Params {
+		if !slices.Contains(paramOps, f.Op) {
+			return "", nil, fmt.Errorf("filter on param %q: unknown comparison %q (want one of %s)", f.Name, f.Op, strings.Join(paramOps, " "))
+		}
+		v, err := paramValue(f.Value)
+		if err != nil {
+			return "", nil, fmt.Errorf("filter on param %q: %w", f.Name, err)
+		}
+		// Through the index on (name, value); SQLite orders numbers before
+		// text, so a number never equals a string.
+		where += ` AND t.id IN (SELECT trial_id FROM params WHERE name = ? AND value ` + f.Op + ` ?)`
+		args = append(args, f.Name, v)
+	}
+	if q.Text != "" {
+		where += ` AND instr(lower(t.number || ' ' || t.status || ' ' || coalesce(t.error, '') || ' ' || t.params_json), lower(?)) > 0`
+		args = append(args, q.Text)
+	}
+	return where, args, nil
+}
+
+// trialOrder is the ORDER BY of q over trials t and trial_progress p,
+// with its arguments.
+func trialOrder(e *Experiment, q TrialQuery) (string, []any, error) {
+	if q.Sort != "" && q.Column != "" {
+		return "", nil, errors.New("trial query: set Sort or Column, not both")
+	}
+	var args []any
+	key, desc := "", false
+	switch {
+	case q.Sort != "":
+		metric, d := strings.CutPrefix(q.Sort, "-")
+		key, desc = `(SELECT json_extract(r.metrics_json, ?) FROM reports r WHERE r.id = p.last_report_id)`, d
 		if metric == e.Metric {
 			key = `p.best_metric`
 			desc = desc != (e.Mode == "max")
 		} else {
 			args = append(args, jsonPath(metric))
 		}
-		dir := "ASC"
-		if desc {
-			dir = "DESC"
+	case q.Column != "":
+		col, d := strings.CutPrefix(q.Column, "-")
+		desc = d
+		switch col {
+		case "trial":
+			key = `t.number`
+		case "status":
+			key = `t.status`
+		case "iterations":
+			key = `p.iterations`
+		case "restarts":
+			key = `t.restarts`
+		case "best", "last":
+			key = `p.` + col + `_metric`
+			desc = desc != (e.Mode == "max")
+		default:
+			name, ok := strings.CutPrefix(col, "param:")
+			if !ok {
+				return "", nil, fmt.Errorf("trial query: unknown column %q (want trial, status, iterations, restarts, best, last or param:NAME)", col)
+			}
+			key = `(SELECT value FROM params WHERE trial_id = t.id AND name = ?)`
+			args = append(args, name)
 		}
-		// The key's placeholder comes after the WHERE's in the text.
-		order = key + ` ` + dir + ` NULLS LAST, t.number`
+	default:
+		return `t.number`, nil, nil
 	}
-	tail := where + ` ORDER BY ` + order
-	if q.Limit > 0 {
-		tail += fmt.Sprintf(` LIMIT %d`, q.Limit)
+	dir := "ASC"
+	if desc {
+		dir = "DESC"
 	}
-	return db.trials(ctx, tail, args...)
+	return key + ` ` + dir + ` NULLS LAST, t.number`, args, nil
 }
 
 // jsonPath is the SQLite JSON path of a top-level key.
