@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -83,6 +84,20 @@ func nullID(id int64) any {
 // Events returns the events of experiment exp in the order they happened:
 // every event when trial is 0, else those of trial number trial.
 func (db *DB) Events(ctx context.Context, exp string, trial int) ([]Event, error) {
+	return db.events(ctx, exp, trial, 0)
+}
+
+// RecentEvents is Events limited to the latest n (n > 0), still oldest
+// first; it reads only those, however long the history.
+func (db *DB) RecentEvents(ctx context.Context, exp string, trial, n int) ([]Event, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("recent events: n must be positive, got %d", n)
+	}
+	return db.events(ctx, exp, trial, n)
+}
+
+// events reads the latest n events (0: all) of exp, or of its trial.
+func (db *DB) events(ctx context.Context, exp string, trial, n int) ([]Event, error) {
 	e, err := db.experimentRecord(ctx, exp)
 	if err != nil {
 		return nil, err
@@ -94,11 +109,15 @@ func (db *DB) Events(ctx context.Context, exp string, trial int) ([]Event, error
 		filter += ` AND v.trial_id = (SELECT id FROM trials WHERE experiment_id = ?1 AND number = ?2)`
 		args = append(args, trial)
 	}
+	order := `ORDER BY v.id`
+	if n > 0 {
+		order = fmt.Sprintf(`ORDER BY v.id DESC LIMIT %d`, n)
+	}
 	rows, err := db.rq.QueryContext(ctx, `
 SELECT coalesce(t.number, 0), v.time, v.kind, v.message, v.data_json
 FROM events v LEFT JOIN trials t ON t.id = v.trial_id
 WHERE `+filter+`
-ORDER BY v.id`, args...)
+`+order, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +135,9 @@ ORDER BY v.id`, args...)
 			ev.Data = json.RawMessage(*data)
 		}
 		out = append(out, ev)
+	}
+	if n > 0 {
+		slices.Reverse(out)
 	}
 	return out, rows.Err()
 }
