@@ -235,13 +235,14 @@ func trialOf(t *storage.Trial) Trial {
 }
 
 // GET /api/experiments/{exp}/trials[?status=S,S&sort=METRIC|order=COLUMN
-// &param=NAME<OP>VALUE&text=T&offset=N&limit=N]: the experiment's trials,
-// as storage.TrialQuery selects, orders and pages them (param may repeat;
-// OP is =, !=, <, <=, > or >=). The body is the page; the header
-// X-Total-Count says how many trials the query selects in all, so that a
-// client pages through a long list without ever loading it whole.
+// &param=NAME<OP>VALUE&where=COLUMN<OP>NUMBER&text=T&offset=N&limit=N]: the
+// experiment's trials, as storage.TrialQuery selects, orders and pages them
+// (param, where and text may repeat; OP is =, !=, <, <=, > or >=). The body
+// is the page; the header X-Total-Count says how many trials the query
+// selects in all, so that a client pages through a long list without ever
+// loading it whole.
 func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
-	q := storage.TrialQuery{Sort: r.FormValue("sort"), Column: r.FormValue("order"), Text: r.FormValue("text")}
+	q := storage.TrialQuery{Sort: r.FormValue("sort"), Column: r.FormValue("order"), Text: r.Form["text"]}
 	if q.Sort != "" && q.Column != "" {
 		return nil, badRequest("give sort (a metric) or order (a column), not both")
 	}
@@ -254,6 +255,14 @@ func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
 			return nil, badRequest("param must be NAME<OP>VALUE with OP one of = != < <= > >=, got %q", f)
 		}
 		q.Params = append(q.Params, pf)
+	}
+	for _, f := range r.Form["where"] {
+		cf, ok := parseParamFilter(f)
+		x, isNum := cf.Value.(float64)
+		if !ok || !isNum {
+			return nil, badRequest("where must be COLUMN<OP>NUMBER with OP one of = != < <= > >=, got %q", f)
+		}
+		q.Columns = append(q.Columns, storage.ColumnFilter{Column: cf.Name, Op: cf.Op, Value: x})
 	}
 	for key, dst := range map[string]*int{"limit": &q.Limit, "offset": &q.Offset} {
 		if v := r.FormValue(key); v != "" {

@@ -90,6 +90,8 @@ func TestTrialsAPI(t *testing.T) {
 		{"?param=hidden=64", []int{2, 4}},
 		{"?param=hidden=32&param=lr%3E0.005", []int{1}},
 		{"?text=EXITED", []int{3}},
+		{"?text=0.0&text=64", []int{2, 4}},
+		{"?where=iterations%3E=3&where=best%3C1", []int{1, 2}},
 	}
 	for _, c := range cases {
 		if got := numbers(c.query); !reflect.DeepEqual(got, c.want) {
@@ -114,6 +116,8 @@ func TestTrialsAPI(t *testing.T) {
 		"digits/trials?offset=-1":            http.StatusBadRequest,
 		"digits/trials?order=nope":           http.StatusBadRequest,
 		"digits/trials?param=lr~1":           http.StatusBadRequest,
+		"digits/trials?where=best<x":         http.StatusBadRequest,
+		"digits/trials?where=params_json=1":  http.StatusBadRequest,
 		"digits/trials?sort=acc&order=trial": http.StatusBadRequest,
 		"nope/trials?order=trial":            http.StatusNotFound,
 		"nope/trials":                        http.StatusNotFound,

@@ -68,8 +68,9 @@ func TestQueryTrials(t *testing.T) {
 		{"param above", TrialQuery{Params: []ParamFilter{{"lr", ">", 0.25}}}, []int{3, 4, 5}},
 		{"params, both", TrialQuery{Params: []ParamFilter{{"act", "=", "tanh"}, {"lr", "<", 0.45}}}, []int{2, 4}},
 		{"param of another type", TrialQuery{Params: []ParamFilter{{"act", "=", 1}}}, nil},
-		{"text in the error", TrialQuery{Text: "BOOM"}, []int{3}},
-		{"text in the params, a page", TrialQuery{Text: "tanh", Column: "-trial", Limit: 1}, []int{4}},
+		{"columns", TrialQuery{Columns: []ColumnFilter{{"iterations", "=", 1}, {"best", "<", 0.45}}}, []int{3, 5}},
+		{"text in the error", TrialQuery{Text: []string{"BOOM"}}, []int{3}},
+		{"texts, a page", TrialQuery{Text: []string{"tanh", "RUN"}, Column: "-trial", Limit: 1}, []int{4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,7 +86,8 @@ func TestQueryTrials(t *testing.T) {
 	if _, err := db.QueryTrials(ctx, "e", TrialQuery{Status: []string{"DONE"}}); err == nil || !strings.Contains(err.Error(), "TERMINATED") {
 		t.Errorf("unknown status: got %v, want an error listing the statuses", err)
 	}
-	for _, q := range []TrialQuery{{Column: "nope"}, {Params: []ParamFilter{{"lr", "~", 1}}}, {Sort: "loss", Column: "trial"}} {
+	for _, q := range []TrialQuery{{Column: "nope"}, {Params: []ParamFilter{{"lr", "~", 1}}}, {Sort: "loss", Column: "trial"},
+		{Columns: []ColumnFilter{{"params_json", "=", 1}}}, {Columns: []ColumnFilter{{"best", "<>", 1}}}} {
 		if _, err := db.QueryTrials(ctx, "e", q); err == nil {
 			t.Errorf("%+v: no error", q)
 		}

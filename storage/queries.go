@@ -93,9 +93,12 @@ type TrialQuery struct {
 	Status []string
 	// Params keeps only the trials whose hyperparameters pass every filter.
 	Params []ParamFilter
+	// Columns keeps only the trials whose columns pass every filter.
+	Columns []ColumnFilter
 	// Text keeps only the trials whose number, status, error or params (as
-	// JSON) contain it, case-insensitively for ASCII letters.
-	Text string
+	// JSON) contain every one of these, case-insensitively for ASCII
+	// letters.
+	Text []string
 	// Sort orders the trials by a metric, best first: by the trial's best
 	// value when it is the experiment's metric (in the experiment's
 	// direction), else by its value in the trial's last report, ascending.
@@ -124,8 +127,24 @@ type ParamFilter struct {
 	Value any
 }
 
-// paramOps are the comparisons a ParamFilter may make.
+// ColumnFilter compares a numeric column of the trial list, "trial",
+// "iterations", "restarts", "best" or "last" (the best and latest values
+// of the experiment's metric), with Value; Op is as in ParamFilter. A trial
+// without a value never passes.
+type ColumnFilter struct {
+	Column string
+	Op     string
+	Value  float64
+}
+
+// paramOps are the comparisons a ParamFilter or a ColumnFilter may make.
 var paramOps = []string{"=", "!=", "<", "<=", ">", ">="}
+
+// numericColumns are the SQL of the columns a ColumnFilter may name.
+var numericColumns = map[string]string{
+	"trial": "t.number", "iterations": "p.iterations", "restarts": "t.restarts",
+	"best": "p.best_metric", "last": "p.last_metric",
+}
 
 // Trials returns every trial of experiment exp in trial-number order.
 func (db *DB) Trials(ctx context.Context, exp string) ([]*Trial, error) {
@@ -171,7 +190,7 @@ func (db *DB) CountTrials(ctx context.Context, exp string, q TrialQuery) (int, e
 	if err != nil {
 		return 0, err
 	}
-	rows, err := db.rq.QueryContext(ctx, `SELECT count(*) FROM trials t `+where, args...)
+	rows, err := db.rq.QueryContext(ctx, `SELECT count(*) FROM trials t JOIN trial_progress p ON p.trial_id = t.id `+where, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -235,9 +254,20 @@ func trialFilter(e *Experiment, q TrialQuery) (string, []any, error) {
 		where += ` AND t.id IN (SELECT trial_id FROM params WHERE name = ? AND value ` + f.Op + ` ?)`
 		args = append(args, f.Name, v)
 	}
-	if q.Text != "" {
+	for _, f := range q.Columns {
+		col, ok := numericColumns[f.Column]
+		if !ok {
+			return "", nil, fmt.Errorf("filter on column %q: unknown column (want trial, iterations, restarts, best or last)", f.Column)
+		}
+		if !slices.Contains(paramOps, f.Op) {
+			return "", nil, fmt.Errorf("filter on column %q: unknown comparison %q (want one of %s)", f.Column, f.Op, strings.Join(paramOps, " "))
+		}
+		where += ` AND ` + col + ` ` + f.Op + ` ?`
+		args = append(args, f.Value)
+	}
+	for _, text := range q.Text {
 		where += ` AND instr(lower(t.number || ' ' || t.status || ' ' || coalesce(t.error, '') || ' ' || t.params_json), lower(?)) > 0`
-		args = append(args, q.Text)
+		args = append(args, text)
 	}
 	return where, args, nil
 }
