@@ -160,13 +160,23 @@ func (db *DB) QueryTrials(ctx context.Context, exp string, q TrialQuery) ([]*Tri
 	if err != nil {
 		return nil, err
 	}
-	where, args, err := trialFilter(e, q)
+	tail, args, err := trialQueryTail(e, q)
 	if err != nil {
 		return nil, err
 	}
+	return db.trials(ctx, tail, args...)
+}
+
+// trialQueryTail is the SQL after trials' FROM that runs q over
+// experiment e's trials, with its arguments.
+func trialQueryTail(e *Experiment, q TrialQuery) (string, []any, error) {
+	where, args, err := trialFilter(e, q)
+	if err != nil {
+		return "", nil, err
+	}
 	order, orderArgs, err := trialOrder(e, q)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	tail := where + ` ORDER BY ` + order
 	args = append(args, orderArgs...)
@@ -176,7 +186,22 @@ func (db *DB) QueryTrials(ctx context.Context, exp string, q TrialQuery) ([]*Tri
 	case q.Offset > 0:
 		tail += fmt.Sprintf(` LIMIT -1 OFFSET %d`, q.Offset)
 	}
-	return db.trials(ctx, tail, args...)
+	return tail, args, nil
+}
+
+// EachTrial calls fn with each trial QueryTrials would return, in order,
+// streaming them from the database, so that listing a long experiment
+// holds one trial at a time; it stops at fn's first error and returns it.
+func (db *DB) EachTrial(ctx context.Context, exp string, q TrialQuery, fn func(*Trial) error) error {
+	e, err := db.experimentRecord(ctx, exp)
+	if err != nil {
+		return err
+	}
+	tail, args, err := trialQueryTail(e, q)
+	if err != nil {
+		return err
+	}
+	return db.eachTrial(ctx, tail, args, fn)
 }
 
 // CountTrials returns how many trials of experiment exp q selects,
@@ -361,28 +386,39 @@ func (db *DB) BestTrial(ctx context.Context, exp string) (*Trial, error) {
 }
 
 func (db *DB) trials(ctx context.Context, tail string, args ...any) ([]*Trial, error) {
+	var out []*Trial
+	err := db.eachTrial(ctx, tail, args, func(t *Trial) error {
+		out = append(out, t)
+		return nil
+	})
+	return out, err
+}
+
+// eachTrial calls fn with each trial the query's tail selects.
+func (db *DB) eachTrial(ctx context.Context, tail string, args []any, fn func(*Trial) error) error {
 	rows, err := db.rq.QueryContext(ctx, `
 SELECT t.id, e.name, t.number, t.status, t.params_json, p.iterations, p.last_metric,
 	p.best_metric, t.restarts, coalesce(t.error, '')
 FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id `+tail, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
-	var out []*Trial
 	for rows.Next() {
 		var t Trial
 		var params string
 		if err := rows.Scan(&t.id, &t.Experiment, &t.Number, &t.Status, &params, &t.Iterations,
 			&t.LastMetric, &t.BestMetric, &t.Restarts, &t.Error); err != nil {
-			return nil, err
+			return err
 		}
 		if err := json.Unmarshal([]byte(params), &t.Params); err != nil {
-			return nil, fmt.Errorf("trial %d: decode params: %w", t.Number, err)
+			return fmt.Errorf("trial %d: decode params: %w", t.Number, err)
 		}
-		out = append(out, &t)
+		if err := fn(&t); err != nil {
+			return err
+		}
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // Reports returns every report of trial number n of experiment exp, in
