@@ -317,23 +317,19 @@ func isTerminal(w io.Writer) (*os.File, bool) {
 // liveTop is how many of the best trials the table lists.
 const liveTop = 10
 
-// readLive reads a frame's results from db in one snapshot.
+// readLive reads a frame's results from db in one snapshot: counts by
+// status and the best trials, never the whole list.
 func readLive(ctx context.Context, db *storage.DB, exp string) (counts map[string]int, top []*storage.Trial, trials int, err error) {
 	err = db.Snapshot(ctx, func(view *storage.DB) error {
-		all, err := view.Trials(ctx, exp)
+		counts, err = view.StatusCounts(ctx, exp)
 		if err != nil {
 			return err
 		}
-		counts = map[string]int{}
-		for _, t := range all {
-			counts[t.Status]++
+		trials = 0
+		for _, n := range counts {
+			trials += n
 		}
-		trials = len(all)
-		e, err := view.Experiment(ctx, exp)
-		if err != nil {
-			return err
-		}
-		top, err = view.QueryTrials(ctx, exp, storage.TrialQuery{Sort: e.Metric, Limit: liveTop})
+		top, err = view.QueryTrials(ctx, exp, storage.TrialQuery{Column: "best", Limit: liveTop})
 		return err
 	})
 	return counts, top, trials, err

@@ -239,3 +239,46 @@ func TestRunWithDashboard(t *testing.T) {
 		t.Error("the dashboard still answers after the sweep ended")
 	}
 }
+
+// TestReadLive reads a frame from a database: the counts by status and the
+// best trials first, for a "max" objective.
+func TestReadLive(t *testing.T) {
+	ctx := context.Background()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "gotune.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exp, err := db.CreateExperiment(ctx, "live", "acc", "max", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, acc := range []float64{0.5, 0.9, 0.7} {
+		tr, err := db.CreateTrial(ctx, exp.ID, i+1, map[string]any{"x": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.AddReport(ctx, tr.ID(), storage.Report{Iteration: 1, Metrics: map[string]float64{"acc": acc}}, &acc); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			if err := db.FinishTrial(ctx, tr.ID(), storage.TrialTerminated, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	counts, top, n, err := readLive(ctx, db, "live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []int
+	for _, tr := range top {
+		order = append(order, tr.Number)
+	}
+	if n != 3 || counts[storage.TrialTerminated] != 2 || counts[storage.TrialRunning] != 1 || fmt.Sprint(order) != "[2 3 1]" {
+		t.Errorf("frame: %d trials, counts %v, best first %v; want 3, 2 TERMINATED and 1 RUNNING, [2 3 1]", n, counts, order)
+	}
+	if _, _, _, err := readLive(ctx, db, "nope"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("missing experiment: %v, want ErrNotFound", err)
+	}
+}
