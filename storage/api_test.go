@@ -225,6 +225,31 @@ func TestEvents(t *testing.T) {
 	if all[3].Trial != 0 || !all[3].Time.After(all[2].Time) {
 		t.Errorf("experiment event: %+v", all[3])
 	}
+	// The latest events, oldest first, of the experiment or of a trial;
+	// another experiment's events are never among them.
+	other, err := db.CreateExperiment(ctx, "other", "loss", "min", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddEvent(ctx, other.ID, 0, "note", "elsewhere", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		trial, n int
+		want     []string
+	}{{0, 3, []string{"start", "decision", "note"}}, {0, 9, []string{"start", "start", "decision", "note"}}, {2, 1, []string{"decision"}}} {
+		evs, err := db.RecentEvents(ctx, "e", c.trial, c.n)
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.Kind)
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("latest %d events of trial %d: %v, %v; want %v", c.n, c.trial, got, err, c.want)
+		}
+	}
+	if _, err := db.RecentEvents(ctx, "e", 0, 0); err == nil {
+		t.Error("RecentEvents of 0 events: no error")
+	}
 }
 
 func TestWorkersAndResourceSamples(t *testing.T) {

@@ -105,6 +105,12 @@ func (db *DB) events(ctx context.Context, exp string, trial, n int) ([]Event, er
 	// One trial's events through the index on (experiment, trial), so that
 	// reading them costs the same however many trials the experiment has.
 	filter, args := `v.experiment_id = ?1`, []any{e.ID}
+	if trial == 0 && n > 0 {
+		// The latest events: walking the table back from its newest row
+		// (the unary + keeps SQLite off the index by experiment, which
+		// would sort all of them) reads about n rows.
+		filter = `+v.experiment_id = ?1`
+	}
 	if trial != 0 {
 		filter += ` AND v.trial_id = (SELECT id FROM trials WHERE experiment_id = ?1 AND number = ?2)`
 		args = append(args, trial)
