@@ -198,7 +198,7 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	counts, err := statusCounts(r, db)
+	counts, err := db.StatusCounts(r.Context(), name)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := ExperimentDetail{Experiment: experimentOf(e, counts[name]), Metrics: metrics, Params: []Param{}, Config: e.Config}
+	d := ExperimentDetail{Experiment: experimentOf(e, counts), Metrics: metrics, Params: []Param{}, Config: e.Config}
 	if d.Metrics == nil {
 		d.Metrics = []string{}
 	}
