@@ -9,7 +9,9 @@
 //   - tuner_cpu_ms_per_trial: the CPU time of this process (the tuner, its
 //     storage and its trainer goroutines; getrusage RUSAGE_SELF) per trial,
 //     and workers_cpu_ms_per_trial: that of the worker processes;
-//   - peak_rss_mb: the tuner's peak resident memory;
+//   - peak_rss_mb: the tuner's peak resident memory, and sweep_peak_rss_mb
+//     that peak when the last trial ended, before Fit reads every trial
+//     back for its Result;
 //   - disk_bytes_per_trial: the blocks the database (with its WAL) and the
 //     trials' folders occupy, per trial, and the folders left behind.
 //
@@ -113,6 +115,9 @@ type slices struct {
 	// heap, when set, receives a heap profile once 9 tenths have ended.
 	heap    string
 	heapErr error
+	// sweepRSS is the process's peak resident memory when the last trial
+	// ended, before Fit lists the trials for its Result (kB; 0 unknown).
+	sweepRSS int64
 }
 
 func (s *slices) OnReport(int, trainer.Result) {}
@@ -126,7 +131,26 @@ func (s *slices) OnTrialEnd(int, string, error) {
 		if len(s.at) == 9 && s.heap != "" {
 			s.heapErr = writeHeap(s.heap)
 		}
+		if len(s.at) == 10 {
+			s.sweepRSS = peakRSS()
+		}
 	}
+}
+
+// peakRSS is the process's peak resident memory so far in kB (VmHWM), 0
+// where /proc does not say.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
 
 func writeHeap(path string) error {
@@ -206,6 +230,7 @@ func measure(n, concurrent int, scheduler, keep, memProfile string) (map[string]
 		"tuner_cpu_ms_per_trial":   round(self.Seconds()*1000/float64(n), 3),
 		"workers_cpu_ms_per_trial": round(children.Seconds()*1000/float64(n), 3),
 		"peak_rss_mb":              round(float64(after.self.Maxrss)/1024, 1),
+		"sweep_peak_rss_mb":        round(float64(obs.sweepRSS)/1024, 1),
 		"disk_bytes_per_trial":     round(float64(disk)/float64(n), 0),
 		"folders":                  folders,
 		"cpus":                     runtime.NumCPU(),
