@@ -17,9 +17,14 @@
 //
 // Each N runs in a process of its own, so that its peak memory is its own.
 //
-//	go run ./bench/scale [-n 1000,10000] [-big] [-concurrent 64] [-scheduler asha] [-cpuprofile FILE]
+// With -sleep D, each trial is instead a Go function that sleeps D and
+// reports once, the bookkeeping workload of Ray's scalability tests (10,000
+// trials of 1 s on 160 slots: -n 10000 -concurrent 160 -sleep 1s); the
+// line adds floor_s, N·D/concurrent, and the wall time's overhead over it.
 //
-// -big adds N = 100,000 (about half an hour on 2 cores).
+//	go run ./bench/scale [-n 1000,10000] [-big] [-concurrent 64] [-scheduler asha] [-sleep D] [-cpuprofile FILE]
+//
+// -big adds N = 100,000 (about 6 minutes on 2 busy cores).
 package main
 
 import (
@@ -53,6 +58,7 @@ func main() {
 	big := flag.Bool("big", false, "also run 100,000 trials")
 	concurrent := flag.Int("concurrent", 64, "trials running at once")
 	scheduler := flag.String("scheduler", "asha", "the scheduler kind")
+	sleep := flag.Duration("sleep", 0, "run Go-function trials that sleep `D` and report once, instead of commands")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE` (with a single -n)")
 	keep := flag.String("keep", "", "run in `DIR` and leave the database and folders there (with a single -n)")
 	memProfile := flag.String("memprofile", "", "write a heap profile to `FILE` when 90% of the trials have ended (with a single -n)")
@@ -74,7 +80,7 @@ func main() {
 		self, err := os.Executable()
 		if err == nil {
 			for _, n := range ns {
-				cmd := exec.Command(self, "-n", strconv.Itoa(n), "-concurrent", strconv.Itoa(*concurrent), "-scheduler", *scheduler)
+				cmd := exec.Command(self, "-n", strconv.Itoa(n), "-concurrent", strconv.Itoa(*concurrent), "-scheduler", *scheduler, "-sleep", sleep.String())
 				cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 				if err = cmd.Run(); err != nil {
 					break
@@ -97,7 +103,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	res, err := measure(ns[0], *concurrent, *scheduler, *keep, *memProfile)
+	res, err := measure(ns[0], *concurrent, *scheduler, *sleep, *keep, *memProfile)
 	pprof.StopCPUProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/scale:", err)
@@ -162,7 +168,7 @@ func writeHeap(path string) error {
 	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
-func measure(n, concurrent int, scheduler, keep, memProfile string) (map[string]any, error) {
+func measure(n, concurrent int, scheduler string, sleep time.Duration, keep, memProfile string) (map[string]any, error) {
 	dir := keep
 	if dir == "" {
 		d, err := os.MkdirTemp("", "gotune-bench-scale-")
@@ -192,7 +198,19 @@ func measure(n, concurrent int, scheduler, keep, memProfile string) (map[string]
 		Resources: workers.Declared{CPUs: float64(concurrent)},
 	}
 	obs := &slices{n: n, heap: memProfile}
-	t, err := tuner.New(cfg, tuner.WithObserver(obs))
+	opts := []tuner.Option{tuner.WithObserver(obs)}
+	if sleep > 0 {
+		cfg.Trainer = trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 1}}
+		opts = append(opts, tuner.WithTrainFunc(func(ctx context.Context, w *trainer.Worker) error {
+			select {
+			case <-time.After(sleep):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return w.Report(ctx, map[string]float64{"loss": w.Float("x", 0)})
+		}))
+	}
+	t, err := tuner.New(cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +255,12 @@ func measure(n, concurrent int, scheduler, keep, memProfile string) (map[string]
 	}
 	if len(rates) == 10 {
 		out["flat_ratio"] = round(rates[9]/rates[0], 2)
+	}
+	if sleep > 0 {
+		floor := sleep.Seconds() * math.Ceil(float64(n)/float64(concurrent))
+		out["sleep_s"] = sleep.Seconds()
+		out["floor_s"] = round(floor, 2)
+		out["overhead_pct"] = round(100*(wall.Seconds()-floor)/floor, 2)
 	}
 	return out, nil
 }
