@@ -261,6 +261,14 @@ func (a *attempt) newGroupEnv() (groupEnv, error) {
 
 func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir string) []string {
 	spec := a.r.spec
+	errorFile := a.errorFile(rank)
+	if errorFile != "" {
+		// torch's @record opens the file without creating its folder,
+		// which the worker's log otherwise creates only with its first
+		// line. Run removes the folder again when it stays empty; one that
+		// cannot be made leaves torch to warn that it cannot write there.
+		os.MkdirAll(filepath.Dir(errorFile), 0o755)
+	}
 	return workerEnv(os.Environ(), envSpec{
 		experiment:    spec.Experiment,
 		trial:         spec.Trial,
@@ -278,7 +286,7 @@ func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir strin
 		runID:         fmt.Sprintf("%s-trial-%d", spec.Experiment, spec.Trial),
 		restartCount:  a.number - 1,
 		maxRestarts:   spec.Failure.MaxFailures,
-		errorFile:     a.errorFile(rank),
+		errorFile:     errorFile,
 		ompThreads:    max(int(spec.Scaling.CPUs()), 1),
 		extra:         spec.Env,
 	})
