@@ -25,6 +25,7 @@ const state = {
   offset: 0,          // the page's first trial in that order
   pageKey: '',        // the query of the page shown
   pageError: '',      // why the server refused the query, '' when it did not
+  pageSeq: 0,         // counts the page's requests
   sort: {key: 'best', asc: true},
   filter: '',
   status: '',
@@ -312,13 +313,17 @@ async function loadPage() {
   if (key !== state.pageKey) state.offset = 0;
   qs.set('offset', state.offset);
   qs.set('limit', PAGE);
+  // Only the latest request's answer is shown: a poll's may come after it.
+  const seq = ++state.pageSeq;
   try {
     const r = await apiResponse('experiments/' + encodeURIComponent(state.exp) + '/trials?' + qs.toString());
+    if (seq !== state.pageSeq) return;
     state.page = r.body;
     state.total = Number(r.headers.get('X-Total-Count') || r.body.length);
     state.pageKey = key;
     state.pageError = '';
   } catch (err) {
+    if (seq !== state.pageSeq) return;
     // A filter the server refuses (an unknown status) shows as such.
     state.page = [];
     state.total = 0;
