@@ -20,7 +20,9 @@
 // With -sleep D, each trial is instead a Go function that sleeps D and
 // reports once, the bookkeeping workload of Ray's scalability tests (10,000
 // trials of 1 s on 160 slots: -n 10000 -concurrent 160 -sleep 1s); the
-// line adds floor_s, N·D/concurrent, and the wall time's overhead over it.
+// line adds floor_s, ⌈N/concurrent⌉·D (the least time the trials take: 63 s
+// there, where N·D/concurrent is 62.5 s), and the wall time's overhead over
+// it.
 //
 //	go run ./bench/scale [-n 1000,10000] [-big] [-concurrent 64] [-scheduler asha] [-sleep D] [-cpuprofile FILE]
 //
