@@ -250,6 +250,24 @@ func TestEvents(t *testing.T) {
 	if _, err := db.RecentEvents(ctx, "e", 0, 0); err == nil {
 		t.Error("RecentEvents of 0 events: no error")
 	}
+	// A queued event commits in order, before the write made after it.
+	if err := db.QueueEvent(0, f.trials[0].ID(), EventDecision, "queued", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishTrial(ctx, f.trials[0].ID(), TrialTerminated, ""); err != nil {
+		t.Fatal(err)
+	}
+	one, err := db.Events(ctx, "e", 1)
+	var kinds []string
+	for _, ev := range one {
+		kinds = append(kinds, ev.Kind+":"+ev.Message)
+	}
+	if want := []string{"start:trial 1 started", "decision:queued", "complete:trial TERMINATED"}; err != nil || !slices.Equal(kinds, want) {
+		t.Errorf("trial 1's events %v, %v; want %v", kinds, err, want)
+	}
+	if err := db.QueueEvent(0, 0, "note", "", nil); err == nil {
+		t.Error("a queued event of nothing was accepted")
+	}
 }
 
 func TestWorkersAndResourceSamples(t *testing.T) {

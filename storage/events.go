@@ -73,6 +73,38 @@ func (db *DB) AddEvent(ctx context.Context, expID, trialID int64, kind, message 
 	return nil
 }
 
+// QueueEvent is AddEvent that returns without waiting for the commit, as
+// LogSchedulerInput does: the event commits in order, after the writes
+// queued or made before it and before those made after it, so a crash may
+// lose the latest queued events but never leaves a later write without
+// them. For a scheduler's decisions, which its journaled inputs can
+// replay. It returns the failure of an earlier queued write, if one failed.
+func (db *DB) QueueEvent(expID, trialID int64, kind, message string, data any) error {
+	if expID == 0 && trialID == 0 {
+		return errors.New("record event: name an experiment or a trial")
+	}
+	if db.w == nil {
+		return ErrReadOnly
+	}
+	var d any
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return fmt.Errorf("encode %s event: %w", kind, err)
+		}
+		d = string(b)
+	}
+	now := unixSeconds(db.now())
+	err := db.w.enqueue(func(tx *wtx) error {
+		_, err := tx.exec(insertEvent, nullID(expID), nullID(trialID), now, kind, message, d)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record %s event: %w", kind, err)
+	}
+	return nil
+}
+
 // nullID maps the zero id to SQL NULL.
 func nullID(id int64) any {
 	if id == 0 {

@@ -311,7 +311,7 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	}
 	d := l.result(tr, r.Iteration, schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics,
 		Checkpoint: r.CheckpointPath != "" || len(r.Checkpoint) > 0})
-	l.recordDecision(ctx, tr, d, progress)
+	l.recordDecision(tr, d, progress)
 	switch d.Action {
 	case schedulers.Stop:
 		tr.terminal = l.t.cfg.Scheduler.MaxT > 0 && progress >= l.t.cfg.Scheduler.MaxT
@@ -451,12 +451,14 @@ func (l *loop) record(err error) {
 }
 
 // recordDecision keeps a scheduler decision that says why in the trial's
-// history, with the rung and the cutoff it was measured against.
-func (l *loop) recordDecision(ctx context.Context, tr *trialRun, d schedulers.Decision, progress float64) {
+// history, with the rung and the cutoff it was measured against. The event
+// is queued, not waited for, like the scheduler input it follows: the loop
+// answers the trial without a commit of its own.
+func (l *loop) recordDecision(tr *trialRun, d schedulers.Decision, progress float64) {
 	if d.Reason == "" {
 		return
 	}
-	l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventDecision, d.Reason, decisionData(d, progress)))
+	l.record(l.t.db.QueueEvent(l.exp.ID, tr.record.ID(), storage.EventDecision, d.Reason, decisionData(d, progress)))
 }
 
 // decisionData is what an event keeps of a decision taken at time: the
