@@ -8,7 +8,8 @@
 //     per trial keeps the last tenth near the first; flat_ratio is last/first);
 //   - tuner_cpu_ms_per_trial: the CPU time of this process (the tuner, its
 //     storage and its trainer goroutines; getrusage RUSAGE_SELF) per trial,
-//     and workers_cpu_ms_per_trial: that of the worker processes;
+//     also by tenth (flat whatever else the machine runs), and
+//     workers_cpu_ms_per_trial: that of the worker processes;
 //   - peak_rss_mb: the tuner's peak resident memory, and sweep_peak_rss_mb
 //     that peak when the last trial ended, before Fit reads every trial
 //     back for its Result;
@@ -119,7 +120,8 @@ type slices struct {
 	mu    sync.Mutex
 	n     int
 	ended int
-	at    []time.Time // at[k]: when (k+1) tenths had ended
+	at    []time.Time     // at[k]: when (k+1) tenths had ended
+	cpu   []time.Duration // cpu[k]: this process's CPU time then
 	// heap, when set, receives a heap profile once 9 tenths have ended.
 	heap    string
 	heapErr error
@@ -136,6 +138,7 @@ func (s *slices) OnTrialEnd(int, string, error) {
 	s.ended++
 	if s.ended*10 >= (len(s.at)+1)*s.n {
 		s.at = append(s.at, time.Now())
+		s.cpu = append(s.cpu, cpu(rusage().self))
 		if len(s.at) == 9 && s.heap != "" {
 			s.heapErr = writeHeap(s.heap)
 		}
@@ -233,6 +236,13 @@ func measure(n, concurrent int, scheduler string, sleep time.Duration, keep, mem
 		rates = append(rates, round(float64(n)/10/at.Sub(prev).Seconds(), 1))
 		prev = at
 	}
+	// CPU per trial by tenth does not depend on what else the machine runs.
+	cpus := make([]float64, 0, 10)
+	prevCPU := cpu(before.self)
+	for _, c := range obs.cpu {
+		cpus = append(cpus, round((c-prevCPU).Seconds()*1000/(float64(n)/10), 3))
+		prevCPU = c
+	}
 	disk, folders, err := diskUsage(dir)
 	if err != nil {
 		return nil, err
@@ -248,6 +258,7 @@ func measure(n, concurrent int, scheduler string, sleep time.Duration, keep, mem
 		"trials_per_s":             round(float64(n)/wall.Seconds(), 1),
 		"trials_per_s_by_tenth":    rates,
 		"tuner_cpu_ms_per_trial":   round(self.Seconds()*1000/float64(n), 3),
+		"tuner_cpu_ms_by_tenth":    cpus,
 		"workers_cpu_ms_per_trial": round(children.Seconds()*1000/float64(n), 3),
 		"peak_rss_mb":              round(float64(after.self.Maxrss)/1024, 1),
 		"sweep_peak_rss_mb":        round(float64(obs.sweepRSS)/1024, 1),
