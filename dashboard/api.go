@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -53,6 +54,9 @@ func (s *Server) api(h func(r *http.Request, db *storage.DB) (any, error)) http.
 		if err != nil {
 			writeError(w, err)
 			return
+		}
+		if hd, ok := out.(interface{ setHeaders(http.Header) }); ok {
+			hd.setHeaders(w.Header())
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
@@ -194,7 +198,7 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	counts, err := statusCounts(r, db)
+	counts, err := db.StatusCounts(r.Context(), name)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +206,7 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := ExperimentDetail{Experiment: experimentOf(e, counts[name]), Metrics: metrics, Params: []Param{}, Config: e.Config}
+	d := ExperimentDetail{Experiment: experimentOf(e, counts), Metrics: metrics, Params: []Param{}, Config: e.Config}
 	if d.Metrics == nil {
 		d.Metrics = []string{}
 	}
@@ -230,35 +234,92 @@ func trialOf(t *storage.Trial) Trial {
 		LastMetric: storage.NumberPtr(t.LastMetric), BestMetric: storage.NumberPtr(t.BestMetric), Restarts: t.Restarts, Error: t.Error}
 }
 
-// GET /api/experiments/{exp}/trials[?status=S,S&sort=METRIC&limit=N]: the
-// experiment's trials, as storage.TrialQuery selects and orders them.
+// GET /api/experiments/{exp}/trials[?status=S,S&sort=METRIC|order=COLUMN
+// &param=NAME<OP>VALUE&where=COLUMN<OP>NUMBER&text=T&offset=N&limit=N]: the
+// experiment's trials, as storage.TrialQuery selects, orders and pages them
+// (param, where and text may repeat; OP is =, !=, <, <=, > or >=). The body
+// is the page; the header X-Total-Count says how many trials the query
+// selects in all, so that a client pages through a long list without ever
+// loading it whole.
 func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
-	q := storage.TrialQuery{Sort: r.FormValue("sort")}
+	q := storage.TrialQuery{Sort: r.FormValue("sort"), Column: r.FormValue("order"), Text: r.Form["text"]}
+	if q.Sort != "" && q.Column != "" {
+		return nil, badRequest("give sort (a metric) or order (a column), not both")
+	}
 	if st := r.FormValue("status"); st != "" {
 		q.Status = strings.Split(st, ",")
 	}
-	if l := r.FormValue("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 0 {
-			return nil, badRequest("limit must be a non-negative whole number, got %q", l)
+	for _, f := range r.Form["param"] {
+		pf, ok := parseParamFilter(f)
+		if !ok {
+			return nil, badRequest("param must be NAME<OP>VALUE with OP one of = != < <= > >=, got %q", f)
 		}
-		q.Limit = n
+		q.Params = append(q.Params, pf)
 	}
-	ts, err := db.QueryTrials(r.Context(), r.PathValue("exp"), q)
-	if err != nil {
-		if errors.Is(err, storage.ErrNotFound) && len(q.Status) > 0 {
-			if _, lookErr := db.Experiment(r.Context(), r.PathValue("exp")); lookErr == nil {
-				return nil, &apiError{http.StatusBadRequest, err}
+	for _, f := range r.Form["where"] {
+		cf, ok := parseParamFilter(f)
+		x, isNum := cf.Value.(float64)
+		if !ok || !isNum {
+			return nil, badRequest("where must be COLUMN<OP>NUMBER with OP one of = != < <= > >=, got %q", f)
+		}
+		q.Columns = append(q.Columns, storage.ColumnFilter{Column: cf.Name, Op: cf.Op, Value: x})
+	}
+	for key, dst := range map[string]*int{"limit": &q.Limit, "offset": &q.Offset} {
+		if v := r.FormValue(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, badRequest("%s must be a non-negative whole number, got %q", key, v)
 			}
+			*dst = n
+		}
+	}
+	exp := r.PathValue("exp")
+	ts, err := db.QueryTrials(r.Context(), exp, q)
+	if err != nil {
+		if _, lookErr := db.Experiment(r.Context(), exp); lookErr == nil {
+			return nil, &apiError{http.StatusBadRequest, err}
 		}
 		return nil, err
 	}
-	out := make([]Trial, len(ts))
-	for i, t := range ts {
-		out[i] = trialOf(t)
+	total, err := db.CountTrials(r.Context(), exp, q)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	page := trialPage{trials: make([]Trial, len(ts)), total: total}
+	for i, t := range ts {
+		page.trials[i] = trialOf(t)
+	}
+	return page, nil
 }
+
+// paramFilter reads NAME<OP>VALUE; VALUE is a number, true or false, or
+// else a string.
+var paramFilter = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_./-]*)(<=|>=|!=|=|<|>)(.*)$`)
+
+func parseParamFilter(f string) (storage.ParamFilter, bool) {
+	m := paramFilter.FindStringSubmatch(f)
+	if m == nil {
+		return storage.ParamFilter{}, false
+	}
+	pf := storage.ParamFilter{Name: m[1], Op: m[2], Value: m[3]}
+	if x, err := strconv.ParseFloat(m[3], 64); err == nil {
+		pf.Value = x
+	} else if b, err := strconv.ParseBool(m[3]); err == nil && (m[3] == "true" || m[3] == "false") {
+		pf.Value = b
+	}
+	return pf, true
+}
+
+// trialPage is a page of trials, sent as a JSON array with the total in a
+// header.
+type trialPage struct {
+	trials []Trial
+	total  int
+}
+
+func (p trialPage) MarshalJSON() ([]byte, error) { return json.Marshal(p.trials) }
+
+func (p trialPage) setHeaders(h http.Header) { h.Set("X-Total-Count", strconv.Itoa(p.total)) }
 
 // maxCurves bounds the trials one curves request may ask for.
 const maxCurves = 100
@@ -527,11 +588,11 @@ func (s *Server) events(r *http.Request, db *storage.DB) (any, error) {
 		}
 		limit = min(n, maxEvents)
 	}
-	evs, err := db.Events(r.Context(), r.PathValue("exp"), trial)
+	evs, err := db.RecentEvents(r.Context(), r.PathValue("exp"), trial, limit)
 	if err != nil {
 		return nil, err
 	}
-	return eventsOf(evs[max(0, len(evs)-limit):]), nil
+	return eventsOf(evs), nil
 }
 
 // Resources is what a sweep uses: the resource manager's view when the

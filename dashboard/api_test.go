@@ -84,6 +84,14 @@ func TestTrialsAPI(t *testing.T) {
 		{"?sort=val_loss&limit=2", []int{1, 2}},
 		{"?status=RUNNING,ERROR", []int{3, 4}},
 		{"?sort=acc", []int{2, 4, 1, 3}}, // last report's acc, ascending; none last
+		{"?order=-trial&offset=1&limit=2", []int{3, 2}},
+		{"?order=param:lr", []int{3, 1, 4, 2}},
+		{"?order=best", []int{1, 2, 4, 3}},
+		{"?param=hidden=64", []int{2, 4}},
+		{"?param=hidden=32&param=lr%3E0.005", []int{1}},
+		{"?text=EXITED", []int{3}},
+		{"?text=0.0&text=64", []int{2, 4}},
+		{"?where=iterations%3E=3&where=best%3C1", []int{1, 2}},
 	}
 	for _, c := range cases {
 		if got := numbers(c.query); !reflect.DeepEqual(got, c.want) {
@@ -97,11 +105,23 @@ func TestTrialsAPI(t *testing.T) {
 	if len(ts) != 1 || !reflect.DeepEqual(ts[0], want) {
 		t.Errorf("failed trial: got %v, want %v", ts, want)
 	}
+	// A page of a long list says how long the list is.
+	code, body, header := get(t, srv.URL+"/api/experiments/digits/trials?param=hidden=64&order=trial&limit=1")
+	if code != http.StatusOK || header.Get("X-Total-Count") != "2" || !strings.HasPrefix(body, `[{"trial_id":2,`) {
+		t.Errorf("a page of one: %d, total %q, %s", code, header.Get("X-Total-Count"), body)
+	}
 	for query, code := range map[string]int{
-		"digits/trials?status=BORED": http.StatusBadRequest,
-		"digits/trials?limit=x":      http.StatusBadRequest,
-		"nope/trials":                http.StatusNotFound,
-		"nope/trials?status=RUNNING": http.StatusNotFound,
+		"digits/trials?status=BORED":         http.StatusBadRequest,
+		"digits/trials?limit=x":              http.StatusBadRequest,
+		"digits/trials?offset=-1":            http.StatusBadRequest,
+		"digits/trials?order=nope":           http.StatusBadRequest,
+		"digits/trials?param=lr~1":           http.StatusBadRequest,
+		"digits/trials?where=best<x":         http.StatusBadRequest,
+		"digits/trials?where=params_json=1":  http.StatusBadRequest,
+		"digits/trials?sort=acc&order=trial": http.StatusBadRequest,
+		"nope/trials?order=trial":            http.StatusNotFound,
+		"nope/trials":                        http.StatusNotFound,
+		"nope/trials?status=RUNNING":         http.StatusNotFound,
 	} {
 		if got, body, _ := get(t, srv.URL+"/api/experiments/"+query); got != code {
 			t.Errorf("%s: got %d %s, want %d", query, got, body, code)

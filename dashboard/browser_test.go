@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,29 +106,7 @@ func TestBrowser(t *testing.T) {
 	defer db.Close()
 	srv := httptest.NewServer(New(db))
 	defer srv.Close()
-
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 1000),
-	}
-	// A bound on the whole browser session, so that a broken page fails
-	// the test instead of hanging it.
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(ctx)
-	defer cancelBrowser()
+	ctx := browser(t, exe)
 
 	err = chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/#/e/browser/t/1"),
@@ -192,4 +171,145 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(fmt.Sprintf("screenshot: %s (%d bytes)", file, len(shot)))
+}
+
+// browser starts headless Chromium (exe) for the test and returns its
+// context, bounded so that a broken page fails the test instead of
+// hanging it.
+func browser(t *testing.T, exe string) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	t.Cleanup(cancel)
+	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelBrowser := chromedp.NewContext(ctx)
+	t.Cleanup(cancelBrowser)
+	return ctx
+}
+
+// largeExperiment records an experiment of n finished trials straight
+// into a database, trial i with val_loss i (so the best-first order is the
+// trial order), lr = i and act alternating relu, tanh; it returns the
+// database.
+func largeExperiment(t *testing.T, n int) *storage.DB {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gotune.db")
+	db, err := storage.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := db.CreateExperiment(t.Context(), "large", "val_loss", "min", map[string]any{
+		"search": map[string]any{"num_samples": n}, "space": map[string]string{"lr": "uniform(0, 1)", "act": "choice[relu tanh]"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Concurrent writers share commits.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w + 1; i <= n; i += 8 {
+				act := []string{"tanh", "relu"}[i%2]
+				tr, err := db.CreateTrial(t.Context(), exp.ID, i, map[string]any{"lr": float64(i), "act": act})
+				if err == nil {
+					loss := float64(i)
+					err = db.AddReport(t.Context(), tr.ID(), storage.Report{Iteration: 1, Time: time.Now(), Metrics: map[string]float64{"val_loss": loss}}, &loss)
+				}
+				if err == nil {
+					err = db.FinishTrial(t.Context(), tr.ID(), storage.TrialTerminated, "")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := storage.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ro.Close() })
+	return ro
+}
+
+// TestBrowserPagesALargeExperiment: the dashboard of an experiment of
+// thousands of trials shows one page of the trial list, pages through it
+// and filters it on the server, and draws the charts from the best trials
+// only.
+func TestBrowserPagesALargeExperiment(t *testing.T) {
+	exe := chromium(t)
+	const n = 3000
+	srv := httptest.NewServer(New(largeExperiment(t, n)))
+	defer srv.Close()
+	ctx := browser(t, exe)
+	type shown struct {
+		Rows    int    `json:"rows"`
+		First   string `json:"first"`
+		Count   string `json:"count"`
+		PCLines int    `json:"pcLines"`
+	}
+	look := func(what string, ready string) shown {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](ready, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[shown](`({
+				rows: document.querySelectorAll('#trials tbody tr').length,
+				first: (document.querySelector('#trials tbody tr') || {dataset: {}}).dataset.trial || '',
+				count: document.querySelector('#trial-count').textContent,
+				pcLines: document.querySelectorAll('#parallel path.pc-line').length,
+			})`))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return s
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/#/e/large"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`))); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	first := look("first page", `document.querySelectorAll('#trials tbody tr').length > 0`)
+	if first.Rows != 100 || first.First != "1" || first.Count != "1–100 of 3000 trials" || first.PCLines != 500 {
+		t.Fatalf("first page: %+v; want 100 rows from trial 1 of 3000, 500 lines in the parallel coordinates", first)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#page-next`))); err != nil {
+		t.Fatal(err)
+	}
+	second := look("next page", `document.querySelector('#trials tbody tr').dataset.trial === '101'`)
+	if second.Rows != 100 || second.Count != "101–200 of 3000 trials" {
+		t.Errorf("second page: %+v", second)
+	}
+	err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#filter`), `act=tanh trial>2000`))
+	if err == nil {
+		_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('#filter').dispatchEvent(new Event('input'))`))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	filtered := look("filter", `document.querySelector('#trial-count').textContent.includes('matching')`)
+	if filtered.Rows != 100 || filtered.First != "2002" || filtered.Count != "1–100 of 500 matching of 3000 trials" {
+		t.Errorf("filtered: %+v; want the first 100 of the 500 even trials above 2000", filtered)
+	}
 }

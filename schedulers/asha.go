@@ -1,9 +1,11 @@
 package schedulers
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 )
 
 // asha is asynchronous successive halving, after Li et al., "A System for
@@ -37,6 +39,9 @@ type asha struct {
 	v       view
 	promote bool
 	st      ashaState
+	// running counts the trials of st.Trials in state running, so that
+	// Next knows whether the experiment drains without a pass over them.
+	running int
 }
 
 type ashaState struct {
@@ -51,6 +56,30 @@ type ashaRung struct {
 	Milestone float64 `json:"milestone"`
 	// Records are the trials' scores at this rung in arrival order.
 	Records []*ashaRecord `json:"records"`
+	// byScore holds Records best first, ties in arrival order; built from
+	// Records when first needed (after a Restore too) and kept in order by
+	// add, so that no decision sorts the rung again.
+	byScore []*ashaRecord
+}
+
+// add records rec at the rung.
+func (rg *ashaRung) add(rec *ashaRecord) {
+	if rg.byScore != nil {
+		// After every record of an equal score: ties go to the earlier.
+		i := sort.Search(len(rg.byScore), func(i int) bool { return rg.byScore[i].Score > rec.Score })
+		rg.byScore = slices.Insert(rg.byScore, i, rec)
+	}
+	rg.Records = append(rg.Records, rec)
+}
+
+// ranked returns the rung's records best first; ties go to the earlier
+// one. The caller must not change the slice.
+func (rg *ashaRung) ranked() []*ashaRecord {
+	if rg.byScore == nil {
+		rg.byScore = slices.Clone(rg.Records)
+		slices.SortStableFunc(rg.byScore, func(x, y *ashaRecord) int { return cmp.Compare(x.Score, y.Score) })
+	}
+	return rg.byScore
 }
 
 type ashaRecord struct {
@@ -90,8 +119,23 @@ func (a *asha) OnTrialAdd(trial int, _ map[string]any) { a.add(trial) }
 func (a *asha) add(trial int) *ashaTrial {
 	t := &ashaTrial{Bracket: a.st.Added % len(a.st.Brackets), Rung: -1}
 	a.st.Added++
+	if old := a.st.Trials[trial]; old != nil {
+		a.setState(old, ended)
+	}
 	a.st.Trials[trial] = t
+	a.running++ // a new trial is running
 	return t
+}
+
+// setState moves trial t to state s, keeping count of the running trials.
+func (a *asha) setState(t *ashaTrial, s trialState) {
+	if t.State == running {
+		a.running--
+	}
+	if s == running {
+		a.running++
+	}
+	t.State = s
 }
 
 // OnResult implements Scheduler.
@@ -101,7 +145,7 @@ func (a *asha) OnResult(r Result) Decision {
 		// A result before OnTrialAdd: the trial joins as if just added.
 		t = a.add(r.Trial)
 	}
-	t.State = running
+	a.setState(t, running)
 	if reached(r.Time, a.c.MaxT) {
 		return Decision{Action: Stop, Rung: a.c.MaxT,
 			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", a.v.timeAttr, num(a.c.MaxT))}
@@ -124,15 +168,15 @@ func (a *asha) OnResult(r Result) Decision {
 	t.Rung = k
 	if !a.promote {
 		d := a.stopDecision(rg, score)
-		rg.Records = append(rg.Records, rec)
+		rg.add(rec)
 		return d
 	}
-	rg.Records = append(rg.Records, rec)
+	rg.add(rec)
 	if b, rk, rec2, ok := a.getJob(r.Trial, false); ok && b == t.Bracket && rk == k && rec2 == rec {
 		rec.Promoted = true
 		return a.promotion(Continue, t.Bracket, k, rec, false, "promoted at ")
 	}
-	t.State = paused
+	a.setState(t, paused)
 	return a.pauseDecision(t.Bracket, k, rec)
 }
 
@@ -144,38 +188,19 @@ func (a *asha) stopDecision(rg *ashaRung, score float64) Decision {
 		d.Reason = fmt.Sprintf("passed %s: %s %s is the first result recorded there", where, a.v.metric, num(a.v.value(score)))
 		return d
 	}
-	scores := make([]float64, len(rg.Records))
-	for i, rec := range rg.Records {
-		scores[i] = float64(rec.Score)
-	}
-	slices.Sort(scores)
-	cutoff := quantile(scores, 1/a.c.ReductionFactor)
+	ranked := rg.ranked()
+	cutoff := quantileAt(len(ranked), 1/a.c.ReductionFactor, func(i int) float64 { return float64(ranked[i].Score) })
 	c := a.v.value(cutoff)
 	d.setCutoff(c)
 	if score <= cutoff {
 		d.Reason = fmt.Sprintf("passed %s: %s %s is within the best 1/%s of the %d results recorded there (cutoff %s)",
-			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), len(scores), num(c))
+			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), len(ranked), num(c))
 		return d
 	}
 	d.Action = Stop
 	d.Reason = fmt.Sprintf("stopped at %s: %s %s is %s than the cutoff %s, the best 1/%s of the %d results recorded there",
-		where, a.v.metric, num(a.v.value(score)), a.v.worse(), num(c), num(a.c.ReductionFactor), len(scores))
+		where, a.v.metric, num(a.v.value(score)), a.v.worse(), num(c), num(a.c.ReductionFactor), len(ranked))
 	return d
-}
-
-// ranked returns a rung's records best first; ties go to the earlier one.
-func ranked(rg *ashaRung) []*ashaRecord {
-	out := slices.Clone(rg.Records)
-	slices.SortStableFunc(out, func(x, y *ashaRecord) int {
-		switch {
-		case x.Score < y.Score:
-			return -1
-		case x.Score > y.Score:
-			return 1
-		}
-		return 0
-	})
-	return out
 }
 
 // quota is how many of a rung's n records may be promoted: ⌊n/η⌋, or
@@ -199,7 +224,7 @@ func (a *asha) getJob(self int, drain bool) (bracket, rung int, rec *ashaRecord,
 			if ok && rungs[k].Milestone <= best {
 				break
 			}
-			top := ranked(rungs[k])
+			top := rungs[k].ranked()
 			top = top[:a.quota(len(top), drain)]
 			for _, r := range top {
 				if r.Promoted {
@@ -228,7 +253,7 @@ func (a *asha) pauseDecision(b, k int, rec *ashaRecord) Decision {
 			where, a.v.metric, val, int(a.c.ReductionFactor+1-relTol), n)
 		return d
 	}
-	top := ranked(rg)[:q]
+	top := rg.ranked()[:q]
 	c := a.v.value(float64(top[q-1].Score))
 	d.setCutoff(c)
 	if slices.Contains(top, rec) {
@@ -247,7 +272,7 @@ func (a *asha) promotion(act Action, b, k int, rec *ashaRecord, drain bool, verb
 	rg := rungs[k]
 	n := len(rg.Records)
 	q := a.quota(n, drain)
-	top := ranked(rg)[:q]
+	top := rg.ranked()[:q]
 	next := fmt.Sprintf("max_t %s", num(a.c.MaxT))
 	if k+1 < len(rungs) {
 		next = fmt.Sprintf("the rung at %s", num(rungs[k+1].Milestone))
@@ -271,7 +296,7 @@ func (a *asha) rungName(m float64) string {
 // are still measured against them.
 func (a *asha) OnTrialEnd(trial int) {
 	if t := a.st.Trials[trial]; t != nil {
-		t.State = ended
+		a.setState(t, ended)
 	}
 }
 
@@ -280,19 +305,13 @@ func (a *asha) Next(c Capacity) (Order, bool) {
 	if !a.promote || !c.CanResume {
 		return Order{}, false
 	}
-	drain := !c.MoreTrials
-	for _, t := range a.st.Trials {
-		if t.State == running {
-			drain = false
-			break
-		}
-	}
+	drain := !c.MoreTrials && a.running == 0
 	b, k, rec, ok := a.getJob(-1, drain)
 	if !ok {
 		return Order{}, false
 	}
 	rec.Promoted = true
-	a.st.Trials[rec.Trial].State = running
+	a.setState(a.st.Trials[rec.Trial], running)
 	return Order{Trial: rec.Trial, Decision: a.promotion(Continue, b, k, rec, drain, "promoted from ")}, true
 }
 
@@ -312,5 +331,11 @@ func (a *asha) Restore(data []byte) error {
 		st.Trials = map[int]*ashaTrial{}
 	}
 	a.st = st
+	a.running = 0
+	for _, t := range st.Trials {
+		if t.State == running {
+			a.running++
+		}
+	}
 	return nil
 }

@@ -2,6 +2,9 @@ package schedulers
 
 import (
 	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -220,5 +223,54 @@ func TestQuantile(t *testing.T) {
 		if got := quantile(tt.xs, tt.q); got != tt.want {
 			t.Errorf("quantile(%v, %g): got %g, want %g", tt.xs, tt.q, got, tt.want)
 		}
+	}
+}
+
+// TestASHAStopDecisionAtLargeRungs: with tens of thousands of records at a
+// rung, each decision is still measured against the exact 1/η-quantile of
+// what the rung holds (ties and a snapshot round trip included), and it
+// costs no copy of the rung: a decision allocates far less than the rung's
+// size.
+func TestASHAStopDecisionAtLargeRungs(t *testing.T) {
+	const n = 20000
+	s := ashaStop(t, Env{Metric: "loss", Mode: "min"}, 1)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var scores []float64
+	decide := func(trial int) Decision {
+		score := float64(rng.IntN(1000)) / 1000 // many ties
+		s.OnTrialAdd(trial, nil)
+		d := s.OnResult(Result{Trial: trial, Time: 1, Score: score})
+		scores = append(scores, score)
+		return d
+	}
+	for i := 1; i <= n; i++ {
+		d := decide(i)
+		if i == n/2 {
+			snap, err := s.(Snapshotter).Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s = ashaStop(t, Env{Metric: "loss", Mode: "min"}, 1)
+			if err := s.(Snapshotter).Restore(snap); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%997 != 0 {
+			continue
+		}
+		before := slices.Sorted(slices.Values(scores[:len(scores)-1]))
+		if want := quantile(before, 1.0/3); !d.HasCutoff || math.Abs(d.Cutoff-want) > 1e-12 {
+			t.Fatalf("result %d: cutoff %v (%v), want %v", i, d.Cutoff, d.HasCutoff, want)
+		}
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	const k = 200
+	for i := n + 1; i <= n+k; i++ {
+		decide(i)
+	}
+	runtime.ReadMemStats(&m1)
+	if per := (m1.TotalAlloc - m0.TotalAlloc) / k; per > 16<<10 {
+		t.Errorf("a decision at a rung of %d records allocates %d bytes, want < 16 KiB", n, per)
 	}
 }

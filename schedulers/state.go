@@ -65,13 +65,19 @@ func worstIfNaN(x float64) float64 {
 // quantile is the q-quantile of sorted (ascending) values with linear
 // interpolation between neighbours, as numpy's percentile computes it.
 func quantile(sorted []float64, q float64) float64 {
-	p := q * float64(len(sorted)-1)
+	return quantileAt(len(sorted), q, func(i int) float64 { return sorted[i] })
+}
+
+// quantileAt is quantile of n values given by rank: at(i) is the i-th
+// smallest. It reads at most two of them.
+func quantileAt(n int, q float64, at func(int) float64) float64 {
+	p := q * float64(n-1)
 	lo := int(math.Floor(p))
 	frac := p - float64(lo)
-	if lo+1 >= len(sorted) || frac == 0 || sorted[lo] == sorted[lo+1] {
-		return sorted[lo]
+	if lo+1 >= n || frac == 0 || at(lo) == at(lo+1) {
+		return at(lo)
 	}
-	return sorted[lo] + frac*(sorted[lo+1]-sorted[lo])
+	return at(lo) + frac*(at(lo+1)-at(lo))
 }
 
 // median is the median of values, which it sorts.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,6 +57,20 @@ func TestQueryTrials(t *testing.T) {
 		{"limit", TrialQuery{Sort: "loss", Limit: 2}, []int{2, 5}},
 		{"status", TrialQuery{Status: []string{TrialTerminated}}, []int{1, 2}},
 		{"statuses, sorted, limited", TrialQuery{Status: []string{TrialRunning, TrialError}, Sort: "loss", Limit: 2}, []int{5, 3}},
+		{"a page", TrialQuery{Sort: "loss", Offset: 1, Limit: 2}, []int{5, 3}},
+		{"offset without limit", TrialQuery{Offset: 3}, []int{4, 5}},
+		{"column trial reversed", TrialQuery{Column: "-trial"}, []int{5, 4, 3, 2, 1}},
+		{"column status", TrialQuery{Column: "status"}, []int{3, 4, 5, 1, 2}},
+		{"column iterations", TrialQuery{Column: "iterations"}, []int{4, 1, 3, 5, 2}},
+		{"column best", TrialQuery{Column: "best"}, []int{2, 5, 3, 1, 4}},
+		{"column last reversed", TrialQuery{Column: "-last"}, []int{2, 1, 3, 5, 4}},
+		{"column param reversed", TrialQuery{Column: "-param:lr"}, []int{5, 4, 3, 2, 1}},
+		{"param above", TrialQuery{Params: []ParamFilter{{"lr", ">", 0.25}}}, []int{3, 4, 5}},
+		{"params, both", TrialQuery{Params: []ParamFilter{{"act", "=", "tanh"}, {"lr", "<", 0.45}}}, []int{2, 4}},
+		{"param of another type", TrialQuery{Params: []ParamFilter{{"act", "=", 1}}}, nil},
+		{"columns", TrialQuery{Columns: []ColumnFilter{{"iterations", "=", 1}, {"best", "<", 0.45}}}, []int{3, 5}},
+		{"text in the error", TrialQuery{Text: []string{"BOOM"}}, []int{3}},
+		{"texts, a page", TrialQuery{Text: []string{"tanh", "RUN"}, Column: "-trial", Limit: 1}, []int{4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +85,19 @@ func TestQueryTrials(t *testing.T) {
 	}
 	if _, err := db.QueryTrials(ctx, "e", TrialQuery{Status: []string{"DONE"}}); err == nil || !strings.Contains(err.Error(), "TERMINATED") {
 		t.Errorf("unknown status: got %v, want an error listing the statuses", err)
+	}
+	for _, q := range []TrialQuery{{Column: "nope"}, {Params: []ParamFilter{{"lr", "~", 1}}}, {Sort: "loss", Column: "trial"},
+		{Columns: []ColumnFilter{{"params_json", "=", 1}}}, {Columns: []ColumnFilter{{"best", "<>", 1}}}} {
+		if _, err := db.QueryTrials(ctx, "e", q); err == nil {
+			t.Errorf("%+v: no error", q)
+		}
+	}
+	if n, err := db.CountTrials(ctx, "e", TrialQuery{Params: []ParamFilter{{"act", "=", "relu"}}, Limit: 1, Offset: 1}); n != 3 || err != nil {
+		t.Errorf("count of relu trials: %d, %v; want 3", n, err)
+	}
+	counts, err := db.StatusCounts(ctx, "e")
+	if want := map[string]int{TrialTerminated: 2, TrialError: 1, TrialRunning: 2}; err != nil || !maps.Equal(counts, want) {
+		t.Errorf("status counts %v, %v; want %v", counts, err, want)
 	}
 	tr, err := db.Trial(ctx, "e", 3)
 	if err != nil || tr.Status != TrialError || tr.Error != "boom" {
@@ -196,6 +224,49 @@ func TestEvents(t *testing.T) {
 	}
 	if all[3].Trial != 0 || !all[3].Time.After(all[2].Time) {
 		t.Errorf("experiment event: %+v", all[3])
+	}
+	// The latest events, oldest first, of the experiment or of a trial;
+	// another experiment's events are never among them.
+	other, err := db.CreateExperiment(ctx, "other", "loss", "min", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddEvent(ctx, other.ID, 0, "note", "elsewhere", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		trial, n int
+		want     []string
+	}{{0, 3, []string{"start", "decision", "note"}}, {0, 9, []string{"start", "start", "decision", "note"}}, {2, 1, []string{"decision"}}} {
+		evs, err := db.RecentEvents(ctx, "e", c.trial, c.n)
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.Kind)
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("latest %d events of trial %d: %v, %v; want %v", c.n, c.trial, got, err, c.want)
+		}
+	}
+	if _, err := db.RecentEvents(ctx, "e", 0, 0); err == nil {
+		t.Error("RecentEvents of 0 events: no error")
+	}
+	// A queued event commits in order, before the write made after it.
+	if err := db.QueueEvent(0, f.trials[0].ID(), EventDecision, "queued", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishTrial(ctx, f.trials[0].ID(), TrialTerminated, ""); err != nil {
+		t.Fatal(err)
+	}
+	one, err := db.Events(ctx, "e", 1)
+	var kinds []string
+	for _, ev := range one {
+		kinds = append(kinds, ev.Kind+":"+ev.Message)
+	}
+	if want := []string{"start:trial 1 started", "decision:queued", "complete:trial TERMINATED"}; err != nil || !slices.Equal(kinds, want) {
+		t.Errorf("trial 1's events %v, %v; want %v", kinds, err, want)
+	}
+	if err := db.QueueEvent(0, 0, "note", "", nil); err == nil {
+		t.Error("a queued event of nothing was accepted")
 	}
 }
 

@@ -102,7 +102,7 @@ func (db *DB) LatestCheckpoint(ctx context.Context, exp string, trial int) (*Che
 // metric (the latest of equals); when none holds the metric, the latest kept
 // one. It returns ErrNotFound when the trial has none.
 func (db *DB) BestCheckpoint(ctx context.Context, exp string, trial int) (*CheckpointRecord, error) {
-	e, err := db.Experiment(ctx, exp)
+	e, err := db.experimentRecord(ctx, exp)
 	if err != nil {
 		return nil, err
 	}

@@ -62,9 +62,11 @@ const (
 	scratchName      = ".scratch"
 )
 
-// OpenCheckpointDir opens (creating it when needed) the checkpoint folder at
-// path with the given retention. It removes what an interrupted commit left
-// behind and finds the checkpoints already committed there.
+// OpenCheckpointDir opens the checkpoint folder at path with the given
+// retention. It removes what an interrupted commit left behind and finds
+// the checkpoints already committed there. It does not create the folder:
+// the first commit does, so that a trial that never checkpoints leaves no
+// folder behind.
 func OpenCheckpointDir(path string, keep Retention) (*CheckpointDir, error) {
 	if keep.NumToKeep < 0 {
 		return nil, fmt.Errorf("checkpoints: num_to_keep must not be negative, got %d", keep.NumToKeep)
@@ -72,14 +74,16 @@ func OpenCheckpointDir(path string, keep Retention) (*CheckpointDir, error) {
 	if keep.Order != "" && keep.Order != "min" && keep.Order != "max" {
 		return nil, fmt.Errorf("checkpoints: order must be \"min\" or \"max\", got %q", keep.Order)
 	}
-	if err := os.MkdirAll(path, 0o755); err != nil {
-		return nil, fmt.Errorf("checkpoints: %w", orFolderError(path, err))
-	}
+	// The folder is made by the first commit; a read-only place is named
+	// now, before anything runs.
 	if err := folderError(path, nil); err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)
 	}
 	d := &CheckpointDir{path: path, keep: keep}
 	entries, err := os.ReadDir(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return d, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)
 	}
@@ -216,6 +220,9 @@ func (d *CheckpointDir) Commit(iteration int, metrics map[string]float64, shards
 	defer d.mu.Unlock()
 	if n := len(d.list); n > 0 && d.list[n-1].Iteration >= iteration {
 		return CheckpointInfo{}, nil, fmt.Errorf("checkpoints: iteration %d is not newer than the committed %d", iteration, d.list[n-1].Iteration)
+	}
+	if err := os.MkdirAll(d.path, 0o755); err != nil {
+		return CheckpointInfo{}, nil, fmt.Errorf("checkpoints: %w", err)
 	}
 	name := fmt.Sprintf("%s%06d", checkpointPrefix, iteration)
 	final := filepath.Join(d.path, name)

@@ -281,3 +281,31 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckpointFolderCreatedByFirstCommit: opening a trial's checkpoint
+// folder does not create it (a trial that never checkpoints leaves none);
+// the first commit does.
+func TestCheckpointFolderCreatedByFirstCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "exp", "trial_1")
+	d, err := OpenCheckpointDir(path, Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Fatalf("after open: %v, want no folder", err)
+	}
+	if len(d.List()) != 0 {
+		t.Errorf("checkpoints of a missing folder: %v", d.List())
+	}
+	info, _, err := d.Commit(1, nil, []string{shard(t, map[string]string{"w": "1"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, info.Path); got["w"] != "1" {
+		t.Errorf("committed files %v", got)
+	}
+	again, err := OpenCheckpointDir(path, Retention{})
+	if err != nil || len(again.List()) != 1 {
+		t.Errorf("reopened: %v, %v", again.List(), err)
+	}
+}

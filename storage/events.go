@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -81,6 +82,38 @@ func (db *DB) AddEvent(ctx context.Context, expID, trialID int64, kind, message 
 	return nil
 }
 
+// QueueEvent is AddEvent that returns without waiting for the commit, as
+// LogSchedulerInput does: the event commits in order, after the writes
+// queued or made before it and before those made after it, so a crash may
+// lose the latest queued events but never leaves a later write without
+// them. For a scheduler's decisions, which its journaled inputs can
+// replay. It returns the failure of an earlier queued write, if one failed.
+func (db *DB) QueueEvent(expID, trialID int64, kind, message string, data any) error {
+	if expID == 0 && trialID == 0 {
+		return errors.New("record event: name an experiment or a trial")
+	}
+	if db.w == nil {
+		return ErrReadOnly
+	}
+	var d any
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return fmt.Errorf("encode %s event: %w", kind, err)
+		}
+		d = string(b)
+	}
+	now := unixSeconds(db.now())
+	err := db.w.enqueue(func(tx *wtx) error {
+		_, err := tx.exec(insertEvent, nullID(expID), nullID(trialID), now, kind, message, d)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record %s event: %w", kind, err)
+	}
+	return nil
+}
+
 // nullID maps the zero id to SQL NULL.
 func nullID(id int64) any {
 	if id == 0 {
@@ -92,14 +125,46 @@ func nullID(id int64) any {
 // Events returns the events of experiment exp in the order they happened:
 // every event when trial is 0, else those of trial number trial.
 func (db *DB) Events(ctx context.Context, exp string, trial int) ([]Event, error) {
-	if _, err := db.Experiment(ctx, exp); err != nil {
+	return db.events(ctx, exp, trial, 0)
+}
+
+// RecentEvents is Events limited to the latest n (n > 0), still oldest
+// first; it reads only those, however long the history.
+func (db *DB) RecentEvents(ctx context.Context, exp string, trial, n int) ([]Event, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("recent events: n must be positive, got %d", n)
+	}
+	return db.events(ctx, exp, trial, n)
+}
+
+// events reads the latest n events (0: all) of exp, or of its trial.
+func (db *DB) events(ctx context.Context, exp string, trial, n int) ([]Event, error) {
+	e, err := db.experimentRecord(ctx, exp)
+	if err != nil {
 		return nil, err
+	}
+	// One trial's events through the index on (experiment, trial), so that
+	// reading them costs the same however many trials the experiment has.
+	filter, args := `v.experiment_id = ?1`, []any{e.ID}
+	if trial == 0 && n > 0 {
+		// The latest events: walking the table back from its newest row
+		// (the unary + keeps SQLite off the index by experiment, which
+		// would sort all of them) reads about n rows.
+		filter = `+v.experiment_id = ?1`
+	}
+	if trial != 0 {
+		filter += ` AND v.trial_id = (SELECT id FROM trials WHERE experiment_id = ?1 AND number = ?2)`
+		args = append(args, trial)
+	}
+	order := `ORDER BY v.id`
+	if n > 0 {
+		order = fmt.Sprintf(`ORDER BY v.id DESC LIMIT %d`, n)
 	}
 	rows, err := db.rq.QueryContext(ctx, `
 SELECT coalesce(t.number, 0), v.time, v.kind, v.message, v.data_json
-FROM events v JOIN experiments e ON e.id = v.experiment_id LEFT JOIN trials t ON t.id = v.trial_id
-WHERE e.name = ?1 AND (?2 = 0 OR t.number = ?2)
-ORDER BY v.id`, exp, trial)
+FROM events v LEFT JOIN trials t ON t.id = v.trial_id
+WHERE `+filter+`
+`+order, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +182,9 @@ ORDER BY v.id`, exp, trial)
 			ev.Data = json.RawMessage(*data)
 		}
 		out = append(out, ev)
+	}
+	if n > 0 {
+		slices.Reverse(out)
 	}
 	return out, rows.Err()
 }

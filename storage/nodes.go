@@ -163,7 +163,7 @@ func (db *DB) AddResourceSamples(ctx context.Context, expID int64, samples []Res
 // ResourceSamples returns the samples of experiment exp taken at or after
 // since (the zero time: all), oldest first.
 func (db *DB) ResourceSamples(ctx context.Context, exp string, since time.Time) ([]ResourceSample, error) {
-	e, err := db.Experiment(ctx, exp)
+	e, err := db.experimentRecord(ctx, exp)
 	if err != nil {
 		return nil, err
 	}

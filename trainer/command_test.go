@@ -255,3 +255,26 @@ func TestCommandCancelled(t *testing.T) {
 		t.Errorf("processes left behind: %v", left)
 	}
 }
+
+// TestErrorFileFolderWhileRunning: torch's error file can be written while
+// a worker runs (its folder exists), and a group whose workers wrote
+// nothing leaves no log folder behind.
+func TestErrorFileFolderWhileRunning(t *testing.T) {
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 1,
+		Command:    []string{"sh", "-c", `test -d "$(dirname "$TORCHELASTIC_ERROR_FILE")" && echo '@gotune {"ok": 1}'`},
+		Scaling:    ScalingConfig{NumWorkers: 1},
+		ScratchDir: filepath.Join(t.TempDir(), "scratch"),
+		LogDir:     filepath.Join(t.TempDir(), "logs"),
+	}
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.results) != 1 {
+		t.Errorf("results %+v: the error file's folder was missing", sink.results)
+	}
+	if _, err := os.Stat(spec.LogDir); !os.IsNotExist(err) {
+		t.Errorf("log folder after the run: %v, want none", err)
+	}
+}

@@ -331,6 +331,11 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Summary, error) {
 		return Summary{}, fmt.Errorf("trainer: scratch folder: %w", err)
 	}
 	defer os.RemoveAll(scratch)
+	if spec.LogDir != "" {
+		// The log folder, made for torch's error files, goes when no
+		// worker wrote anything into it.
+		defer os.Remove(spec.LogDir)
+	}
 	r.scratch = scratch
 	return r.run(ctx)
 }

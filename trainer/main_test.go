@@ -57,6 +57,7 @@ func init() {
 	})
 	Register("sum", func(ctx context.Context, w *Worker) error {
 		buf := []float64{float64(w.Rank() + 1)}
+		fmt.Fprintf(os.Stderr, "rank %d adds %g\n", w.Rank(), buf[0])
 		if err := w.Comm().AllReduceFloat64(ctx, buf, allreduce.Sum); err != nil {
 			return err
 		}

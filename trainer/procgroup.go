@@ -87,7 +87,7 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 		pg.a.fail(err) // tears down the workers already started
 		return nil, err
 	}
-	p.Logf("attempt %d: worker %d of %d, pid %d: %s", pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
+	p.Notef("attempt %d: worker %d of %d, pid %d: %s", pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
 	pg.a.workers.start(rank, p.Pid(), p.LogPath())
 	pg.a.setProbe(rank, p)
 	pg.mu.Lock()
@@ -315,6 +315,14 @@ func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir strin
 	if err != nil {
 		tag = "" // the process gets a tag of its own
 	}
+	errorFile := a.errorFile(rank)
+	if errorFile != "" {
+		// torch's @record opens the file without creating its folder,
+		// which the worker's log otherwise creates only with its first
+		// line. Run removes the folder again when it stays empty; one that
+		// cannot be made leaves torch to warn that it cannot write there.
+		os.MkdirAll(filepath.Dir(errorFile), 0o755)
+	}
 	return workerEnv(os.Environ(), envSpec{
 		tag:           tag,
 		experiment:    spec.Experiment,
@@ -333,7 +341,7 @@ func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir strin
 		runID:         fmt.Sprintf("%s-trial-%d", spec.Experiment, spec.Trial),
 		restartCount:  a.number - 1,
 		maxRestarts:   spec.Failure.MaxFailures,
-		errorFile:     a.errorFile(rank),
+		errorFile:     errorFile,
 		ompThreads:    max(int(spec.Scaling.CPUs()), 1),
 		extra:         spec.Env,
 	})

@@ -114,17 +114,21 @@ func TestClusterBuiltinModel(t *testing.T) {
 		}
 	}
 	// Spread: each trial's three workers ran on the three agents.
+	db, err := storage.Open(cfg.Storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
 	for trial := 1; trial <= 2; trial++ {
-		nodes := map[string]bool{}
-		for rank := range 3 {
-			data, _ := os.ReadFile(filepath.Join(filepath.Dir(cfg.Storage), "checkpoints", cfg.Name, fmt.Sprintf("trial_%d", trial), "logs", fmt.Sprintf("worker_%d.log", rank)))
-			for i := range 3 {
-				if strings.Contains(string(data), fmt.Sprintf("started on node agent%d ", i)) {
-					nodes[fmt.Sprintf("agent%d", i)] = true
-				}
-			}
+		ws, err := db.Workers(context.Background(), cfg.Name, trial)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if len(nodes) != 3 {
+		nodes := map[string]bool{}
+		for _, w := range ws {
+			nodes[w.Node] = true
+		}
+		if len(nodes) != 3 || !nodes["agent0"] || !nodes["agent1"] || !nodes["agent2"] {
 			t.Errorf("trial %d ran on %v, want every agent", trial, nodes)
 		}
 	}

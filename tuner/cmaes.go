@@ -27,6 +27,10 @@ import (
 // most trials would never finish a generation. Failed trials do not count:
 // the generation is filled by later trials.
 //
+// Each suggestion reads the 1,000 most recently completed trials (see
+// historyWindow), where the current generation's members are, so that its
+// cost stays flat however long the history.
+//
 // The same seed gives the same sequence of configurations when results
 // arrive in the same order, as they do when trials run one at a time; a
 // resumed experiment then goes on with the sequence (see Replay).

@@ -3,6 +3,7 @@ package tuner
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/c-bata/goptuna"
 
@@ -164,19 +165,29 @@ func (s *study) finish(id int, end TrialEnd) error {
 // goptuna's InMemoryStorage copies every trial, running ones included,
 // each time a sampler reads the history. history keeps the completed
 // trials, which are all the sampler learns from, and hands them out
-// without copying.
+// without copying: the historyWindow most recent of them.
 type history struct {
 	*goptuna.InMemoryStorage
-	// finished holds the completed trials, in the order they finished.
+	// finished holds the completed trials, in the order they finished;
+	// at most 2·historyWindow of them.
 	finished []goptuna.FrozenTrial
 }
 
+// historyWindow is how many of the most recently completed trials a
+// sampler reads. goptuna's CMA-ES reads the history on every suggestion
+// to find the finished members of its current generation, which are
+// among the latest to finish (a generation is at most a few dozen
+// trials): the window keeps a suggestion's cost flat however long the
+// history.
+const historyWindow = 1000
+
 func newHistory() *history { return &history{InMemoryStorage: goptuna.NewInMemoryStorage()} }
 
-// GetAllTrials implements goptuna.Storage. The slice is shared: samplers
-// only read it.
+// GetAllTrials implements goptuna.Storage: the historyWindow most
+// recently completed trials. The slice is shared: samplers only read it.
 func (h *history) GetAllTrials(int) ([]goptuna.FrozenTrial, error) {
-	return h.finished[:len(h.finished):len(h.finished)], nil
+	f := h.finished[max(0, len(h.finished)-historyWindow):]
+	return f[:len(f):len(f)], nil
 }
 
 // finish moves trial id to state and, when it completed, adds it to the
@@ -191,6 +202,10 @@ func (h *history) finish(id int, state goptuna.TrialState) error {
 	t, err := h.GetTrial(id)
 	if err != nil {
 		return err
+	}
+	if len(h.finished) >= 2*historyWindow {
+		// A sampler may still hold the old slice: copy, never shift.
+		h.finished = slices.Clone(h.finished[len(h.finished)-historyWindow:])
 	}
 	h.finished = append(h.finished, t)
 	return nil

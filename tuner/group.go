@@ -82,13 +82,17 @@ func absPath(path string) string {
 }
 
 // openCheckpoints opens trial rec's checkpoint folder and learns which of
-// its checkpoints the database records, so that retention marks them deleted.
-func (t *Tuner) openCheckpoints(ctx context.Context, rec *storage.Trial) (*trialCheckpoints, error) {
+// its checkpoints the database records, so that retention marks them
+// deleted. A fresh trial, just created, has none: the database is not asked.
+func (t *Tuner) openCheckpoints(ctx context.Context, rec *storage.Trial, fresh bool) (*trialCheckpoints, error) {
 	cd, err := storage.OpenCheckpointDir(t.TrialDir(rec.Number), t.retention())
 	if err != nil {
 		return nil, err
 	}
 	c := &trialCheckpoints{db: t.db, trialID: rec.ID(), dir: cd, space: t.space, ids: map[string]int64{}}
+	if fresh {
+		return c, nil
+	}
 	records, err := t.db.CheckpointRecords(ctx, t.cfg.Name, rec.Number)
 	if err != nil {
 		return nil, err
@@ -132,7 +136,10 @@ func (t *Tuner) checkpointRoot() string {
 // <checkpoint root>/<experiment>/trial_<n>: its committed checkpoints, its
 // workers' logs (logs/worker_<rank>.log), per-trial files such as a CSV of
 // its reports, and whatever a command writes in $GOTUNE_TRIAL_DIR. It
-// exists from the trial's start (openCheckpoints creates it).
+// exists while the trial's group runs (its workers' scratch folder is
+// inside); a log, a checkpoint or a file is created only when something is
+// written into it, and a trial that ends with nothing in its folder leaves
+// no folder behind.
 func (t *Tuner) TrialDir(number int) string {
 	return filepath.Join(t.checkpointRoot(), t.cfg.Name, fmt.Sprintf("trial_%d", number))
 }

@@ -222,3 +222,52 @@ func TestBuiltinModelInProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestReportOnlyTrialsLeaveNoFolders: a trial whose command only reports
+// leaves nothing on disk but its rows; one that writes a log line keeps its
+// folder with the log, and a failed one its log with the command.
+func TestReportOnlyTrialsLeaveNoFolders(t *testing.T) {
+	space, _ := searchspace.New(searchspace.Param{Name: "script", Domain: searchspace.Choice{Values: []any{"true"}}})
+	cfg := testConfig(t, 4)
+	cfg.Search.Space = space
+	cfg.Trainer = trainer.Config{
+		Command: []string{"sh", "-c", "{script}"},
+		Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01},
+	}
+	report := `echo '@gotune {"loss": 1}'`
+	search := fixedSearcher{
+		{"script": report},
+		{"script": report + "; echo hello"},
+		{"script": report},
+		{"script": "exit 3"},
+	}
+	tu, err := New(cfg, WithSearcher(search))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(context.Background()); err != nil {
+		t.Fatalf("Fit: %v", err)
+	}
+	root := filepath.Dir(tu.TrialDir(1))
+	var left []string
+	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && path != root {
+			rel, _ := filepath.Rel(root, path)
+			left = append(left, rel)
+		}
+		return err
+	})
+	want := []string{"trial_2", "trial_2/logs", "trial_2/logs/worker_0.log", "trial_4", "trial_4/logs", "trial_4/logs/worker_0.log"}
+	if strings.Join(left, " ") != strings.Join(want, " ") {
+		t.Errorf("left on disk: %v, want %v", left, want)
+	}
+	for _, c := range []struct {
+		trial int
+		want  string
+	}{{2, "hello"}, {4, "exit 3"}} {
+		data, err := os.ReadFile(filepath.Join(tu.TrialDir(c.trial), "logs", "worker_0.log"))
+		if err != nil || !strings.Contains(string(data), "gotune: attempt 1: worker 0 of 1") || !strings.Contains(string(data), c.want) {
+			t.Errorf("trial %d's log: %q, %v", c.trial, data, err)
+		}
+	}
+}

@@ -219,7 +219,7 @@ func (l *loop) startTrial(ctx context.Context) error {
 		return err
 	}
 	l.started++
-	tr, err := l.newTrialRun(ctx, rec, config)
+	tr, err := l.newTrialRun(ctx, rec, config, true)
 	if err != nil {
 		return err
 	}
@@ -228,9 +228,10 @@ func (l *loop) startTrial(ctx context.Context) error {
 	return nil
 }
 
-// newTrialRun opens the trial's checkpoint folder and registers the trial.
-func (l *loop) newTrialRun(ctx context.Context, rec *storage.Trial, config map[string]any) (*trialRun, error) {
-	ckpts, err := l.t.openCheckpoints(ctx, rec)
+// newTrialRun opens the trial's checkpoint folder and registers the trial;
+// fresh says it was just created (it has no checkpoint records to read).
+func (l *loop) newTrialRun(ctx context.Context, rec *storage.Trial, config map[string]any, fresh bool) (*trialRun, error) {
+	ckpts, err := l.t.openCheckpoints(ctx, rec, fresh)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +316,7 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	}
 	d := l.result(tr, r.Iteration, schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics,
 		Checkpoint: r.CheckpointPath != "" || len(r.Checkpoint) > 0})
-	l.recordDecision(ctx, tr, d, progress)
+	l.recordDecision(tr, d, progress)
 	switch d.Action {
 	case schedulers.Stop:
 		tr.terminal = l.t.cfg.Scheduler.MaxT > 0 && progress >= l.t.cfg.Scheduler.MaxT
@@ -413,8 +414,12 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 	l.record(t.db.FinishTrial(context.WithoutCancel(ctx), tr.record.ID(), status, msg))
 	t.searcher.OnTrialEnd(tr.number, searcherEnd(status, tr.last))
 	t.observer.OnTrialEnd(tr.number, status, err)
-	// A trial that never checkpointed leaves no empty folder behind.
+	// A trial that never checkpointed leaves no empty folder behind, and
+	// no state in memory: only a checkpoint (for PBT to copy) keeps it.
 	os.Remove(tr.ckpts.dir.Path())
+	if _, ok := tr.ckpts.dir.Latest(); !ok {
+		delete(l.trials, tr.number)
+	}
 }
 
 // searcherEnd is how a searcher sees a trial that ended with status.
@@ -457,12 +462,14 @@ func (l *loop) record(err error) {
 }
 
 // recordDecision keeps a scheduler decision that says why in the trial's
-// history, with the rung and the cutoff it was measured against.
-func (l *loop) recordDecision(ctx context.Context, tr *trialRun, d schedulers.Decision, progress float64) {
+// history, with the rung and the cutoff it was measured against. The event
+// is queued, not waited for, like the scheduler input it follows: the loop
+// answers the trial without a commit of its own.
+func (l *loop) recordDecision(tr *trialRun, d schedulers.Decision, progress float64) {
 	if d.Reason == "" {
 		return
 	}
-	l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventDecision, d.Reason, decisionData(d, progress)))
+	l.record(l.t.db.QueueEvent(l.exp.ID, tr.record.ID(), storage.EventDecision, d.Reason, decisionData(d, progress)))
 }
 
 // decisionData is what an event keeps of a decision taken at time: the
@@ -498,16 +505,20 @@ func reasonOr(reason, fallback string) string {
 func (l *loop) exploit(ctx context.Context, tr *trialRun) {
 	ex, reason := tr.exploit, tr.exploitReason
 	tr.exploit = nil
-	donor := l.trials[ex.From]
-	if donor == nil {
+	if ex.From < 1 || ex.From > l.started {
 		l.fail(fmt.Errorf("scheduler: trial %d exploits trial %d, which does not exist", tr.number, ex.From))
 		return
 	}
+	donor := l.trials[ex.From] // nil: it ended without a checkpoint
 	reason = reasonOr(reason, fmt.Sprintf("took over trial %d's checkpoint", ex.From))
 	// The donor may run on and prune the checkpoint being copied: try its
 	// newest one again.
 	for attempt := 0; ; attempt++ {
-		latest, ok := donor.ckpts.dir.Latest()
+		var latest storage.CheckpointInfo
+		ok := false
+		if donor != nil {
+			latest, ok = donor.ckpts.dir.Latest()
+		}
 		if !ok {
 			reason += fmt.Sprintf(" (trial %d has no checkpoint: only the configuration changes)", ex.From)
 			break

@@ -187,7 +187,7 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 	for _, ts := range st.Trials {
 		rec := ts.Trial
 		config := restoreTypes(t.cfg.Search.Space, rec.Params)
-		tr, err := l.newTrialRun(ctx, rec, config)
+		tr, err := l.newTrialRun(ctx, rec, config, false)
 		if err != nil {
 			return err
 		}

@@ -215,7 +215,7 @@ func (l *loop) replaySchedule(ctx context.Context, st *storage.ResumeState) (map
 		f.last = l.result(run, tr.rep.Iteration, schedulers.Result{Trial: tr.trial, Time: progress, Score: score,
 			Metrics: tr.rep.Metrics, Checkpoint: tr.checkpoint})
 		f.decided, f.seen = true, tr.rep.Iteration
-		l.recordDecision(ctx, run, f.last, progress)
+		l.recordDecision(run, f.last, progress)
 	}
 	return fates, l.err
 }

@@ -391,3 +391,37 @@ func TestLimiter(t *testing.T) {
 		t.Error("a limit of 0 accepted")
 	}
 }
+
+// TestCMAESReadsARecentWindow: past historyWindow completed trials, the
+// sampler reads only the newest historyWindow of them, and the strategy
+// still moves generation after generation.
+func TestCMAESReadsARecentWindow(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -5, High: 5}},
+		searchspace.Param{Name: "y", Domain: searchspace.Uniform{Low: -5, High: 5}},
+	)
+	s, err := NewCMAES(space, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = historyWindow*2 + 500
+	cfgs := drive(t, s, n, func(cfg map[string]any) float64 {
+		x, y := cfg["x"].(float64), cfg["y"].(float64)
+		return x*x + y*y
+	})
+	seen, err := s.s.store.GetAllTrials(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != historyWindow || len(s.s.store.finished) > 2*historyWindow {
+		t.Fatalf("the sampler reads %d trials, %d kept; want %d, at most %d", len(seen), len(s.s.store.finished), historyWindow, 2*historyWindow)
+	}
+	if last := seen[len(seen)-1].InternalParams["x"]; last != cfgs[n-1]["x"] {
+		t.Errorf("the newest trial the sampler reads has x = %v, want the last trial's %v", last, cfgs[n-1]["x"])
+	}
+	// Still converging at the end: the last generation is near the optimum.
+	x, y := cfgs[n-1]["x"].(float64), cfgs[n-1]["y"].(float64)
+	if x*x+y*y > 1e-3 {
+		t.Errorf("trial %d: x = %g, y = %g; want CMA-ES near 0 by now", n, x, y)
+	}
+}

@@ -317,8 +317,8 @@ func TestTPELearns(t *testing.T) {
 	}
 }
 
-// BenchmarkTPESuggest times one suggestion after a history of 1,000 and
-// 5,000 finished trials of random configurations, on the space of the
+// BenchmarkTPESuggest times one suggestion after a history of 1,000,
+// 5,000 and 50,000 finished trials of random configurations, on the space of the
 // overhead figure of bench/search (lr log-uniform, width a choice of 4,
 // dropout uniform). Each timed trial then fails, which TPE does not
 // learn from, so the history length stays the same.
@@ -329,7 +329,7 @@ func BenchmarkTPESuggest(b *testing.B) {
 		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}},
 	)
 	penalty := map[int64]float64{32: 0.12, 64: 0.05, 128: 0, 256: 0.02}
-	for _, n := range []int{1000, 5000} {
+	for _, n := range []int{1000, 5000, 50000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			s, err := NewTPE(space, 0)
 			if err != nil {
@@ -412,5 +412,35 @@ func TestTPEImprovements(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTPEWindow: past tpeWindow other trials, g is fitted to the newest
+// tpeWindow of them by trial number (the good ones left out), so that a
+// suggestion costs the same however long the history.
+func TestTPEWindow(t *testing.T) {
+	space := mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
+	s, err := NewTPE(space, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3 * tpeWindow
+	for trial := 1; trial <= n; trial++ {
+		if err := s.Replay(trial, map[string]any{"x": float64(trial) / (n + 1)}); err != nil {
+			t.Fatal(err)
+		}
+		// The first 25 are the best.
+		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: float64(trial)}})
+	}
+	if _, err := s.Suggest(n + 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.ids) != tpeWindow {
+		t.Fatalf("g fitted to %d trials, want %d", len(s.ids), tpeWindow)
+	}
+	for k, id := range s.ids {
+		if want := n - tpeWindow + 1 + k; s.h.trial[id] != want {
+			t.Fatalf("g's trial %d is trial %d, want %d (the newest, in order)", k, s.h.trial[id], want)
+		}
 	}
 }

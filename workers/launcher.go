@@ -117,10 +117,7 @@ func (l *RemoteLauncher) Start(spec LaunchSpec, onReport func(line string)) (*Pr
 	if err != nil {
 		return nil, err
 	}
-	log, err := openProcessLog(spec)
-	if err != nil {
-		return nil, err
-	}
+	log := newProcessLog(spec)
 	p := &Process{log: log, done: make(chan struct{})}
 	rp := &remoteProc{s: s, node: s.name, spec: spec, p: p, onReport: onReport, events: newQueue[procEvent]()}
 	p.remote = rp
@@ -179,7 +176,7 @@ func (l *RemoteLauncher) Start(spec LaunchSpec, onReport func(line string)) (*Pr
 		return fail(s.lostErr())
 	}
 	go rp.deliver()
-	p.Logf("started on node %s as pid %d", s.name, p.pid)
+	p.Notef("started on node %s as pid %d", s.name, p.pid)
 	return p, nil
 }
 

@@ -144,6 +144,7 @@ type Process struct {
 	err      error
 	exitedAt time.Time
 	killer   *time.Timer
+	stopped  bool // Stop or Kill was called: a failure is not the process's own
 }
 
 // StartProcess starts spec's process. onReport, when not nil, receives every
@@ -168,10 +169,7 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 	if err != nil {
 		return nil, err
 	}
-	log, err := openProcessLog(spec)
-	if err != nil {
-		return nil, err
-	}
+	log := newProcessLog(spec)
 	log.onLine = onLog
 	wd, err := filepath.Abs(spec.Dir)
 	if err != nil {
@@ -382,6 +380,9 @@ func (p *Process) ExitedAt() time.Time {
 // Stop asks the process group to end with SIGTERM and kills it with SIGKILL
 // if the leader has not exited after grace. It returns at once; wait on Done.
 func (p *Process) Stop(grace time.Duration) {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
 	if p.remote != nil {
 		p.remote.signal(false, grace)
 		return
@@ -398,6 +399,9 @@ func (p *Process) Stop(grace time.Duration) {
 // Kill kills the process group with SIGKILL at once. It returns at once;
 // wait on Done.
 func (p *Process) Kill() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
 	if p.remote != nil {
 		p.remote.signal(true, 0)
 		return
@@ -431,6 +435,14 @@ func (p *Process) signalEscaped(sig syscall.Signal) int {
 // "gotune: ", for warnings about the process's output.
 func (p *Process) Logf(format string, args ...any) {
 	p.log.write([]byte("gotune: "+fmt.Sprintf(format, args...)), false)
+}
+
+// Notef is Logf for a line that only describes the process (its command,
+// its pid): the line waits until another line is written to the log, or
+// the process fails, and goes before it, so that a process that writes
+// nothing and succeeds leaves no log file.
+func (p *Process) Notef(format string, args ...any) {
+	p.log.note([]byte("gotune: " + fmt.Sprintf(format, args...)))
 }
 
 // Tail returns the last lines the process wrote to its log (stderr and
@@ -512,18 +524,31 @@ func (p *Process) wait(outR, errR *os.File) {
 		errR.Close()
 		<-drained
 	}
+	err = exitError(err)
+	p.keepLogOfFailure(err)
 	p.log.close()
 	if p.cg != nil {
 		p.cg.remove()
 	}
 
 	p.mu.Lock()
-	p.err = exitError(err)
+	p.err = err
 	p.mu.Unlock()
 	if p.control != nil {
 		p.control.Close()
 	}
 	close(p.done)
+}
+
+// keepLogOfFailure keeps the log of a process that failed by itself (err
+// is how it exited), with its held notes, even when it wrote nothing.
+func (p *Process) keepLogOfFailure(err error) {
+	p.mu.Lock()
+	stopped := p.stopped
+	p.mu.Unlock()
+	if err != nil && !stopped {
+		p.log.keep()
+	}
 }
 
 // ExitError is how a process that did not exit with status 0 ended.
@@ -614,37 +639,29 @@ func readLines(r io.Reader, f func(piece []byte, start, end bool)) {
 	}
 }
 
-// processLog is a process's log file and its last lines.
+// processLog is a process's log file and its last lines. The file, and
+// its folder, are created by the first line written to it, so that a
+// process that writes nothing leaves nothing on disk.
 type processLog struct {
-	path   string
-	max    int64 // rotate rather than pass it; 0: never
-	keep   int
-	onLine func(line string) // set before the process starts; nil for none
-	mu     sync.Mutex
-	f      *os.File
-	size   int64 // of f
-	last   [tailLines]string
-	n      int
+	path      string
+	max       int64             // rotate rather than pass it; 0: never
+	keepFiles int               // rotated files kept
+	onLine    func(line string) // set before the process starts; nil for none
+	mu        sync.Mutex
+	f         *os.File
+	size      int64 // of f
+	// held are notes (Notef) waiting for the file's first line. shut: no
+	// more lines reach the file, because it could not be created or the
+	// log is closed; they still reach the tail.
+	held [][]byte
+	shut bool
+	last [tailLines]string
+	n    int
 }
 
-// openProcessLog opens spec's log file, to append to it.
-func openProcessLog(spec LaunchSpec) (*processLog, error) {
-	l := &processLog{path: spec.LogPath, max: int64(spec.LogMaxBytes), keep: max(spec.LogKeep, 0)}
-	if l.path == "" {
-		return l, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
-		return nil, fmt.Errorf("launch: log folder: %w", err)
-	}
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("launch: log: %w", err)
-	}
-	if fi, err := f.Stat(); err == nil {
-		l.size = fi.Size()
-	}
-	l.f = f
-	return l, nil
+// newProcessLog is spec's log, created by its first line.
+func newProcessLog(spec LaunchSpec) *processLog {
+	return &processLog{path: spec.LogPath, max: int64(spec.LogMaxBytes), keepFiles: max(spec.LogKeep, 0)}
 }
 
 // rotate moves the log file to path.1 (after moving path.1 to path.2 and
@@ -653,10 +670,10 @@ func openProcessLog(spec LaunchSpec) (*processLog, error) {
 func (l *processLog) rotate() {
 	l.f.Close()
 	l.f, l.size = nil, 0
-	if l.keep == 0 {
+	if l.keepFiles == 0 {
 		os.Remove(l.path)
 	}
-	for i := l.keep; i >= 1; i-- {
+	for i := l.keepFiles; i >= 1; i-- {
 		from := l.path
 		if i > 1 {
 			from = fmt.Sprintf("%s.%d", l.path, i-1)
@@ -683,6 +700,9 @@ func (l *processLog) write(line []byte, own bool) {
 		l.last[l.n%tailLines] = string(line)
 		l.n++
 	}
+	if l.f == nil && l.path != "" && !l.shut {
+		l.create()
+	}
 	if l.f == nil {
 		return
 	}
@@ -695,6 +715,60 @@ func (l *processLog) write(line []byte, own bool) {
 	}
 	n, _ := l.f.Write(data)
 	l.size += int64(n)
+}
+
+// note holds line until the log's first other line, or until the process
+// fails (keep). It writes it at once when the file exists already, as when
+// an earlier attempt of the worker wrote it.
+func (l *processLog) note(line []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil && l.path != "" && !l.shut {
+		if _, err := os.Stat(l.path); err == nil {
+			l.create()
+		}
+	}
+	switch {
+	case l.f != nil:
+		n, _ := l.f.Write(append(line, '\n'))
+		l.size += int64(n)
+	case l.path != "" && !l.shut:
+		l.held = append(l.held, line)
+	}
+}
+
+// keep writes the held notes, creating the file: a process that failed
+// leaves its log, with its command, even when it wrote nothing.
+func (l *processLog) keep() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil && len(l.held) > 0 && !l.shut {
+		l.create()
+	}
+}
+
+// create opens the log file, creating its folder, and writes the held
+// notes into it. A log that cannot be created is given up: the process
+// must not fail for it, and its last lines still reach Tail.
+func (l *processLog) create() {
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
+		l.shut = true
+		return
+	}
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		l.shut = true
+		return
+	}
+	l.f = f
+	if fi, err := f.Stat(); err == nil {
+		l.size = fi.Size()
+	}
+	for _, h := range l.held {
+		n, _ := f.Write(append(h, '\n'))
+		l.size += int64(n)
+	}
+	l.held = nil
 }
 
 func (l *processLog) tail() []string {
@@ -715,4 +789,5 @@ func (l *processLog) close() {
 		l.f.Close()
 		l.f = nil
 	}
+	l.shut, l.held = true, nil
 }

@@ -275,3 +275,45 @@ func TestProcessLogRotates(t *testing.T) {
 		}
 	}
 }
+
+// TestLogFileOnlyWhenWritten: a process's log file, and its folder, are
+// created by its first line, with the notes about it before that line; a
+// process that writes nothing leaves no file unless it fails by itself.
+func TestLogFileOnlyWhenWritten(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		stop         bool
+		want         string // the log's content; "" for no file
+	}{
+		{"silent", `echo "@r {}"`, false, ""},
+		// The pause lets the note come before what the process does.
+		{"writes", `echo "@r {}"; sleep 0.2; echo hello >&2`, false, "gotune: note\nhello\n"},
+		{"fails", `sleep 0.2; exit 3`, false, "gotune: note\n"},
+		{"stopped", `exec sleep 30`, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "logs")
+			p, err := StartProcess(LaunchSpec{
+				Args: []string{"sh", "-c", tc.script}, Env: os.Environ(),
+				LogPath: filepath.Join(dir, "worker.log"), ReportPrefix: "@r",
+			}, func(string) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Notef("note")
+			if tc.stop {
+				p.Stop(time.Second)
+			}
+			wait(t, p)
+			data, err := os.ReadFile(p.LogPath())
+			switch {
+			case tc.want == "":
+				if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
+					t.Errorf("log folder: %v, want none; log %q", serr, data)
+				}
+			case err != nil || string(data) != tc.want:
+				t.Errorf("log: %q, %v, want %q", data, err, tc.want)
+			}
+		})
+	}
+}

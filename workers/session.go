@@ -323,6 +323,7 @@ func (rp *remoteProc) deliver() {
 		}
 		switch {
 		case ev.exited:
+			p.keepLogOfFailure(ev.err)
 			p.log.close()
 			p.mu.Lock()
 			p.exited, p.err, p.exitedAt = true, ev.err, time.Now()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -333,12 +334,15 @@ func isTerminal(w io.Writer) (*os.File, bool) {
 // liveTop is how many of the best trials the table lists.
 const liveTop = 10
 
-// trialTimes is what the ETA is estimated from: how long each finished
-// trial took, how long each running trial has run, and how many trials
-// have not started yet (or wait, paused or pending).
+// trialTimes is what the ETA is estimated from: how many trials have
+// finished and how long they took in all, how long each running trial has
+// run, and how many trials have not started yet (or wait, paused or
+// pending).
 type trialTimes struct {
-	finished, running []time.Duration
-	waiting           int
+	finished      int
+	finishedTotal time.Duration
+	running       []time.Duration
+	waiting       int
 }
 
 // estimateETA estimates the time a sweep has left: each trial is taken to
@@ -347,14 +351,10 @@ type trialTimes struct {
 // waiting one the whole mean; the sum is shared by the trials that run at
 // once now (at least one). Unknown (false) before a trial has finished.
 func estimateETA(t trialTimes) (time.Duration, bool) {
-	if len(t.finished) == 0 {
+	if t.finished == 0 {
 		return 0, false
 	}
-	var sum time.Duration
-	for _, d := range t.finished {
-		sum += d
-	}
-	mean := sum / time.Duration(len(t.finished))
+	mean := t.finishedTotal / time.Duration(t.finished)
 	work := time.Duration(t.waiting) * mean
 	for _, d := range t.running {
 		work += max(mean-d, 0)
@@ -363,35 +363,44 @@ func estimateETA(t trialTimes) (time.Duration, bool) {
 }
 
 // readTrialTimes reads the times of experiment exp's trials at now, for a
-// sweep of numSamples trials.
-func readTrialTimes(ctx context.Context, view *storage.DB, exp string, numSamples int, now time.Time) (trialTimes, error) {
+// sweep of numSamples trials of which the database has counts by status:
+// a sum over the finished trials and a row for each running one, so that
+// it stays cheap for an experiment of many trials.
+func readTrialTimes(ctx context.Context, view *storage.DB, exp string, counts map[string]int, numSamples int, now time.Time) (trialTimes, error) {
 	var t trialTimes
-	rows, err := view.Query(ctx, `SELECT t.status, t.created_at, t.ended_at FROM trials t
-JOIN experiments e ON e.id = t.experiment_id WHERE e.name = ?`, exp)
+	sum, err := view.Query(ctx, `SELECT count(*), coalesce(sum(t.ended_at - t.created_at), 0) FROM trials t
+JOIN experiments e ON e.id = t.experiment_id
+WHERE e.name = ? AND t.ended_at IS NOT NULL AND t.status IN (?, ?, ?)`,
+		exp, storage.TrialTerminated, storage.TrialStopped, storage.TrialError)
+	if err != nil {
+		return t, err
+	}
+	var total float64
+	for sum.Next() {
+		err = sum.Scan(&t.finished, &total)
+	}
+	if err = errors.Join(err, sum.Close(), sum.Err()); err != nil {
+		return t, err
+	}
+	t.finishedTotal = time.Duration(total * float64(time.Second))
+	rows, err := view.Query(ctx, `SELECT t.created_at FROM trials t
+JOIN experiments e ON e.id = t.experiment_id WHERE e.name = ? AND t.status = ?`, exp, storage.TrialRunning)
 	if err != nil {
 		return t, err
 	}
 	defer rows.Close()
-	n := 0
 	for rows.Next() {
-		var status string
 		var created float64
-		var ended *float64
-		if err := rows.Scan(&status, &created, &ended); err != nil {
+		if err := rows.Scan(&created); err != nil {
 			return t, err
 		}
-		n++
-		start := time.Unix(0, int64(created*1e9))
-		switch {
-		case ended != nil && (status == storage.TrialTerminated || status == storage.TrialStopped || status == storage.TrialError):
-			t.finished = append(t.finished, time.Unix(0, int64(*ended*1e9)).Sub(start))
-		case status == storage.TrialRunning:
-			t.running = append(t.running, now.Sub(start))
-		case status == storage.TrialPending || status == storage.TrialPaused:
-			t.waiting++
-		}
+		t.running = append(t.running, now.Sub(time.Unix(0, int64(created*1e9))))
 	}
-	t.waiting += max(numSamples-n, 0)
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	t.waiting = counts[storage.TrialPending] + counts[storage.TrialPaused] + max(numSamples-n, 0)
 	return t, rows.Err()
 }
 
@@ -404,26 +413,20 @@ type liveResults struct {
 }
 
 // readLive reads a frame's results from db in one snapshot, at now, for a
-// sweep of numSamples trials.
+// sweep of numSamples trials: counts by status, the best trials and the
+// trials' times, never the whole list.
 func readLive(ctx context.Context, db *storage.DB, exp string, numSamples int, now time.Time) (r liveResults, err error) {
 	err = db.Snapshot(ctx, func(view *storage.DB) error {
-		all, err := view.Trials(ctx, exp)
-		if err != nil {
+		if r.counts, err = view.StatusCounts(ctx, exp); err != nil {
 			return err
 		}
-		r.counts = map[string]int{}
-		for _, t := range all {
-			r.counts[t.Status]++
+		for _, n := range r.counts {
+			r.trials += n
 		}
-		r.trials = len(all)
-		e, err := view.Experiment(ctx, exp)
-		if err != nil {
+		if r.top, err = view.QueryTrials(ctx, exp, storage.TrialQuery{Column: "best", Limit: liveTop}); err != nil {
 			return err
 		}
-		if r.top, err = view.QueryTrials(ctx, exp, storage.TrialQuery{Sort: e.Metric, Limit: liveTop}); err != nil {
-			return err
-		}
-		r.times, err = readTrialTimes(ctx, view, exp, numSamples, now)
+		r.times, err = readTrialTimes(ctx, view, exp, r.counts, numSamples, now)
 		return err
 	})
 	return r, err

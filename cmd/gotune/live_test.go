@@ -260,6 +260,7 @@ func TestLiveViewSaysTheDiskIsFull(t *testing.T) {
 		}
 	}
 }
+
 func TestEstimateETA(t *testing.T) {
 	m := time.Minute
 	for _, tc := range []struct {
@@ -271,9 +272,9 @@ func TestEstimateETA(t *testing.T) {
 		{"nothing finished yet", trialTimes{running: []time.Duration{m}, waiting: 3}, 0, false},
 		// Mean 4m: the running ones have 3m and 0 left, four wait for 4m
 		// each: 19m of work over two at once.
-		{"some running, some waiting", trialTimes{finished: []time.Duration{2 * m, 6 * m}, running: []time.Duration{m, 5 * m}, waiting: 4}, 19 * m / 2, true},
-		{"only waiting: one at a time", trialTimes{finished: []time.Duration{m}, waiting: 3}, 3 * m, true},
-		{"done", trialTimes{finished: []time.Duration{m, m}}, 0, true},
+		{"some running, some waiting", trialTimes{finished: 2, finishedTotal: 8 * m, running: []time.Duration{m, 5 * m}, waiting: 4}, 19 * m / 2, true},
+		{"only waiting: one at a time", trialTimes{finished: 1, finishedTotal: m, waiting: 3}, 3 * m, true},
+		{"done", trialTimes{finished: 2, finishedTotal: 2 * m}, 0, true},
 	} {
 		got, known := estimateETA(tc.times)
 		if got != tc.want || known != tc.known {
@@ -302,8 +303,51 @@ func TestReadTrialTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fmt.Sprintf("%v %v %d", r.times.finished, r.times.running, r.times.waiting)
-	if got != "[1m30s] [30s] 3" {
-		t.Errorf("times: got %s, want [1m30s] [30s] 3", got)
+	got := fmt.Sprintf("%d %v %v %d", r.times.finished, r.times.finishedTotal, r.times.running, r.times.waiting)
+	if got != "1 1m30s [30s] 3" {
+		t.Errorf("times: got %s, want 1 1m30s [30s] 3", got)
+	}
+}
+
+// TestReadLive reads a frame from a database: the counts by status and the
+// best trials first, for a "max" objective.
+func TestReadLive(t *testing.T) {
+	ctx := context.Background()
+	db, err := storage.Open(filepath.Join(t.TempDir(), "gotune.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exp, err := db.CreateExperiment(ctx, "live", "acc", "max", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, acc := range []float64{0.5, 0.9, 0.7} {
+		tr, err := db.CreateTrial(ctx, exp.ID, i+1, map[string]any{"x": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.AddReport(ctx, tr.ID(), storage.Report{Iteration: 1, Metrics: map[string]float64{"acc": acc}}, &acc); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			if err := db.FinishTrial(ctx, tr.ID(), storage.TrialTerminated, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r, err := readLive(ctx, db, "live", 3, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []int
+	for _, tr := range r.top {
+		order = append(order, tr.Number)
+	}
+	if r.trials != 3 || r.counts[storage.TrialTerminated] != 2 || r.counts[storage.TrialRunning] != 1 || fmt.Sprint(order) != "[2 3 1]" {
+		t.Errorf("frame: %d trials, counts %v, best first %v; want 3, 2 TERMINATED and 1 RUNNING, [2 3 1]", r.trials, r.counts, order)
+	}
+	if _, err := readLive(ctx, db, "nope", 3, time.Now()); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("missing experiment: %v, want ErrNotFound", err)
 	}
 }

@@ -25,6 +25,7 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 			dbFlag,
 			&cli.StringFlag{Name: "sort", Usage: "order by `METRIC`, best first (the objective by its best value, others by their last; a leading - reverses)"},
 			&cli.IntFlag{Name: "limit", Usage: "show the first `N` trials only"},
+			&cli.IntFlag{Name: "offset", Usage: "skip the first `N` trials of the order (with --limit, pages through a long list)"},
 			&cli.StringSliceFlag{Name: "status", Usage: "show trials in status `S` only (repeat or separate with commas)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON array"},
 		},
@@ -33,9 +34,12 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 			if err != nil {
 				return err
 			}
-			q := storage.TrialQuery{Sort: c.String("sort"), Limit: c.Int("limit")}
+			q := storage.TrialQuery{Sort: c.String("sort"), Limit: c.Int("limit"), Offset: c.Int("offset")}
 			if q.Limit < 0 {
 				return badInput(fmt.Errorf("--limit must be at least 0, got %d", q.Limit))
+			}
+			if q.Offset < 0 {
+				return badInput(fmt.Errorf("--offset must be at least 0, got %d", q.Offset))
 			}
 			for _, s := range c.StringSlice("status") {
 				s = strings.ToUpper(strings.TrimSpace(s))
@@ -49,22 +53,81 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 				return err
 			}
 			defer db.Close()
-			trials, err := db.QueryTrials(c.Context, exp, q)
-			if err != nil {
+			// The trials stream from the database to the output, so that
+			// a long experiment is listed in little memory.
+			var out trialWriter = newTrialTable(c.App.Writer)
+			if c.Bool("json") {
+				out = &trialArray{w: c.App.Writer}
+			}
+			if err := db.EachTrial(c.Context, exp, q, out.write); err != nil {
 				return lookupError(err)
 			}
-			if c.Bool("json") {
-				out := make([]trialJSON, len(trials))
-				for i, t := range trials {
-					out[i] = toTrialJSON(t)
-				}
-				return writeJSON(c.App.Writer, out)
-			}
-			printTrialTable(c.App.Writer, trials)
-			return nil
+			return out.close()
 		},
 	}
 }
+
+// trialWriter prints trials one at a time.
+type trialWriter interface {
+	write(*storage.Trial) error
+	close() error
+}
+
+// trialArray writes trials as one JSON array, indented as writeJSON does.
+type trialArray struct {
+	w io.Writer
+	n int
+}
+
+func (a *trialArray) write(t *storage.Trial) error {
+	b, err := json.MarshalIndent(toTrialJSON(t), "  ", "  ")
+	if err != nil {
+		return err
+	}
+	sep := ",\n  "
+	if a.n == 0 {
+		sep = "[\n  "
+	}
+	a.n++
+	_, err = io.WriteString(a.w, sep+string(b))
+	return err
+}
+
+func (a *trialArray) close() error {
+	end := "\n]\n"
+	if a.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(a.w, end)
+	return err
+}
+
+// trialTable writes trials as a table; its columns are aligned over
+// blocks of tableBlock rows, so that it never holds more.
+type trialTable struct {
+	w  io.Writer
+	tw *tabwriter.Writer
+	n  int
+}
+
+const tableBlock = 1000
+
+func newTrialTable(w io.Writer) *trialTable {
+	t := &trialTable{w: w, tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	fmt.Fprintln(t.tw, "TRIAL\tSTATUS\tITER\tLAST\tBEST\tPARAMS")
+	return t
+}
+
+func (t *trialTable) write(tr *storage.Trial) error {
+	fmt.Fprintf(t.tw, "%d\t%s\t%d\t%s\t%s\t%s\n", tr.Number, tr.Status, tr.Iterations,
+		optFloat(tr.LastMetric), optFloat(tr.BestMetric), formatParams(tr.Params))
+	if t.n++; t.n%tableBlock == 0 {
+		return t.tw.Flush()
+	}
+	return nil
+}
+
+func (t *trialTable) close() error { return t.tw.Flush() }
 
 func bestCommand(dbFlag cli.Flag) *cli.Command {
 	return &cli.Command{
@@ -181,16 +244,6 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printTrialTable(w io.Writer, trials []*storage.Trial) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRIAL\tSTATUS\tITER\tLAST\tBEST\tPARAMS")
-	for _, t := range trials {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", t.Number, t.Status, t.Iterations,
-			optFloat(t.LastMetric), optFloat(t.BestMetric), formatParams(t.Params))
-	}
-	tw.Flush()
-}
-
 func optFloat(f *float64) string {
 	if f == nil {
 		return "-"
@@ -210,4 +263,13 @@ func metricKeys(ms []map[string]float64) []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(keys))
+}
+
+// printTrialTable writes trials as a table.
+func printTrialTable(w io.Writer, trials []*storage.Trial) {
+	t := newTrialTable(w)
+	for _, tr := range trials {
+		t.write(tr)
+	}
+	t.close()
 }

@@ -17,6 +17,7 @@ import (
 func TestTrialFolders(t *testing.T) {
 	script := `start=0; [ -f snapshot.pt ] && start=$(cat snapshot.pt)
 echo $((start + 1)) > snapshot.pt
+echo "starting at $start" >&2
 echo "@gotune {\"start\": $start, \"loss\": 1}"`
 	for _, tc := range []struct {
 		workdir string

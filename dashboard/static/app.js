@@ -8,13 +8,24 @@ const FINISHED = ['TERMINATED', 'STOPPED', 'ERROR'];
 const STATUS_COLORS = {PENDING: '#9aa3b5', RUNNING: '#2f6fde', PAUSED: '#7a5bd1', TERMINATED: '#1b8a5a', STOPPED: '#d69e2e', ERROR: '#c9372c'};
 const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#6b6ecf'];
 const DEFAULT_CURVES = 8;
+// The table shows PAGE trials at a time, read from the server; the charts
+// and the best trial use the TOP best trials only, so that an experiment
+// of any size costs the page the same.
+const PAGE = 100;
+const TOP = 500;
 const SVGNS = 'http://www.w3.org/2000/svg';
 
 const state = {
   experiments: [],
   exp: null,          // the selected experiment's name
   detail: null,       // its ExperimentDetail
-  trials: [],
+  trials: [],         // the TOP best trials (or the first ones before any has the metric)
+  page: [],           // the table's page of trials
+  total: 0,           // how many trials the table's query selects
+  offset: 0,          // the page's first trial in that order
+  pageKey: '',        // the query of the page shown
+  pageError: '',      // why the server refused the query, '' when it did not
+  pageSeq: 0,         // counts the page's requests
   sort: {key: 'best', asc: true},
   filter: '',
   status: '',
@@ -52,10 +63,15 @@ function svg(tag, attrs, parent) {
 }
 
 async function api(path) {
+  return (await apiResponse(path)).body;
+}
+
+// apiResponse is api's body with the response's headers.
+async function apiResponse(path) {
   const resp = await fetch('api/' + path, {cache: 'no-store'});
   const body = await resp.json();
   if (!resp.ok) throw new Error(body.error || resp.statusText);
-  return body;
+  return {body, headers: resp.headers};
 }
 
 // num turns the API's numbers, where NaN and infinities are strings, into numbers.
@@ -118,6 +134,8 @@ async function route() {
     state.exp = exp;
     state.detail = null;
     state.trials = [];
+    state.page = [];
+    state.offset = 0;
     state.chosen.clear();
     state.curveMetric = '';
     state.curvesKey = '';
@@ -141,14 +159,15 @@ async function refresh(full) {
     if (state.exp) {
       const name = encodeURIComponent(state.exp);
       const needDetail = full || !state.detail || state.tick % 5 === 0;
-      const [detail, trials, events, resources] = await Promise.all([
+      const [detail, top, events, resources] = await Promise.all([
         needDetail ? api('experiments/' + name) : Promise.resolve(state.detail),
-        api('experiments/' + name + '/trials'),
+        api('experiments/' + name + '/trials?order=best&limit=' + TOP),
         api('experiments/' + name + '/events?limit=200'),
         api('experiments/' + name + '/resources'),
+        loadPage(),
       ]);
       state.detail = detail;
-      state.trials = trials;
+      state.trials = top;
       renderSummary(resources);
       setupCurveControls();
       renderTrials();
@@ -263,44 +282,60 @@ function columns() {
   return cols;
 }
 
-// filterTrials keeps the trials every token of the filter matches: a
-// comparison such as lr<0.01, hidden=64 or status=running, or else text
-// found anywhere in the row.
-function filterTrials(trials, cols) {
-  const tokens = state.filter.trim().split(/\s+/).filter(Boolean);
-  const byName = {};
-  for (const c of cols) if (c.get) byName[c.param || c.key] = c;
-  byName.iter = byName.iterations;
-  return trials.filter((t) => {
-    if (state.status && t.status !== state.status) return false;
-    return tokens.every((tok) => {
-      const m = tok.match(/^([\w.\/-]+)(<=|>=|!=|=|<|>)(.+)$/);
-      if (m && byName[m[1]]) {
-        const v = byName[m[1]].get(t);
-        if (v === null || v === undefined) return false;
-        const want = Number(m[3]);
-        const cmp = typeof v === 'number' && !Number.isNaN(want) ? v - want : String(v).toLowerCase().localeCompare(m[3].toLowerCase());
-        return {'<': cmp < 0, '<=': cmp <= 0, '>': cmp > 0, '>=': cmp >= 0, '=': cmp === 0, '!=': cmp !== 0}[m[2]];
-      }
-      const text = [t.trial_id, t.status, t.error || '', ...Object.entries(t.params).map(([k, v]) => k + '=' + v)].join(' ').toLowerCase();
-      return text.includes(tok.toLowerCase());
-    });
-  });
+// pageQuery is the trial list API's query for the table: the status menu,
+// the filter box and the sort. A filter token is a comparison on a
+// parameter (lr<0.01, act=relu), on a numeric column (iterations>=5,
+// best<0.3, trial>100), status=running, or else text found in the row.
+function pageQuery() {
+  const qs = new URLSearchParams();
+  const params = new Set(paramNames());
+  const numeric = {trial: 'trial', iter: 'iterations', iterations: 'iterations', restarts: 'restarts', best: 'best', last: 'last'};
+  const statuses = state.status ? [state.status] : [];
+  for (const tok of state.filter.trim().split(/\s+/).filter(Boolean)) {
+    const m = tok.match(/^([\w.\/-]+)(<=|>=|!=|=|<|>)(.+)$/);
+    if (m && m[1] === 'status' && m[2] === '=' && !state.status) statuses.push(m[3].toUpperCase());
+    else if (m && numeric[m[1]] && !Number.isNaN(Number(m[3]))) qs.append('where', numeric[m[1]] + m[2] + m[3]);
+    else if (m && params.has(m[1])) qs.append('param', tok);
+    else qs.append('text', tok);
+  }
+  if (statuses.length) qs.set('status', statuses.join(','));
+  // The columns' keys are the API's order keys.
+  qs.set('order', (state.sort.asc ? '' : '-') + state.sort.key);
+  return qs;
 }
 
-function sortTrials(trials, cols) {
-  const col = cols.find((c) => c.key === state.sort.key) || cols[1];
-  const exp = currentExperiment();
-  // "asc" on a metric column means best first.
-  let dir = state.sort.asc ? 1 : -1;
-  if (col.metric && exp && exp.mode === 'max') dir = -dir;
-  return [...trials].sort((a, b) => {
-    const x = col.get(a), y = col.get(b);
-    const xm = x === null || x === undefined || Number.isNaN(x), ym = y === null || y === undefined || Number.isNaN(y);
-    if (xm || ym) return xm - ym || a.trial_id - b.trial_id;  // missing values last
-    const c = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
-    return dir * c || a.trial_id - b.trial_id;
-  });
+// loadPage reads the table's page from the server; a new query starts
+// at its first page.
+async function loadPage() {
+  if (!state.exp) return;
+  const qs = pageQuery();
+  const key = state.exp + '?' + qs.toString();
+  if (key !== state.pageKey) state.offset = 0;
+  qs.set('offset', state.offset);
+  qs.set('limit', PAGE);
+  // Only the latest request's answer is shown: a poll's may come after it.
+  const seq = ++state.pageSeq;
+  try {
+    const r = await apiResponse('experiments/' + encodeURIComponent(state.exp) + '/trials?' + qs.toString());
+    if (seq !== state.pageSeq) return;
+    state.page = r.body;
+    state.total = Number(r.headers.get('X-Total-Count') || r.body.length);
+    state.pageKey = key;
+    state.pageError = '';
+  } catch (err) {
+    if (seq !== state.pageSeq) return;
+    // A filter the server refuses (an unknown status) shows as such.
+    state.page = [];
+    state.total = 0;
+    state.pageKey = key;
+    state.pageError = err.message;
+  }
+}
+
+// reloadPage shows the page again after a change of query or offset.
+async function reloadPage() {
+  await loadPage();
+  renderTrials();
 }
 
 function renderTrials() {
@@ -313,12 +348,12 @@ function renderTrials() {
       'data-key': c.key,
       onclick: () => {
         state.sort = {key: c.key, asc: sorted ? !state.sort.asc : true};
-        renderTrials();
+        reloadPage();
       },
     }, c.label);
   }));
   $('trials').tHead.replaceChildren(head);
-  const shown = sortTrials(filterTrials(state.trials, cols), cols);
+  const shown = state.page;
   const drawn = curveTrials();
   const rows = shown.map((t) => {
     const box = el('input', {type: 'checkbox', title: 'draw its curve', onclick: (ev) => {
@@ -339,7 +374,12 @@ function renderTrials() {
     return el('tr', {class: t.trial_id === state.trial ? 'selected' : '', 'data-trial': t.trial_id, onclick: () => go(state.exp, t.trial_id)}, ...cells);
   });
   $('trials').tBodies[0].replaceChildren(...rows);
-  $('trial-count').textContent = shown.length === state.trials.length ? `${state.trials.length} trials` : `${shown.length} of ${state.trials.length} trials`;
+  const all = currentExperiment() ? currentExperiment().trials : state.total;
+  const range = shown.length ? `${state.offset + 1}–${state.offset + shown.length} of ` : '';
+  $('trial-count').textContent = state.pageError ? state.pageError
+    : range + (state.total === all ? `${state.total} trials` : `${state.total} matching of ${all} trials`);
+  $('page-prev').disabled = state.offset === 0;
+  $('page-next').disabled = state.offset + shown.length >= state.total;
 }
 
 // ---- learning curves
@@ -375,7 +415,7 @@ function fillSelect(sel, values, current, labels) {
 
 async function renderCurves(force) {
   const trials = curveTrials();
-  const version = state.trials.filter((t) => trials.includes(t.trial_id)).map((t) => t.trial_id + ':' + t.iterations + ':' + t.status).join(',');
+  const version = [...state.trials, ...state.page].filter((t) => trials.includes(t.trial_id)).map((t) => t.trial_id + ':' + t.iterations + ':' + t.status).join(',');
   const key = [state.exp, state.curveMetric, state.curveX, version].join('|');
   if (!state.curveMetric || !trials.length) {
     drawLines($('curves'), [], {});
@@ -801,8 +841,15 @@ function renderEvents(events) {
 function init() {
   const sf = $('status-filter');
   for (const s of STATUSES) sf.append(el('option', {value: s}, s));
-  sf.addEventListener('change', () => { state.status = sf.value; renderTrials(); });
-  $('filter').addEventListener('input', (ev) => { state.filter = ev.target.value; renderTrials(); });
+  sf.addEventListener('change', () => { state.status = sf.value; reloadPage(); });
+  let typing = 0;
+  $('filter').addEventListener('input', (ev) => {
+    state.filter = ev.target.value;
+    clearTimeout(typing);
+    typing = setTimeout(reloadPage, 200);
+  });
+  $('page-prev').addEventListener('click', () => { state.offset = Math.max(0, state.offset - PAGE); reloadPage(); });
+  $('page-next').addEventListener('click', () => { state.offset += PAGE; reloadPage(); });
   $('curve-metric').addEventListener('change', (ev) => { state.curveMetric = ev.target.value; setupCurveControls(); renderCurves(true); });
   $('curve-x').addEventListener('change', (ev) => { state.curveX = ev.target.value; renderCurves(true); });
   $('curve-log').addEventListener('change', (ev) => { state.logY = ev.target.checked; renderCurves(false); });
