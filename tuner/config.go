@@ -71,6 +71,16 @@ type SearchConfig struct {
 	// with tpe and cmaes; a resumed experiment continues the sequence (see
 	// Replayer).
 	Seed *int64 `toml:"seed" json:"seed,omitempty"`
+	// PointsToEvaluate are configurations to try first, in order: trial n
+	// gets point n (see Points). A point may leave out parameters, which
+	// are then drawn at random; it must leave out grid parameters, which
+	// the grid sets. The points count among the NumSamples × cells trials.
+	PointsToEvaluate []map[string]any `toml:"points_to_evaluate" json:"points_to_evaluate,omitempty"`
+	// WarmStart names another experiment of the same database whose
+	// finished trials the searcher learns from before its first suggestion
+	// (see WarmStarter); "" for none. Only a searcher that learns can use
+	// them: "tpe".
+	WarmStart string `toml:"warm_start" json:"warm_start,omitempty"`
 	// Space is the search space. A sweep file gives it as [search.space].
 	// nil is an empty space.
 	Space *searchspace.Space `toml:"-" json:"-"`
@@ -215,6 +225,9 @@ func (c Config) Validate() error {
 	case c.Search.MaxConcurrent < 0:
 		return fieldErr("search.max_concurrent", "must not be negative, got %d", c.Search.MaxConcurrent)
 	}
+	if err := c.validateWarmStart(); err != nil {
+		return err
+	}
 	if err := c.Scheduler.Validate(c.schedulerEnv()); err != nil {
 		return schedulerError(err)
 	}
@@ -296,4 +309,21 @@ func schedulerError(err error) error {
 		return &ConfigError{Key: "scheduler." + fe.Key, Err: fe.Err}
 	}
 	return &ConfigError{Key: "scheduler", Err: err}
+}
+
+// validateWarmStart checks that warm_start names another experiment and
+// that the algorithm learns from trials.
+func (c Config) validateWarmStart() error {
+	switch ws := c.Search.WarmStart; {
+	case ws == "":
+		return nil
+	case ws == c.Name:
+		return fieldErr("search.warm_start", "names this experiment itself: name another experiment of the database (resuming this one needs no warm start)")
+	case c.Search.Algorithm != "tpe":
+		return fieldErr("search.warm_start", "algorithm %q does not learn from other trials' results: warm start needs \"tpe\"", c.Search.Algorithm)
+	}
+	if err := checkName(c.Search.WarmStart); err != nil {
+		return &ConfigError{Key: "search.warm_start", Err: err}
+	}
+	return nil
 }

@@ -53,6 +53,9 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 				return nil, err
 			}
 		}
+		if err := t.warmStart(ctx, exp, false); err != nil {
+			return nil, err
+		}
 		return newLoop(t, exp), nil
 	}
 	if err != nil {
@@ -73,6 +76,9 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 	if err := t.db.ResumeExperiment(ctx, exp.ID); err != nil {
 		return nil, err
 	}
+	if err := t.warmStart(ctx, exp, true); err != nil {
+		return nil, err
+	}
 	l := newLoop(t, exp)
 	if err := l.restore(ctx, st); err != nil {
 		return nil, err
@@ -91,6 +97,8 @@ type identity struct {
 		NumSamples int
 		Seed       *int64
 		Space      map[string]string
+		Points     []map[string]any
+		WarmStart  string
 	}
 	Scheduler SchedulerConfig
 	Trainer   trainer.Config
@@ -101,6 +109,7 @@ func (c Config) identity(space map[string]string) identity {
 	id.Seed, id.Objective, id.Scheduler, id.Trainer = c.Seed, c.Objective, c.Scheduler, c.Trainer
 	id.Search.Algorithm, id.Search.NumSamples, id.Search.Seed = c.Search.Algorithm, c.Search.NumSamples, c.Search.Seed
 	id.Search.Space = space
+	id.Search.Points, id.Search.WarmStart = c.Search.PointsToEvaluate, c.Search.WarmStart
 	return id
 }
 

@@ -3,6 +3,7 @@ package tuner
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 
@@ -183,6 +184,21 @@ func newSearcher(search SearchConfig, seed int64) (Searcher, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(search.PointsToEvaluate) > 0 {
+		if n := search.Trials(); len(search.PointsToEvaluate) > n {
+			return nil, fieldErr("search.points_to_evaluate", "%d points, but the sweep runs %d trials (num_samples × grid cells)", len(search.PointsToEvaluate), n)
+		}
+		for i, pt := range search.PointsToEvaluate {
+			for k := range pt {
+				if _, isGrid := search.Space.Domain(k).(searchspace.Grid); isGrid {
+					return nil, fieldErr(fmt.Sprintf("search.points_to_evaluate[%d].%s", i, k), "%s is a grid parameter, which the grid sets in every trial: leave it out of the points", k)
+				}
+			}
+		}
+		if inner, err = NewPoints(rest, search.PointsToEvaluate, seed, inner); err != nil {
+			return nil, err
+		}
 	}
 	return NewGridSearch(search.Space, search.NumSamples, inner)
 }

@@ -131,6 +131,8 @@ type searcherCase struct {
 	// exactWhenConcurrent: the resumed sweep suggests what an undisturbed
 	// one does also when trials run 3 at a time, not only one at a time.
 	exactWhenConcurrent bool
+	// points are the sweep's points_to_evaluate.
+	points []map[string]any
 }
 
 // runSweep runs a sweep to its end through the interruptions and returns
@@ -142,8 +144,9 @@ func runSweep(t *testing.T, sc searcherCase, concurrent int, stops []interruptAt
 		Storage:   filepath.Join(t.TempDir(), "gotune.db"),
 		Seed:      5,
 		Objective: Objective{Metric: "loss", Mode: "min"},
-		Search:    SearchConfig{Algorithm: sc.algorithm, NumSamples: sc.samples, MaxConcurrent: concurrent, Space: sc.space},
-		Trainer:   trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01}},
+		Search: SearchConfig{Algorithm: sc.algorithm, NumSamples: sc.samples, MaxConcurrent: concurrent, Space: sc.space,
+			PointsToEvaluate: sc.points},
+		Trainer: trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01}},
 	}
 	gate := newResumeGate()
 	fit := func(at interruptAt) (*Result, error) {
@@ -202,6 +205,14 @@ func TestResumedSearchersContinue(t *testing.T) {
 		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1}},
 		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 8}},
 	)
+	// Two points give every parameter; the others leave some to be drawn.
+	points := []map[string]any{
+		{"x": 0.3, "lr": 0.01, "n": int64(3), "c": "b"},
+		{"c": "a"},
+		{"x": -0.5, "lr": 0.1, "n": int64(7), "c": "c"},
+		{"lr": 1e-3},
+	}
+	numericPoints := []map[string]any{{"x": 0.3, "lr": 0.01, "n": int64(3)}, {"n": int64(1)}}
 	cases := []searcherCase{
 		{name: "random", algorithm: "random", space: mixed, samples: 16, exactWhenConcurrent: true},
 		{name: "grid", algorithm: "grid", space: withGrid, samples: 8, exactWhenConcurrent: true},
@@ -211,6 +222,10 @@ func TestResumedSearchersContinue(t *testing.T) {
 			custom: func(seed int64) Searcher { return newPerturbBest(mixed, seed, false) }},
 		{name: "custom_without_replay", space: mixed, samples: 16,
 			custom: func(seed int64) Searcher { return noReplay{newPerturbBest(mixed, seed, true)} }},
+		{name: "tpe_points", algorithm: "tpe", space: mixed, samples: TPEStartupTrials + 4, exactWhenConcurrent: true, points: points},
+		{name: "random_points", algorithm: "random", space: mixed, samples: 8, exactWhenConcurrent: true, points: points},
+		{name: "grid_points", algorithm: "grid", space: withGrid, samples: 4, exactWhenConcurrent: true, points: points},
+		{name: "cmaes_points", algorithm: "cmaes", space: numeric, samples: 12, points: numericPoints},
 	}
 	for _, sc := range cases {
 		for _, concurrent := range []int{1, 3} {
@@ -234,6 +249,7 @@ func TestResumedSearchersContinue(t *testing.T) {
 					}
 					seen[string(b)] = i + 1
 				}
+				checkPoints(t, sc, want)
 				if concurrent > 1 && !sc.exactWhenConcurrent {
 					return
 				}
@@ -308,3 +324,23 @@ type noReplay struct{ s *perturbBest }
 func (n noReplay) Suggest(trial int) (map[string]any, error) { return n.s.Suggest(trial) }
 func (n noReplay) OnResult(trial int, obs Observation)       { n.s.OnResult(trial, obs) }
 func (n noReplay) OnTrialEnd(trial int, end TrialEnd)        { n.s.OnTrialEnd(trial, end) }
+
+// checkPoints checks that the first trials of a sweep ran its points, in
+// order, each with what the point gives.
+func checkPoints(t *testing.T, sc searcherCase, cfgs []map[string]any) {
+	t.Helper()
+	for i, pt := range sc.points {
+		if i >= len(cfgs) {
+			t.Fatalf("%d trials for %d points", len(cfgs), len(sc.points))
+		}
+		cfg := restoreTypes(sc.space, cfgs[i])
+		for k, v := range pt {
+			if cfg[k] != v {
+				t.Errorf("trial %d ran %s = %v, point %d gives %v", i+1, k, cfg[k], i, v)
+			}
+		}
+		if len(cfg) != sc.space.Len() {
+			t.Errorf("trial %d ran %v, want a value for each of %d parameters", i+1, cfg, sc.space.Len())
+		}
+	}
+}

@@ -338,6 +338,32 @@ func (t *TPE) Replay(trial int, config map[string]any) error {
 	return nil
 }
 
+// WarmStart implements WarmStarter: the trials join the history before
+// any of this experiment's, as if they had been its oldest trials, so
+// that they count towards TPEStartupTrials and weigh least in g.
+func (t *TPE) WarmStart(trials []PriorTrial) error {
+	for i, pt := range trials {
+		xs := make([]float64, len(t.params))
+		for j := range t.params {
+			p := &t.params[j]
+			v, ok := pt.Config[p.name]
+			if !ok {
+				return fmt.Errorf("tpe: warm start trial %d has no value for %s", pt.Number, p.name)
+			}
+			x, err := p.modelValue(v)
+			if err != nil {
+				return fmt.Errorf("tpe: warm start trial %d: %w", pt.Number, err)
+			}
+			xs[j] = x
+		}
+		if r, counted := tpeRank(pt.End); counted {
+			// Numbers below 1, in the trials' order, rank them oldest.
+			t.h.add(i-len(trials), r, xs)
+		}
+	}
+	return nil
+}
+
 // tpeRank is the key TPE ranks a finished trial by, lower first, as
 // Optuna 3.1 ranks trials (_get_observation_pairs): (−∞, score) for a
 // completed trial; (−step, score) for a stopped one, after every

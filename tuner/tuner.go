@@ -220,6 +220,9 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		}
 		defer lock.Release()
 	}
+	if err := t.checkWarmStart(ctx); err != nil {
+		return nil, err
+	}
 	t.gpus = newGPUWatch(t.db, 0, t.manager.Nodes())
 	l, err := t.prepare(ctx)
 	if err != nil {

@@ -136,6 +136,10 @@ func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 	fmt.Fprintln(p.w, line)
 }
 
+func (p *linePrinter) OnNotice(msg string) {
+	fmt.Fprintf(p.w, "%7.1fs  %s\n", time.Since(p.start).Seconds(), msg)
+}
+
 func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
 	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s\n", time.Since(p.start).Seconds(), trial, describeEvent(e))
 }

@@ -83,6 +83,14 @@ func TestDecodeErrors(t *testing.T) {
 		{"search seed of the wrong type", [2]string{"num_samples = 4", "num_samples = 4\nseed = \"x\""}, 10, "search.seed", "want an integer"},
 		{"cmaes with a choice names the choice", [2]string{"num_samples = 4", "num_samples = 4\nalgorithm = \"cmaes\""}, 15, "search.space.hidden", `cmaes searches numeric spaces only, and "hidden" is a choice`},
 		{"grid without grid parameters", [2]string{"num_samples = 4", "num_samples = 4\nalgorithm = \"grid\""}, 10, "search.algorithm", "needs at least one grid parameter"},
+		{"point naming no parameter", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [\n  { lr = 0.01 },\n  { lr = 0.02, hiden = 64 },\n]"},
+			13, "search.points_to_evaluate[1].hiden", "names no parameter the search samples (have [epochs hidden lr])"},
+		{"point outside its domain", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [{ lr = 0.01, hidden = 48 }]"},
+			11, "search.points_to_evaluate[0].hidden", "48 is not a value of { choice = [32, 64] }"},
+		{"point that is not a table", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [0.01]"},
+			11, "search.points_to_evaluate", "want a table"},
+		{"warm start of random search", [2]string{"max_concurrent = 2", "max_concurrent = 2\nwarm_start = \"earlier\""},
+			11, "search.warm_start", `algorithm "random" does not learn from other trials' results: warm start needs "tpe"`},
 		{"placeholder naming no parameter", [2]string{`model = "mlp"`, `command = ["python3", "train.py", "--lr={lr}", "--layers={layers}"]`}, 18, "trainer.command", `{layers} in argument 4 ("--layers={layers}") names no parameter of [search.space] (have epochs, hidden, lr; write {{layers}} for a literal {layers})`},
 	}
 	for _, tt := range tests {
@@ -226,4 +234,24 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("grid of %d cells expanded to %d", n, len(space.GridCells()))
 		}
 	})
+}
+
+// TestDecodePointsAndWarmStart checks [search] points_to_evaluate and
+// warm_start.
+func TestDecodePointsAndWarmStart(t *testing.T) {
+	doc := strings.Replace(valid, "max_concurrent = 2", `max_concurrent = 2
+algorithm = "tpe"
+warm_start = "digits-v1"
+points_to_evaluate = [{ lr = 0.01, hidden = 64 }, { hidden = 32 }]`, 1)
+	cfg, err := Decode("sweep.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]any{{"lr": 0.01, "hidden": int64(64)}, {"hidden": int64(32)}}
+	if !reflect.DeepEqual(cfg.Search.PointsToEvaluate, want) {
+		t.Errorf("points: got %v, want %v", cfg.Search.PointsToEvaluate, want)
+	}
+	if cfg.Search.WarmStart != "digits-v1" {
+		t.Errorf("warm_start: got %q", cfg.Search.WarmStart)
+	}
 }
