@@ -254,6 +254,13 @@ func (c Config) Validate() error {
 // validateSearch checks the search space against the algorithm, by
 // building the searcher the config describes.
 func (c Config) validateSearch() error {
+	if err := c.Search.Space.Check(); err != nil {
+		var ce *searchspace.ConditionError
+		if errors.As(err, &ce) {
+			return &ConfigError{Key: "search.space." + ce.Param + ".when", Err: ce.Err}
+		}
+		return &ConfigError{Key: "search.space", Err: err}
+	}
 	if c.Search.Algorithm == "grid" && c.Search.Space.Len() == c.Search.Space.WithoutGrid().Len() {
 		return fieldErr("search.algorithm", "\"grid\" needs at least one grid parameter in [search.space], such as batch = { grid = [32, 64] }")
 	}
@@ -285,6 +292,9 @@ func (c Config) validateCommand() error {
 	}
 	for i, arg := range c.Trainer.Command {
 		for _, name := range trainer.Placeholders([]string{arg}) {
+			if p, ok := c.Search.Space.Param(name); ok && p.When != nil {
+				return fieldErr("trainer.command", "{%s} in argument %d (%q) names a conditional parameter, absent from the trials where %s does not hold: read it from GOTUNE_CONFIG instead", name, i+1, arg, p.When)
+			}
 			if c.Search.Space.Domain(name) != nil {
 				continue
 			}

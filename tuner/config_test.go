@@ -70,6 +70,18 @@ func TestValidateSearch(t *testing.T) {
 			"search.warm_start", `algorithm "random" does not learn from other trials' results`},
 		{"warm start from a path", func(c *Config) { c.Search.Algorithm, c.Search.WarmStart = "tpe", "a/b" }, nil,
 			"search.warm_start", "not a path"},
+		{"condition naming no parameter", func(c *Config) {
+			// Added one by one, since New checks the conditions itself.
+			c.Search.Space = &searchspace.Space{}
+			c.Search.Space.Add("x", searchspace.Uniform{Low: 0, High: 1})
+			c.Search.Space.AddParam(searchspace.Param{Name: "m", Domain: searchspace.Uniform{Low: 0, High: 1},
+				When: &searchspace.Condition{Param: "opt", Op: "==", Values: []any{"sgd"}}})
+		}, nil, "search.space.m.when", "opt names no parameter of the space"},
+		{"a point with an absent conditional parameter", func(c *Config) {
+			c.Search.PointsToEvaluate = []map[string]any{{"act": "relu", "m": 0.5}}
+		}, []searchspace.Param{x, choice,
+			{Name: "m", Domain: searchspace.Uniform{Low: 0, High: 1}, When: &searchspace.Condition{Param: "act", Op: "==", Values: []any{"tanh"}}}},
+			"search.points_to_evaluate[0].m", "m is absent from this point, since its condition act == 'tanh' does not hold"},
 		{"a parameter named trial_dir", func(c *Config) {
 			c.Trainer.Command = []string{"run", "{trial_dir}"}
 		}, []searchspace.Param{x, {Name: "trial_dir", Domain: searchspace.Choice{Values: []any{"a"}}}},

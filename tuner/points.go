@@ -12,7 +12,8 @@ import (
 // order, the way [search] points_to_evaluate (and Optuna's enqueue_trial,
 // Ray Tune's points_to_evaluate) seeds a search with known good settings.
 // A point may leave parameters out: they are drawn at random from their
-// domains, from TrialRand(seed, n), as a start-up trial's would be.
+// domains, from TrialRand(seed, n), as a start-up trial's would be, and
+// conditional ones are then present only where their conditions hold.
 //
 // The inner searcher learns from a point's trial as from its own: Points
 // tells it the trial ran with the point's configuration through Replay
@@ -59,6 +60,21 @@ func NewPoints(space *searchspace.Space, points []map[string]any, seed int64, in
 			}
 			checked[i][k] = v
 		}
+		// A conditional parameter the point gives must be present: its
+		// parent given too, and the condition holding.
+		for _, k := range names {
+			prm, _ := space.Param(k)
+			if prm.When == nil || space.Domain(prm.When.Param) == nil {
+				continue
+			}
+			key := fmt.Sprintf("search.points_to_evaluate[%d].%s", i, k)
+			if _, ok := checked[i][prm.When.Param]; !ok {
+				return nil, fieldErr(key, "%s is conditional (when %s): give %s too", k, prm.When, prm.When.Param)
+			}
+			if !prm.When.Holds(checked[i]) {
+				return nil, fieldErr(key, "%s is absent from this point, since its condition %s does not hold", k, prm.When)
+			}
+		}
 	}
 	return &Points{space: space, points: checked, seed: seed, inner: inner}, nil
 }
@@ -94,6 +110,7 @@ func (p *Points) Suggest(trial int) (map[string]any, error) {
 		}
 		cfg[prm.Name] = v
 	}
+	p.space.Prune(cfg)
 	if err := replay(p.inner, trial, cfg); err != nil {
 		return nil, err
 	}

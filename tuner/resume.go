@@ -284,7 +284,7 @@ func (c Config) spaceRecord() map[string]string {
 	space := map[string]string{}
 	if c.Search.Space != nil {
 		for _, p := range c.Search.Space.Params() {
-			space[p.Name] = p.Domain.String()
+			space[p.Name] = p.String()
 		}
 	}
 	return space

@@ -213,6 +213,19 @@ func TestResumedSearchersContinue(t *testing.T) {
 		{"lr": 1e-3},
 	}
 	numericPoints := []map[string]any{{"x": 0.3, "lr": 0.01, "n": int64(3)}, {"n": int64(1)}}
+	// m only with c = "b"; n only with c = "a" or "b".
+	conditional := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -1, High: 1}},
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1}},
+		searchspace.Param{Name: "c", Domain: searchspace.Choice{Values: []any{"a", "b", "c"}}},
+		searchspace.Param{Name: "m", Domain: searchspace.Uniform{Low: 0, High: 1}, When: &searchspace.Condition{Param: "c", Op: "==", Values: []any{"b"}}},
+		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 8}, When: &searchspace.Condition{Param: "c", Op: "in", Values: []any{"a", "b"}}},
+	)
+	// m only in the grid's cells with g = 1.
+	numericConditional := mustSpace(t, append(numeric.Params(),
+		searchspace.Param{Name: "g", Domain: searchspace.Grid{Values: []any{int64(1), int64(2)}}},
+		searchspace.Param{Name: "m", Domain: searchspace.Uniform{Low: 0, High: 1}, When: &searchspace.Condition{Param: "g", Op: "==", Values: []any{int64(1)}}})...)
+	conditionalPoints := []map[string]any{{"c": "b", "m": 0.5}, {"c": "c"}}
 	cases := []searcherCase{
 		{name: "random", algorithm: "random", space: mixed, samples: 16, exactWhenConcurrent: true},
 		{name: "grid", algorithm: "grid", space: withGrid, samples: 8, exactWhenConcurrent: true},
@@ -226,6 +239,10 @@ func TestResumedSearchersContinue(t *testing.T) {
 		{name: "random_points", algorithm: "random", space: mixed, samples: 8, exactWhenConcurrent: true, points: points},
 		{name: "grid_points", algorithm: "grid", space: withGrid, samples: 4, exactWhenConcurrent: true, points: points},
 		{name: "cmaes_points", algorithm: "cmaes", space: numeric, samples: 12, points: numericPoints},
+		{name: "random_conditional", algorithm: "random", space: conditional, samples: 8, exactWhenConcurrent: true},
+		{name: "tpe_conditional", algorithm: "tpe", space: conditional, samples: TPEStartupTrials + 6, exactWhenConcurrent: true, points: conditionalPoints},
+		{name: "cmaes_conditional", algorithm: "cmaes", space: numericConditional, samples: 8},
+		{name: "tpe_conditional_grid", algorithm: "tpe", space: numericConditional, samples: TPEStartupTrials/2 + 3, exactWhenConcurrent: true},
 	}
 	for _, sc := range cases {
 		for _, concurrent := range []int{1, 3} {
@@ -250,6 +267,7 @@ func TestResumedSearchersContinue(t *testing.T) {
 					seen[string(b)] = i + 1
 				}
 				checkPoints(t, sc, want)
+				checkConditions(t, sc.space, want)
 				if concurrent > 1 && !sc.exactWhenConcurrent {
 					return
 				}
@@ -339,8 +357,23 @@ func checkPoints(t *testing.T, sc searcherCase, cfgs []map[string]any) {
 				t.Errorf("trial %d ran %s = %v, point %d gives %v", i+1, k, cfg[k], i, v)
 			}
 		}
-		if len(cfg) != sc.space.Len() {
+		if !sc.space.Conditional() && len(cfg) != sc.space.Len() {
 			t.Errorf("trial %d ran %v, want a value for each of %d parameters", i+1, cfg, sc.space.Len())
+		}
+	}
+}
+
+// checkConditions checks that each configuration has exactly the
+// parameters whose conditions hold in it.
+func checkConditions(t *testing.T, space *searchspace.Space, cfgs []map[string]any) {
+	t.Helper()
+	for i, raw := range cfgs {
+		cfg := restoreTypes(space, raw)
+		for _, p := range space.Params() {
+			_, present := cfg[p.Name]
+			if want := p.When == nil || p.When.Holds(cfg); present != want {
+				t.Errorf("trial %d ran %v: %s present = %v, want %v", i+1, cfg, p.Name, present, want)
+			}
 		}
 	}
 }

@@ -83,6 +83,10 @@ type TPE struct {
 	params []tpeParam
 	consts map[string]any
 	seed   int64
+	// space decides which conditional parameters a configuration has;
+	// conditional is whether it has any.
+	space       *searchspace.Space
+	conditional bool
 	// pending holds the model-space values of each trial suggested or
 	// replayed and not yet ended.
 	pending map[int][]float64
@@ -115,6 +119,12 @@ type tpeParam struct {
 	// model maps a configuration value to model space; ok is false when
 	// v is not a value of the domain's type.
 	model func(v any) (x float64, ok bool)
+	// conditional: the parameter may be absent from a configuration
+	// (NaN in model space). blind: its condition names a parameter TPE
+	// does not search (a grid parameter), so TPE cannot tell when it is
+	// present and does not model it: it is always NaN in model space,
+	// and drawn from the prior.
+	conditional, blind bool
 }
 
 // NewTPE returns a TPE searcher over space whose trials draw from
@@ -123,7 +133,7 @@ type tpeParam struct {
 // are modelled like choices; wrap the searcher in a GridSearch over
 // space.WithoutGrid() to expand them instead.
 func NewTPE(space *searchspace.Space, seed int64) (*TPE, error) {
-	t := &TPE{consts: map[string]any{}, seed: seed, pending: map[int][]float64{}}
+	t := &TPE{consts: map[string]any{}, seed: seed, pending: map[int][]float64{}, space: space, conditional: space.Conditional()}
 	for _, p := range space.Params() {
 		if c, ok := p.Domain.(searchspace.Constant); ok {
 			t.consts[p.Name] = c.Value
@@ -133,6 +143,8 @@ func NewTPE(space *searchspace.Space, seed int64) (*TPE, error) {
 		if err != nil {
 			return nil, &ConfigError{Key: "search.space." + p.Name, Err: fmt.Errorf("tpe: %w", err)}
 		}
+		tp.conditional = p.When != nil
+		tp.blind = p.When != nil && space.Domain(p.When.Param) == nil
 		t.params = append(t.params, tp)
 	}
 	t.h.cols = make([][]float64, len(t.params))
@@ -224,10 +236,22 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 		t.cand = grow(t.cand, len(t.params))
 		values := make([]any, len(t.params))
 		best := math.Inf(-1)
+		var cand map[string]any
 		for c := range tpeCandidates {
 			t.l.sample(r, t.cand)
 			for i := range t.params {
 				values[i], t.cand[i] = t.params[i].snap(t.cand[i])
+			}
+			if t.conditional {
+				// Score a candidate on the parameters it has.
+				cand = make(map[string]any, len(cfg))
+				for k, v := range t.consts {
+					cand[k] = v
+				}
+				for i := range t.params {
+					cand[t.params[i].name] = values[i]
+				}
+				t.prune(cand, t.cand)
 			}
 			if score := t.l.logPDF(t.cand) - t.g.logPDF(t.cand); c == 0 || score > best {
 				best = score
@@ -238,8 +262,23 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 			}
 		}
 	}
+	if t.conditional {
+		t.prune(cfg, xs)
+	}
 	t.pending[trial] = xs
 	return cfg, nil
+}
+
+// prune drops from cfg the parameters whose conditions do not hold and
+// marks them, and those TPE does not model, NaN in xs.
+func (t *TPE) prune(cfg map[string]any, xs []float64) {
+	t.space.Prune(cfg)
+	for i := range t.params {
+		p := &t.params[i]
+		if _, ok := cfg[p.name]; !ok || p.blind {
+			xs[i] = math.NaN()
+		}
+	}
 }
 
 // fit fits l to the good trials, weighted by improvement, and g to the
@@ -325,7 +364,11 @@ func (t *TPE) Replay(trial int, config map[string]any) error {
 	for i := range t.params {
 		p := &t.params[i]
 		v, ok := config[p.name]
-		if !ok {
+		switch {
+		case p.blind || !ok && p.conditional:
+			xs[i] = math.NaN()
+			continue
+		case !ok:
 			return fmt.Errorf("tpe: the configuration has no value for %s", p.name)
 		}
 		x, err := p.modelValue(v)
@@ -347,7 +390,11 @@ func (t *TPE) WarmStart(trials []PriorTrial) error {
 		for j := range t.params {
 			p := &t.params[j]
 			v, ok := pt.Config[p.name]
-			if !ok {
+			switch {
+			case p.blind || !ok && p.conditional:
+				xs[j] = math.NaN()
+				continue
+			case !ok:
 				return fmt.Errorf("tpe: warm start trial %d has no value for %s", pt.Number, p.name)
 			}
 			x, err := p.modelValue(v)

@@ -35,8 +35,9 @@ var ErrNoWarmStart = errors.New("the searcher cannot learn from another experime
 type PriorTrial struct {
 	// Number is the trial's number in its own experiment.
 	Number int
-	// Config holds a value for every parameter of this experiment's space,
-	// with the Go types its domains yield.
+	// Config holds a value for every parameter of this experiment's space
+	// (each conditional one where its condition holds), with the Go types
+	// its domains yield.
 	Config map[string]any
 	// End is how the trial ended, its last result scored by this
 	// experiment's objective.
@@ -220,18 +221,27 @@ func (t *Tuner) priorTrials(ctx context.Context, name string) ([]PriorTrial, *wa
 // fitConfig gives a recorded configuration the types of space's domains,
 // or says why it does not fit the space: a parameter it lacks or a value
 // outside its domain.
+//
+// A conditional parameter is present where its condition holds in the
+// configuration; a value recorded where it does not is dropped.
 func fitConfig(space *searchspace.Space, params map[string]any) (map[string]any, string) {
 	cfg := map[string]any{}
 	for _, p := range space.Params() {
 		v, ok := params[p.Name]
 		if !ok {
-			return nil, "without a value for " + p.Name
+			continue
 		}
 		v, err := searchspace.Member(p.Domain, v)
 		if err != nil {
 			return nil, fmt.Sprintf("%s outside %s", p.Name, p.Domain)
 		}
 		cfg[p.Name] = v
+	}
+	space.Prune(cfg)
+	for _, p := range space.Params() {
+		if _, ok := cfg[p.Name]; !ok && (p.When == nil || p.When.Holds(cfg)) {
+			return nil, "without a value for " + p.Name
+		}
 	}
 	return cfg, ""
 }

@@ -114,11 +114,15 @@ func Decode(name string, data []byte) (tuner.Config, error) {
 	slices.Sort(names)
 	for _, n := range names {
 		key := "search.space." + n
-		d, err := searchspace.Parse(f.Search.Space[n])
+		d, when, err := searchspace.ParseConditional(f.Search.Space[n])
+		var ce *searchspace.ConditionError
+		if errors.As(err, &ce) {
+			return tuner.Config{}, at(key+".when", ce.Err)
+		}
 		if err != nil {
 			return tuner.Config{}, at(key, err)
 		}
-		if err := space.Add(n, d); err != nil {
+		if err := space.AddParam(searchspace.Param{Name: n, Domain: d, When: when}); err != nil {
 			return tuner.Config{}, at(key, err)
 		}
 	}

@@ -83,6 +83,14 @@ func TestDecodeErrors(t *testing.T) {
 		{"search seed of the wrong type", [2]string{"num_samples = 4", "num_samples = 4\nseed = \"x\""}, 10, "search.seed", "want an integer"},
 		{"cmaes with a choice names the choice", [2]string{"num_samples = 4", "num_samples = 4\nalgorithm = \"cmaes\""}, 15, "search.space.hidden", `cmaes searches numeric spaces only, and "hidden" is a choice`},
 		{"grid without grid parameters", [2]string{"num_samples = 4", "num_samples = 4\nalgorithm = \"grid\""}, 10, "search.algorithm", "needs at least one grid parameter"},
+		{"condition that does not parse", [2]string{"hidden = { choice = [32, 64] }", "hidden = { choice = [32, 64], when = \"epochs >= 3\" }"},
+			14, "search.space.hidden.when", `condition "epochs >= 3": at byte 7: the name is followed by ==, !=, in or not in`},
+		{"condition on a numeric parameter", [2]string{"hidden = { choice = [32, 64] }", "hidden = { choice = [32, 64], when = \"lr == 0.01\" }"},
+			14, "search.space.hidden.when", "lr is { loguniform = [0.0001, 0.1] }; a condition compares a choice or a grid parameter's values"},
+		{"condition naming no parameter", [2]string{"epochs = 3", "epochs = 3\nwd = { uniform = [0, 0.1], when = \"hiden == 32\" }"},
+			16, "search.space.wd.when", "hiden names no parameter of the space"},
+		{"condition of the wrong type", [2]string{"epochs = 3", "epochs = 3\nwd = { uniform = [0, 0.1], when = true }"},
+			16, "search.space.wd.when", "want a string"},
 		{"point naming no parameter", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [\n  { lr = 0.01 },\n  { lr = 0.02, hiden = 64 },\n]"},
 			13, "search.points_to_evaluate[1].hiden", "names no parameter the search samples (have [epochs hidden lr])"},
 		{"point outside its domain", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [{ lr = 0.01, hidden = 48 }]"},
@@ -253,5 +261,27 @@ points_to_evaluate = [{ lr = 0.01, hidden = 64 }, { hidden = 32 }]`, 1)
 	}
 	if cfg.Search.WarmStart != "digits-v1" {
 		t.Errorf("warm_start: got %q", cfg.Search.WarmStart)
+	}
+}
+
+// TestDecodeConditional checks a conditional parameter.
+func TestDecodeConditional(t *testing.T) {
+	doc := strings.Replace(valid, "epochs = 3", `epochs = 3
+opt = { choice = ["sgd", "adam"] }
+momentum = { uniform = [0.0, 0.99], when = "opt == 'sgd'" }`, 1)
+	cfg, err := Decode("sweep.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := cfg.Search.Space.Param("momentum")
+	if !ok || p.Domain != (searchspace.Uniform{Low: 0, High: 0.99}) || p.When == nil || p.When.String() != "opt == 'sgd'" {
+		t.Errorf("momentum: got %+v", p)
+	}
+	// A command cannot take it as an argument: it is absent from some trials.
+	doc = strings.Replace(doc, `model = "mlp"`, `command = ["python3", "train.py", "--momentum={momentum}"]`, 1)
+	_, err = Decode("sweep.toml", []byte(doc))
+	var e *Error
+	if !errors.As(err, &e) || e.Key != "trainer.command" || !strings.Contains(err.Error(), "names a conditional parameter") {
+		t.Errorf("a conditional parameter in the command: got %v", err)
 	}
 }
