@@ -71,6 +71,9 @@ type TrialQuery struct {
 	Sort string
 	// Limit keeps the first Limit trials; 0 keeps all.
 	Limit int
+	// Feasible keeps only the trials not known to be infeasible (see
+	// SetConstraints).
+	Feasible bool
 }
 
 // Trials returns every trial of experiment exp in trial-number order.
@@ -96,6 +99,9 @@ func (db *DB) QueryTrials(ctx context.Context, exp string, q TrialQuery) ([]*Tri
 			args = append(args, s)
 		}
 		where += ` AND t.status IN (?` + strings.Repeat(`, ?`, len(q.Status)-1) + `)`
+	}
+	if q.Feasible {
+		where += ` AND coalesce(p.feasible, 1) = 1`
 	}
 	order := `t.number`
 	if q.Sort != "" {
@@ -142,18 +148,19 @@ func (db *DB) Trial(ctx context.Context, exp string, n int) (*Trial, error) {
 }
 
 // BestTrial returns the trial of exp with the best value of the experiment's
-// metric, or ErrNotFound when no trial has reported it yet.
+// metric among its feasible trials (see SetConstraints), or ErrNotFound
+// when no such trial has reported it yet.
 func (db *DB) BestTrial(ctx context.Context, exp string) (*Trial, error) {
 	e, err := db.Experiment(ctx, exp)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := db.QueryTrials(ctx, exp, TrialQuery{Sort: e.Metric, Limit: 1})
+	ts, err := db.QueryTrials(ctx, exp, TrialQuery{Sort: e.Metric, Limit: 1, Feasible: true})
 	if err != nil {
 		return nil, err
 	}
 	if len(ts) == 0 || ts[0].BestMetric == nil {
-		return nil, fmt.Errorf("best trial of %q: no trial has reported %s yet: %w", exp, e.Metric, ErrNotFound)
+		return nil, fmt.Errorf("best trial of %q: no trial has reported %s yet, or none that did is feasible: %w", exp, e.Metric, ErrNotFound)
 	}
 	return ts[0], nil
 }
@@ -161,7 +168,7 @@ func (db *DB) BestTrial(ctx context.Context, exp string) (*Trial, error) {
 func (db *DB) trials(ctx context.Context, tail string, args ...any) ([]*Trial, error) {
 	rows, err := db.rq.QueryContext(ctx, `
 SELECT t.id, e.name, t.number, t.status, t.params_json, p.iterations, p.last_metric,
-	p.best_metric, t.restarts, coalesce(t.error, '')
+	p.best_metric, t.restarts, coalesce(t.error, ''), p.feasible
 FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id `+tail, args...)
 	if err != nil {
 		return nil, err
@@ -172,7 +179,7 @@ FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p
 		var t Trial
 		var params string
 		if err := rows.Scan(&t.id, &t.Experiment, &t.Number, &t.Status, &params, &t.Iterations,
-			&t.LastMetric, &t.BestMetric, &t.Restarts, &t.Error); err != nil {
+			&t.LastMetric, &t.BestMetric, &t.Restarts, &t.Error, &t.Feasible); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(params), &t.Params); err != nil {

@@ -187,6 +187,50 @@ CREATE TABLE scheduler_inputs (
 );
 CREATE INDEX scheduler_inputs_experiment ON scheduler_inputs (experiment_id, id);
 `,
+	// 3: constraints on an experiment's trials (SetConstraints) and each
+	// trial's feasibility, kept by every report; experiments_v's best
+	// counts feasible trials only; trial_standing_v is public.
+	`
+ALTER TABLE experiments ADD COLUMN constraints_json TEXT;
+ALTER TABLE trial_progress ADD COLUMN feasible INTEGER;
+
+-- A report of a trial of a constrained experiment decides the trial's
+-- feasibility: 1 when the report meets every constraint, 0 otherwise (a
+-- metric it lacks, or that is NaN, fails its constraint). Metrics_json
+-- holds infinities as the strings 'Infinity' and '-Infinity'.
+CREATE TRIGGER reports_feasible AFTER INSERT ON reports
+WHEN (SELECT e.constraints_json FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = NEW.trial_id) IS NOT NULL
+BEGIN
+	UPDATE trial_progress SET feasible = (
+		SELECT coalesce(min(coalesce(CASE op
+			WHEN '<=' THEN x <= bound WHEN '<' THEN x < bound
+			WHEN '>=' THEN x >= bound WHEN '>' THEN x > bound END, 0)), 1)
+		FROM (SELECT op, bound, CASE
+				WHEN typeof(raw) IN ('integer', 'real') THEN raw
+				WHEN raw = 'Infinity' THEN 9e999
+				WHEN raw = '-Infinity' THEN -9e999 END AS x
+			FROM (SELECT json_extract(c.value, '$.op') AS op, json_extract(c.value, '$.bound') AS bound,
+					json_extract(NEW.metrics_json, json_extract(c.value, '$.path')) AS raw
+				FROM json_each((SELECT e.constraints_json FROM trials t JOIN experiments e ON e.id = t.experiment_id
+					WHERE t.id = NEW.trial_id)) c)))
+	WHERE trial_id = NEW.trial_id;
+END;
+
+DROP VIEW experiments_v;
+CREATE VIEW experiments_v AS
+SELECT e.name, e.status, e.metric, e.mode, e.created_at,
+       (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS trials,
+       (SELECT CASE e.mode WHEN 'max' THEN max(p.best_metric) ELSE min(p.best_metric) END
+        FROM trials t JOIN trial_progress p ON p.trial_id = t.id
+        WHERE t.experiment_id = e.id AND coalesce(p.feasible, 1) = 1) AS best
+FROM experiments e;
+
+-- feasible: 1 or 0 for a trial of a constrained experiment that has
+-- reported, NULL otherwise.
+CREATE VIEW trial_standing_v AS
+SELECT e.name AS experiment, t.number AS trial_id, p.feasible
+FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id;
+`,
 }
 
 // SchemaVersion is the schema version this build of gotune reads and writes.

@@ -3,14 +3,17 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
 )
@@ -44,6 +47,77 @@ type Objective struct {
 	Metric string `toml:"metric" json:"metric"`
 	// Mode is "min" (lower is better, the default) or "max".
 	Mode string `toml:"mode" json:"mode"`
+	// Constraints bound other reported metrics, such as "mem <= 40" or
+	// "latency_ms < 20" (see ParseConstraint): a trial whose last report
+	// fails one is infeasible, and the best trial is the best feasible
+	// one. TPE models feasibility (see TPEConstraints).
+	Constraints []string `toml:"constraints" json:"constraints,omitempty"`
+}
+
+// Constraint bounds a reported metric; see Objective.Constraints.
+type Constraint = storage.Constraint
+
+// ParseConstraint reads a constraint: a metric name, one of <=, <, >= and
+// >, and a finite number, as in "mem <= 40".
+func ParseConstraint(s string) (Constraint, error) {
+	m := constraintSyntax.FindStringSubmatch(s)
+	if m == nil {
+		return Constraint{}, fmt.Errorf("%q is not a constraint: want a metric, <=, <, >= or >, and a number, such as \"mem <= 40\"", s)
+	}
+	bound, err := strconv.ParseFloat(m[3], 64)
+	if err != nil || math.IsInf(bound, 0) || math.IsNaN(bound) {
+		return Constraint{}, fmt.Errorf("%q: the bound %s is not a finite number", s, m[3])
+	}
+	return Constraint{Metric: m[1], Op: m[2], Bound: bound}, nil
+}
+
+var constraintSyntax = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_./-]*)\s*(<=|<|>=|>)\s*(\S+)\s*$`)
+
+// constraints parses the objective's constraints, which Validate has checked.
+func (o Objective) constraints() []Constraint {
+	var cs []Constraint
+	for _, s := range o.Constraints {
+		if c, err := ParseConstraint(s); err == nil {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// Violation is how far metrics are from meeting every constraint of cs:
+// 0 when they meet them all, else the sum of the amounts by which they
+// miss (at least 1e-12 for a strict bound met with equality), +Inf when
+// a constrained metric is missing or NaN. It ranks infeasible trials, as
+// the constraint values of Optuna's constraints_func do.
+func Violation(cs []Constraint, metrics map[string]float64) float64 {
+	sum := 0.0
+	for _, c := range cs {
+		v, ok := metrics[c.Metric]
+		if !ok || math.IsNaN(v) {
+			return math.Inf(1)
+		}
+		var miss float64
+		switch c.Op {
+		case "<=":
+			miss = v - c.Bound
+		case "<":
+			miss = v - c.Bound
+			if miss == 0 {
+				miss = 1e-12
+			}
+		case ">=":
+			miss = c.Bound - v
+		case ">":
+			miss = c.Bound - v
+			if miss == 0 {
+				miss = 1e-12
+			}
+		}
+		if miss > 0 {
+			sum += miss
+		}
+	}
+	return sum
 }
 
 // SearchConfig says how configurations are chosen: the [search] section of
@@ -225,6 +299,11 @@ func (c Config) Validate() error {
 	case c.Search.MaxConcurrent < 0:
 		return fieldErr("search.max_concurrent", "must not be negative, got %d", c.Search.MaxConcurrent)
 	}
+	for i, cs := range c.Objective.Constraints {
+		if _, err := ParseConstraint(cs); err != nil {
+			return &ConfigError{Key: fmt.Sprintf("objective.constraints[%d]", i), Err: err}
+		}
+	}
 	if err := c.validateWarmStart(); err != nil {
 		return err
 	}
@@ -264,7 +343,7 @@ func (c Config) validateSearch() error {
 	if c.Search.Algorithm == "grid" && c.Search.Space.Len() == c.Search.Space.WithoutGrid().Len() {
 		return fieldErr("search.algorithm", "\"grid\" needs at least one grid parameter in [search.space], such as batch = { grid = [32, 64] }")
 	}
-	_, err := newSearcher(c.Search, c.searchSeed())
+	_, err := newSearcher(c.Search, c.searchSeed(), c.Objective.constraints())
 	return err
 }
 

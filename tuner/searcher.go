@@ -168,7 +168,9 @@ func (s *RandomSearch) OnTrialEnd(int, TrialEnd) {}
 // algorithm over the non-grid parameters, inside a GridSearch that
 // expands the grid parameters and ends the search after
 // NumSamples × cells trials. search must have its defaults applied.
-func newSearcher(search SearchConfig, seed int64) (Searcher, error) {
+//
+// constraints go to TPE, which models feasibility.
+func newSearcher(search SearchConfig, seed int64, constraints []Constraint) (Searcher, error) {
 	rest := search.Space.WithoutGrid()
 	var inner Searcher
 	var err error
@@ -176,7 +178,7 @@ func newSearcher(search SearchConfig, seed int64) (Searcher, error) {
 	case "random", "grid":
 		inner = NewRandomSearch(rest, seed)
 	case "tpe":
-		inner, err = NewTPE(rest, seed)
+		inner, err = NewTPE(rest, seed, TPEConstraints(constraints))
 	case "cmaes":
 		inner, err = NewCMAES(rest, seed)
 	default:

@@ -87,6 +87,8 @@ type TPE struct {
 	// conditional is whether it has any.
 	space       *searchspace.Space
 	conditional bool
+	// constraints decide a finished trial's feasibility; nil for none.
+	constraints []Constraint
 	// pending holds the model-space values of each trial suggested or
 	// replayed and not yet ended.
 	pending map[int][]float64
@@ -132,8 +134,11 @@ type tpeParam struct {
 // on a domain it cannot model (a user-defined Domain). Grid parameters
 // are modelled like choices; wrap the searcher in a GridSearch over
 // space.WithoutGrid() to expand them instead.
-func NewTPE(space *searchspace.Space, seed int64) (*TPE, error) {
+func NewTPE(space *searchspace.Space, seed int64, opts ...TPEOption) (*TPE, error) {
 	t := &TPE{consts: map[string]any{}, seed: seed, pending: map[int][]float64{}, space: space, conditional: space.Conditional()}
+	for _, o := range opts {
+		o(t)
+	}
 	for _, p := range space.Params() {
 		if c, ok := p.Domain.(searchspace.Constant); ok {
 			t.consts[p.Name] = c.Value
@@ -150,6 +155,17 @@ func NewTPE(space *searchspace.Space, seed int64) (*TPE, error) {
 	t.h.cols = make([][]float64, len(t.params))
 	return t, nil
 }
+
+// TPEOption customises a TPE searcher.
+type TPEOption func(*TPE)
+
+// TPEConstraints makes TPE model feasibility, as Optuna's TPESampler does
+// with a constraints_func: a finished trial whose last result fails one
+// of cs (see Violation) ranks after every feasible trial, stopped ones
+// included, the infeasible ones by how far they miss. So the good group
+// holds feasible trials whenever there are enough, and TPE draws from
+// where they are.
+func TPEConstraints(cs []Constraint) TPEOption { return func(t *TPE) { t.constraints = cs } }
 
 func newTPEParam(p searchspace.Param) (tpeParam, error) {
 	tp := tpeParam{name: p.Name, domain: p.Domain}
@@ -351,7 +367,7 @@ func (t *TPE) OnTrialEnd(trial int, end TrialEnd) {
 		return
 	}
 	delete(t.pending, trial)
-	if r, counted := tpeRank(end); counted {
+	if r, counted := t.rank(end); counted {
 		t.h.add(trial, r, xs)
 	}
 }
@@ -403,12 +419,27 @@ func (t *TPE) WarmStart(trials []PriorTrial) error {
 			}
 			xs[j] = x
 		}
-		if r, counted := tpeRank(pt.End); counted {
+		if r, counted := t.rank(pt.End); counted {
 			// Numbers below 1, in the trials' order, rank them oldest.
 			t.h.add(i-len(trials), r, xs)
 		}
 	}
 	return nil
+}
+
+// rank is tpeRank, with an infeasible trial ranked (2, violation): after
+// every other.
+func (t *TPE) rank(end TrialEnd) ([2]float64, bool) {
+	r, counted := tpeRank(end)
+	if counted && len(t.constraints) > 0 {
+		if end.Last == nil {
+			return [2]float64{2, math.Inf(1)}, true
+		}
+		if v := Violation(t.constraints, end.Last.Metrics); v > 0 {
+			return [2]float64{2, v}, true
+		}
+	}
+	return r, counted
 }
 
 // tpeRank is the key TPE ranks a finished trial by, lower first, as

@@ -143,7 +143,7 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 		return nil, &ConfigError{Key: "trainer", Err: errors.New("a Go training function runs in this process and cannot use the cluster's nodes: register it with trainer.Register and use WithWorkerProcess")}
 	}
 	if t.searcher == nil {
-		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed())
+		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed(), t.cfg.Objective.constraints())
 		if err != nil {
 			return nil, err
 		}
@@ -180,8 +180,8 @@ func (t *Tuner) Config() Config { return t.cfg }
 type Result struct {
 	Experiment string
 	Trials     []*storage.Trial
-	// Best is the trial with the best value of the objective, nil when no
-	// trial reported it.
+	// Best is the feasible trial (see Objective.Constraints) with the best
+	// value of the objective, nil when no such trial reported it.
 	Best *storage.Trial
 }
 
@@ -228,6 +228,11 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cs := t.cfg.Objective.constraints(); len(cs) > 0 {
+		if err := t.db.SetConstraints(ctx, l.exp.ID, cs); err != nil {
+			return nil, err
+		}
+	}
 	t.gpus.expID = l.exp.ID
 	stopSampling := t.sampleGPUs()
 	runErr := l.run(ctx)
@@ -255,6 +260,13 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	if l.succeeded == 0 {
 		return res, ErrAllTrialsFailed
 	}
+	if res.Best == nil && len(t.cfg.Objective.Constraints) > 0 {
+		for _, tr := range res.Trials {
+			if tr.BestMetric != nil {
+				return res, fmt.Errorf("%w: %s", ErrNoFeasibleTrial, strings.Join(t.cfg.Objective.Constraints, ", "))
+			}
+		}
+	}
 	if res.Best == nil {
 		seen, err := t.db.MetricNames(context.WithoutCancel(ctx), t.cfg.Name)
 		if err != nil {
@@ -264,6 +276,10 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	}
 	return res, nil
 }
+
+// ErrNoFeasibleTrial is returned by Fit, with the Result, when trials
+// reported the objective but none met the objective's constraints.
+var ErrNoFeasibleTrial = errors.New("no trial met the constraints")
 
 // ErrObjectiveNeverReported is returned by Fit, with the Result, when
 // trials ran but none of their reports carried the objective's metric;

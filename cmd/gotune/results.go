@@ -158,10 +158,13 @@ type trialJSON struct {
 	BestMetric *storage.Number `json:"best_metric"`
 	Restarts   int             `json:"restarts"`
 	Error      string          `json:"error,omitempty"`
+	// Feasible is whether the trial's last report met the objective's
+	// constraints; absent when the experiment has none.
+	Feasible *bool `json:"feasible,omitempty"`
 }
 
 func toTrialJSON(t *storage.Trial) trialJSON {
-	return trialJSON{t.Number, t.Status, t.Params, t.Iterations, storage.NumberPtr(t.LastMetric), storage.NumberPtr(t.BestMetric), t.Restarts, t.Error}
+	return trialJSON{t.Number, t.Status, t.Params, t.Iterations, storage.NumberPtr(t.LastMetric), storage.NumberPtr(t.BestMetric), t.Restarts, t.Error, t.Feasible}
 }
 
 // bestJSON is `gotune best --json`: the best trial, its last report and the
@@ -185,7 +188,11 @@ func printTrialTable(w io.Writer, trials []*storage.Trial) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TRIAL\tSTATUS\tITER\tLAST\tBEST\tPARAMS")
 	for _, t := range trials {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", t.Number, t.Status, t.Iterations,
+		status := t.Status
+		if t.Feasible != nil && !*t.Feasible {
+			status += " (infeasible)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", t.Number, status, t.Iterations,
 			optFloat(t.LastMetric), optFloat(t.BestMetric), formatParams(t.Params))
 	}
 	tw.Flush()

@@ -108,7 +108,7 @@ func runCommand() *cli.Command {
 			switch {
 			case errors.Is(err, storage.ErrExperimentRunning), errors.Is(err, tuner.ErrExperimentExists), errors.Is(err, tuner.ErrNothingToResume):
 				return badInput(err)
-			case errors.Is(err, tuner.ErrAllTrialsFailed), errors.Is(err, tuner.ErrObjectiveNeverReported):
+			case errors.Is(err, tuner.ErrAllTrialsFailed), errors.Is(err, tuner.ErrObjectiveNeverReported), errors.Is(err, tuner.ErrNoFeasibleTrial):
 				return &exitError{exitFailed, err}
 			case errors.Is(err, context.Canceled):
 				return &exitError{exitFailed, fmt.Errorf("interrupted: completed reports are in %s; run the same command again to continue", t.Config().Storage)}

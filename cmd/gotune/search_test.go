@@ -61,3 +61,46 @@ points_to_evaluate = [{ lr = 0.05, hidden = 16 }, { hidden = 32 }]`)
 		t.Errorf("trial 2 ran %v, want the second point with lr drawn", p)
 	}
 }
+
+// TestRunWithUnmetConstraints runs a sweep whose constraint no trial can
+// meet (every trial's last report is of its second epoch): gotune run
+// exits 1 and says so, gotune trials marks every trial infeasible, and
+// gotune best finds none.
+func TestRunWithUnmetConstraints(t *testing.T) {
+	dataset, err := filepath.Abs(filepath.Join(repoRoot, "examples/data/digits.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "gotune.db")
+	sweep := writeSweep(t, fmt.Sprintf(`name = "unmet"
+seed = 3
+[objective]
+metric = "val_acc"
+mode = "max"
+constraints = ["epoch <= 1"]
+[search]
+num_samples = 2
+[search.space]
+lr = { loguniform = [0.01, 0.1] }
+epochs = 2
+[trainer]
+model = "mlp"
+dataset = %q
+`, dataset))
+	code, out, errOut := runCLI("run", "--db", db, sweep)
+	if code != 1 || !strings.Contains(errOut, "no trial met the constraints: epoch <= 1") {
+		t.Fatalf("run: exit %d, want 1 saying no trial met the constraints\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = runCLI("trials", "--db", db, "unmet")
+	if code != 0 || strings.Count(out, "(infeasible)") != 2 {
+		t.Errorf("trials: exit %d, want both trials marked infeasible:\n%s", code, out)
+	}
+	code, out, _ = runCLI("trials", "--db", db, "--json", "unmet")
+	var rows []trialJSON
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 2 || rows[0].Feasible == nil || *rows[0].Feasible {
+		t.Errorf("trials --json: exit %d, want feasible false:\n%s", code, out)
+	}
+	if code, _, errOut := runCLI("best", "--db", db, "unmet"); code != 2 || !strings.Contains(errOut, "none that did is feasible") {
+		t.Errorf("best: exit %d\n%s", code, errOut)
+	}
+}

@@ -91,6 +91,8 @@ func TestDecodeErrors(t *testing.T) {
 			16, "search.space.wd.when", "hiden names no parameter of the space"},
 		{"condition of the wrong type", [2]string{"epochs = 3", "epochs = 3\nwd = { uniform = [0, 0.1], when = true }"},
 			16, "search.space.wd.when", "want a string"},
+		{"bad constraint", [2]string{`mode = "min"`, "mode = \"min\"\nconstraints = [\n  \"mem <= 40\",\n  \"latency == 3\",\n]"},
+			9, "objective.constraints[1]", `"latency == 3" is not a constraint: want a metric, <=, <, >= or >, and a number`},
 		{"point naming no parameter", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [\n  { lr = 0.01 },\n  { lr = 0.02, hiden = 64 },\n]"},
 			13, "search.points_to_evaluate[1].hiden", "names no parameter the search samples (have [epochs hidden lr])"},
 		{"point outside its domain", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [{ lr = 0.01, hidden = 48 }]"},
