@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -108,5 +109,62 @@ func TestConstraintsDecideFeasibility(t *testing.T) {
 	}
 	if err := db.SetConstraints(ctx, free.ID, []Constraint{{"mem", "=<", 1}}); err == nil {
 		t.Error("SetConstraints took the operator =<")
+	}
+}
+
+// TestParetoFront records trials of an experiment that minimises f1 and
+// maximises f2, and checks which are on the front: the dominated, the
+// infeasible and those missing an objective are not; equal points both are.
+func TestParetoFront(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	exp, err := db.CreateExperiment(ctx, "mo", "f1", "min", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetObjectives(ctx, exp.ID, []Objective{{"f1", "min"}, {"f2", "max"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetConstraints(ctx, exp.ID, []Constraint{{"mem", "<=", 10}}); err != nil {
+		t.Fatal(err)
+	}
+	reports := []map[string]float64{
+		{"f1": 1, "f2": 1, "mem": 0},           // 1: front
+		{"f1": 2, "f2": 3, "mem": 0},           // 2: front
+		{"f1": 2, "f2": 2, "mem": 0},           // 3: dominated by 2
+		{"f1": 3, "f2": 3, "mem": 0},           // 4: dominated by 2
+		{"f1": 0, "f2": 9, "mem": 11},          // 5: would dominate all, infeasible
+		{"f1": 0.5, "mem": 0},                  // 6: no f2
+		{"f1": 2, "f2": 3, "mem": 0},           // 7: equal to 2: front
+		{"f1": math.NaN(), "f2": 99, "mem": 0}, // 8: NaN objective
+		{"f1": 5, "f2": 4, "mem": 0},           // 9: front (best f2)
+	}
+	for i, m := range reports {
+		tr, err := db.CreateTrial(ctx, exp.ID, i+1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f1 := m["f1"]
+		if err := db.AddReport(ctx, tr.ID(), Report{Iteration: 1, Time: time.Now(), Metrics: m}, &f1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	front, err := db.ParetoFront(ctx, "mo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, tr := range front {
+		got = append(got, tr.Number)
+	}
+	if want := []int{1, 2, 7, 9}; !slices.Equal(got, want) {
+		t.Errorf("front: got trials %v, want %v", got, want)
+	}
+	// A single-objective experiment has no front.
+	if _, err := db.CreateExperiment(ctx, "so", "f1", "min", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	if front, err := db.ParetoFront(ctx, "so"); err != nil || len(front) != 0 {
+		t.Errorf("single objective: front %v, %v", front, err)
 	}
 }

@@ -37,7 +37,7 @@ func (db *DB) Experiments(ctx context.Context) ([]*Experiment, error) {
 
 func (db *DB) experiments(ctx context.Context, where string, args ...any) ([]*Experiment, error) {
 	rows, err := db.rq.QueryContext(ctx, `
-SELECT e.id, v.name, v.status, v.metric, v.mode, e.config_json, v.created_at, v.trials, v.best
+SELECT e.id, v.name, v.status, v.metric, v.mode, e.config_json, v.created_at, v.trials, v.best, e.objectives_json
 FROM experiments_v v JOIN experiments e ON e.name = v.name `+where+` ORDER BY e.id`, args...)
 	if err != nil {
 		return nil, err
@@ -48,8 +48,14 @@ FROM experiments_v v JOIN experiments e ON e.name = v.name `+where+` ORDER BY e.
 		var e Experiment
 		var cfg string
 		var created float64
-		if err := rows.Scan(&e.ID, &e.Name, &e.Status, &e.Metric, &e.Mode, &cfg, &created, &e.Trials, &e.Best); err != nil {
+		var objectives *string
+		if err := rows.Scan(&e.ID, &e.Name, &e.Status, &e.Metric, &e.Mode, &cfg, &created, &e.Trials, &e.Best, &objectives); err != nil {
 			return nil, err
+		}
+		if objectives != nil {
+			if err := json.Unmarshal([]byte(*objectives), &e.Objectives); err != nil {
+				return nil, fmt.Errorf("experiment %s: decode objectives: %w", e.Name, err)
+			}
 		}
 		e.Config = json.RawMessage(cfg)
 		e.CreatedAt = fromUnixSeconds(created)
@@ -145,6 +151,18 @@ func (db *DB) Trial(ctx context.Context, exp string, n int) (*Trial, error) {
 		return nil, fmt.Errorf("trial %d of %q: %w", n, exp, ErrNotFound)
 	}
 	return ts[0], nil
+}
+
+// ParetoFront returns the trials of exp on the Pareto front of its
+// objectives (see SetObjectives and trial_standing_v), in number order;
+// none when no trial has reported them all yet. It fails with ErrNotFound
+// when there is no such experiment.
+func (db *DB) ParetoFront(ctx context.Context, exp string) ([]*Trial, error) {
+	if _, err := db.Experiment(ctx, exp); err != nil {
+		return nil, err
+	}
+	return db.trials(ctx, `WHERE e.name = ?1 AND t.number IN
+	(SELECT trial_id FROM trial_standing_v WHERE experiment = ?1 AND on_front = 1) ORDER BY t.number`, exp)
 }
 
 // BestTrial returns the trial of exp with the best value of the experiment's

@@ -46,6 +46,9 @@ type Experiment struct {
 	// metric any trial reported, nil when none did.
 	Trials int
 	Best   *float64
+	// Objectives are the experiment's objectives when it has several (see
+	// SetObjectives); nil otherwise.
+	Objectives []Objective
 }
 
 // Trial is one configuration's run within an experiment.
@@ -160,6 +163,56 @@ func (db *DB) SetConstraints(ctx context.Context, expID int64, cs []Constraint) 
 	})
 	if err != nil {
 		return fmt.Errorf("set constraints: %w", err)
+	}
+	return nil
+}
+
+// Objective is one of several objectives of an experiment (see
+// SetObjectives).
+type Objective struct {
+	Metric string `json:"metric"`
+	// Mode is "min" or "max".
+	Mode string `json:"mode"`
+}
+
+// SetObjectives records that experiment expID has several objectives, the
+// metrics of each trial's last report, so that trial_standing_v and
+// ParetoFront find the trials on their Pareto front. The experiment's own
+// metric (CreateExperiment) stays what best_metric, BestTrial and
+// experiments_v follow. Fewer than two objectives leave the experiment
+// with its one.
+func (db *DB) SetObjectives(ctx context.Context, expID int64, objs []Objective) error {
+	var data any
+	if len(objs) > 1 {
+		type stored struct {
+			Metric string `json:"metric"`
+			Mode   string `json:"mode"`
+			Path   string `json:"path"`
+			Sign   int    `json:"sign"`
+		}
+		list := make([]stored, len(objs))
+		for i, o := range objs {
+			list[i] = stored{o.Metric, o.Mode, jsonPath(o.Metric), 1}
+			switch o.Mode {
+			case "max":
+				list[i].Sign = -1
+			case "min":
+			default:
+				return fmt.Errorf("objective %d: mode %q: want min or max", i+1, o.Mode)
+			}
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return err
+		}
+		data = string(b)
+	}
+	err := db.write(ctx, func(tx *wtx) error {
+		_, err := tx.exec(`UPDATE experiments SET objectives_json = ? WHERE id = ?`, data, expID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set objectives: %w", err)
 	}
 	return nil
 }

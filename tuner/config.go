@@ -52,6 +52,46 @@ type Objective struct {
 	// fails one is infeasible, and the best trial is the best feasible
 	// one. TPE models feasibility (see TPEConstraints).
 	Constraints []string `toml:"constraints" json:"constraints,omitempty"`
+	// Metrics and Modes, with two or more metrics, make the sweep
+	// multi-objective, as metric = ["f1", "f2"] and mode = ["min", "max"]
+	// do in a sweep file: the result is the Pareto front of the trials'
+	// last reports (Result.Front), not one best trial. Modes defaults to
+	// "min" for each. Metric and Mode are then the first objective's (the
+	// one the database's best_metric follows); leave them empty.
+	Metrics []string `toml:"-" json:"metrics,omitempty"`
+	Modes   []string `toml:"-" json:"modes,omitempty"`
+}
+
+// multi reports whether the objective has several metrics.
+func (o Objective) multi() bool { return len(o.Metrics) > 1 }
+
+// objectives lists the objectives, one for a single-objective sweep.
+func (o Objective) objectives() []storage.Objective {
+	if !o.multi() {
+		return []storage.Objective{{Metric: o.Metric, Mode: o.Mode}}
+	}
+	out := make([]storage.Objective, len(o.Metrics))
+	for i, m := range o.Metrics {
+		out[i] = storage.Objective{Metric: m, Mode: o.Modes[i]}
+	}
+	return out
+}
+
+// Scores returns metrics' values of objs, lower is better ("max" ones
+// negated); ok is false when a metric is missing.
+func Scores(objs []storage.Objective, metrics map[string]float64) (scores []float64, ok bool) {
+	scores = make([]float64, len(objs))
+	for i, o := range objs {
+		v, has := metrics[o.Metric]
+		if !has {
+			return nil, false
+		}
+		if o.Mode == "max" {
+			v = -v
+		}
+		scores[i] = v
+	}
+	return scores, true
 }
 
 // Constraint bounds a reported metric; see Objective.Constraints.
@@ -126,7 +166,8 @@ type SearchConfig struct {
 	// Algorithm is the searcher: "random" (the default) samples each
 	// configuration independently; "grid" is random search over a space
 	// that must have grid parameters; "tpe" and "cmaes" learn from finished
-	// trials (see TPE and CMAES; "cmaes" needs a numeric space). With every
+	// trials (see TPE and CMAES; "cmaes" needs a numeric space); "nsga2"
+	// evolves a population for several objectives (see NSGA2). With every
 	// algorithm, grid parameters are expanded: each cell of their cartesian
 	// product is tried NumSamples times, as Ray Tune does (see GridSearch).
 	Algorithm string `toml:"algorithm" json:"algorithm,omitempty"`
@@ -161,7 +202,7 @@ type SearchConfig struct {
 }
 
 // Algorithms lists the values SearchConfig.Algorithm accepts.
-var Algorithms = []string{"random", "grid", "tpe", "cmaes"}
+var Algorithms = []string{"random", "grid", "tpe", "cmaes", "nsga2"}
 
 // maxTrials bounds the trials of one experiment (NumSamples × grid cells).
 const maxTrials = 1_000_000
@@ -240,6 +281,20 @@ func (c Config) withDefaults() Config {
 	if c.Storage == "" {
 		c.Storage = DefaultStorage
 	}
+	if o := &c.Objective; len(o.Metrics) > 0 {
+		if len(o.Modes) == 0 {
+			o.Modes = make([]string, len(o.Metrics))
+			for i := range o.Modes {
+				o.Modes[i] = "min"
+			}
+		}
+		if o.Metric == "" {
+			o.Metric = o.Metrics[0]
+		}
+		if o.Mode == "" {
+			o.Mode = o.Modes[0]
+		}
+	}
 	if c.Objective.Mode == "" {
 		c.Objective.Mode = "min"
 	}
@@ -264,8 +319,12 @@ const TrainingIteration = schedulers.DefaultTimeAttr
 // Checkpoints is false: ASHA runs in its stop mode, and HyperBand, PBT and
 // ASHA's promote mode are refused.
 func (c Config) schedulerEnv() schedulers.Env {
-	return schedulers.Env{Metric: c.Objective.Metric, Mode: c.Objective.Mode, Space: c.Search.Space, Seed: c.Seed,
+	env := schedulers.Env{Metric: c.Objective.Metric, Mode: c.Objective.Mode, Space: c.Search.Space, Seed: c.Seed,
 		Checkpoints: c.checkpoints()}
+	if c.Objective.multi() {
+		env.Metrics, env.Modes = c.Objective.Metrics, c.Objective.Modes
+	}
+	return env
 }
 
 // checkpoints reports whether the trials checkpoint, so that a paused
@@ -298,6 +357,9 @@ func (c Config) Validate() error {
 		return fieldErr("search.num_samples", "must be at least 1, got %d", c.Search.NumSamples)
 	case c.Search.MaxConcurrent < 0:
 		return fieldErr("search.max_concurrent", "must not be negative, got %d", c.Search.MaxConcurrent)
+	}
+	if err := c.Objective.validateMulti(c.Search.Algorithm); err != nil {
+		return err
 	}
 	for i, cs := range c.Objective.Constraints {
 		if _, err := ParseConstraint(cs); err != nil {
@@ -343,7 +405,7 @@ func (c Config) validateSearch() error {
 	if c.Search.Algorithm == "grid" && c.Search.Space.Len() == c.Search.Space.WithoutGrid().Len() {
 		return fieldErr("search.algorithm", "\"grid\" needs at least one grid parameter in [search.space], such as batch = { grid = [32, 64] }")
 	}
-	_, err := newSearcher(c.Search, c.searchSeed(), c.Objective.constraints())
+	_, err := newSearcher(c.Search, c.searchSeed(), c.Objective)
 	return err
 }
 
@@ -413,6 +475,36 @@ func (c Config) validateWarmStart() error {
 	}
 	if err := checkName(c.Search.WarmStart); err != nil {
 		return &ConfigError{Key: "search.warm_start", Err: err}
+	}
+	return nil
+}
+
+// validateMulti checks several objectives (with defaults applied) against
+// the algorithm.
+func (o Objective) validateMulti(algorithm string) error {
+	switch {
+	case len(o.Metrics) == 0:
+		return nil
+	case len(o.Metrics) == 1:
+		return fieldErr("objective.metric", "one metric in a list: write metric = %q for a single objective", o.Metrics[0])
+	case len(o.Modes) != len(o.Metrics):
+		return fieldErr("objective.mode", "%d modes for %d metrics: give one mode per metric, or none for all \"min\"", len(o.Modes), len(o.Metrics))
+	case o.Metric != o.Metrics[0] || o.Mode != o.Modes[0]:
+		return fieldErr("objective.metric", "give the objectives as metrics and modes, and leave metric and mode empty")
+	case algorithm == "cmaes":
+		return fieldErr("search.algorithm", "cmaes optimises one objective: with several, use \"tpe\" (MOTPE), \"nsga2\" or \"random\"")
+	}
+	seen := map[string]bool{}
+	for i, m := range o.Metrics {
+		switch {
+		case !metricName.MatchString(m):
+			return fieldErr("objective.metric", "%q is not a metric name (letters, digits, _ . / -)", m)
+		case seen[m]:
+			return fieldErr("objective.metric", "%q is named twice", m)
+		case o.Modes[i] != "min" && o.Modes[i] != "max":
+			return fieldErr("objective.mode", "must be \"min\" or \"max\", got %q for %s", o.Modes[i], m)
+		}
+		seen[m] = true
 	}
 	return nil
 }

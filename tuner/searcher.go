@@ -169,8 +169,9 @@ func (s *RandomSearch) OnTrialEnd(int, TrialEnd) {}
 // expands the grid parameters and ends the search after
 // NumSamples × cells trials. search must have its defaults applied.
 //
-// constraints go to TPE, which models feasibility.
-func newSearcher(search SearchConfig, seed int64, constraints []Constraint) (Searcher, error) {
+// obj's constraints and objectives go to TPE and NSGA-II.
+func newSearcher(search SearchConfig, seed int64, obj Objective) (Searcher, error) {
+	constraints := obj.constraints()
 	rest := search.Space.WithoutGrid()
 	var inner Searcher
 	var err error
@@ -178,7 +179,9 @@ func newSearcher(search SearchConfig, seed int64, constraints []Constraint) (Sea
 	case "random", "grid":
 		inner = NewRandomSearch(rest, seed)
 	case "tpe":
-		inner, err = NewTPE(rest, seed, TPEConstraints(constraints))
+		inner, err = NewTPE(rest, seed, TPEConstraints(constraints), TPEObjectives(obj))
+	case "nsga2":
+		inner, err = NewNSGA2(rest, seed, obj, constraints)
 	case "cmaes":
 		inner, err = NewCMAES(rest, seed)
 	default:

@@ -61,9 +61,9 @@ func (g *resumeGate) train(ctx context.Context, w *trainer.Worker) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	v := resumeScore(w.Config())
+	v, aux := resumeScore(w.Config()), resumeAux(w.Config())
 	for step := 1; step <= 3; step++ {
-		if err := w.Report(ctx, map[string]float64{"loss": v * (1 + 1/float64(step))}); err != nil {
+		if err := w.Report(ctx, map[string]float64{"loss": v * (1 + 1/float64(step)), "aux": aux}); err != nil {
 			return err
 		}
 	}
@@ -86,6 +86,13 @@ func resumeScore(cfg map[string]any) float64 {
 		v += 0.3
 	}
 	return v
+}
+
+// resumeAux is a second objective, at odds with resumeScore: lowest near
+// x = -0.5.
+func resumeAux(cfg map[string]any) float64 {
+	x, _ := cfg["x"].(float64)
+	return math.Pow(x+0.5, 2)
 }
 
 // interruptAt is a moment to interrupt a run at: when the tuner has
@@ -133,6 +140,8 @@ type searcherCase struct {
 	exactWhenConcurrent bool
 	// points are the sweep's points_to_evaluate.
 	points []map[string]any
+	// multi makes the sweep minimise loss and aux.
+	multi bool
 }
 
 // runSweep runs a sweep to its end through the interruptions and returns
@@ -147,6 +156,9 @@ func runSweep(t *testing.T, sc searcherCase, concurrent int, stops []interruptAt
 		Search: SearchConfig{Algorithm: sc.algorithm, NumSamples: sc.samples, MaxConcurrent: concurrent, Space: sc.space,
 			PointsToEvaluate: sc.points},
 		Trainer: trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01}},
+	}
+	if sc.multi {
+		cfg.Objective = Objective{Metrics: []string{"loss", "aux"}}
 	}
 	gate := newResumeGate()
 	fit := func(at interruptAt) (*Result, error) {
@@ -243,6 +255,8 @@ func TestResumedSearchersContinue(t *testing.T) {
 		{name: "tpe_conditional", algorithm: "tpe", space: conditional, samples: TPEStartupTrials + 6, exactWhenConcurrent: true, points: conditionalPoints},
 		{name: "cmaes_conditional", algorithm: "cmaes", space: numericConditional, samples: 8},
 		{name: "tpe_conditional_grid", algorithm: "tpe", space: numericConditional, samples: TPEStartupTrials/2 + 3, exactWhenConcurrent: true},
+		{name: "motpe", algorithm: "tpe", space: conditional, samples: TPEStartupTrials + 6, exactWhenConcurrent: true, multi: true},
+		{name: "nsga2", algorithm: "nsga2", space: conditional, samples: NSGA2PopulationSize + 6, exactWhenConcurrent: true, multi: true},
 	}
 	for _, sc := range cases {
 		for _, concurrent := range []int{1, 3} {

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/storage"
 )
 
 // TPEStartupTrials is how many finished trials TPE waits for before it
@@ -89,6 +90,8 @@ type TPE struct {
 	conditional bool
 	// constraints decide a finished trial's feasibility; nil for none.
 	constraints []Constraint
+	// objs are the objectives of a multi-objective sweep; nil otherwise.
+	objs []storage.Objective
 	// pending holds the model-space values of each trial suggested or
 	// replayed and not yet ended.
 	pending map[int][]float64
@@ -166,6 +169,18 @@ type TPEOption func(*TPE)
 // holds feasible trials whenever there are enough, and TPE draws from
 // where they are.
 func TPEConstraints(cs []Constraint) TPEOption { return func(t *TPE) { t.constraints = cs } }
+
+// TPEObjectives makes TPE optimise every objective of o (with defaults
+// applied) when it has several, as MOTPE does (see goodMulti): a trial's
+// objectives are its last result's metrics, and the good trials the first
+// ones in Pareto order. With one objective it changes nothing.
+func TPEObjectives(o Objective) TPEOption {
+	return func(t *TPE) {
+		if o.multi() {
+			t.objs = o.objectives()
+		}
+	}
+}
 
 func newTPEParam(p searchspace.Param) (tpeParam, error) {
 	tp := tpeParam{name: p.Name, domain: p.Domain}
@@ -301,8 +316,18 @@ func (t *TPE) prune(cfg map[string]any, xs []float64) {
 // others, weighted by age: the order of their trial numbers.
 func (t *TPE) fit() {
 	n := len(t.h.trial)
-	good := t.h.best[:tpeGamma(n)]
-	t.l.fit(t.params, t.h.cols, good, t.improvements(good))
+	var good []int32
+	if len(t.objs) > 1 {
+		good = t.goodMulti()
+		t.weights = grow(t.weights, len(good))
+		for i := range good {
+			t.weights[i] = 1
+		}
+		t.l.fit(t.params, t.h.cols, good, t.weights)
+	} else {
+		good = t.h.best[:tpeGamma(n)]
+		t.l.fit(t.params, t.h.cols, good, t.improvements(good))
+	}
 
 	t.below = slices.Grow(t.below[:0], n)[:n]
 	clear(t.below)
@@ -320,6 +345,40 @@ func (t *TPE) fit() {
 		t.weights[k] = tpeWeight(k, len(t.ids))
 	}
 	t.g.fit(t.params, t.h.cols, t.ids, t.weights)
+}
+
+// goodMulti returns the good observations of a multi-objective history
+// (MOTPE: Ozaki et al., "Multiobjective Tree-Structured Parzen Estimator
+// for Computationally Expensive Optimization Problems", GECCO 2020): the
+// first tpeGamma(n) in Pareto order (paretoOrder: by non-dominated front,
+// then by crowding distance within the front that does not fit whole;
+// infeasible ones after, by violation), trials that ran to their end
+// before those the scheduler stopped.
+func (t *TPE) goodMulti() []int32 {
+	h := &t.h
+	var groups [2][]int
+	for id := range h.trial {
+		g := 0
+		if h.stopped[id] {
+			g = 1
+		}
+		groups[g] = append(groups[g], id)
+	}
+	good := make([]int32, 0, tpeGamma(len(h.trial)))
+	for _, ids := range groups {
+		points, viol := make([][]float64, len(ids)), make([]float64, len(ids))
+		for i, id := range ids {
+			points[i], viol[i] = h.vecs[id], h.violation[id]
+		}
+		order, _ := paretoOrder(points, viol)
+		for _, i := range order {
+			if len(good) == cap(good) {
+				return good
+			}
+			good = append(good, int32(ids[i]))
+		}
+	}
+	return good
 }
 
 // improvements returns the good observations' weights in l: each one's
@@ -367,6 +426,25 @@ func (t *TPE) OnTrialEnd(trial int, end TrialEnd) {
 		return
 	}
 	delete(t.pending, trial)
+	t.learn(trial, end, xs)
+}
+
+// learn adds a finished trial to the history, when TPE learns from it.
+func (t *TPE) learn(trial int, end TrialEnd, xs []float64) {
+	if len(t.objs) > 1 {
+		if end.Status == TrialFailed || end.Last == nil {
+			return
+		}
+		vec, ok := Scores(t.objs, end.Last.Metrics)
+		if !ok || slices.ContainsFunc(vec, math.IsNaN) {
+			return
+		}
+		t.h.add(trial, [2]float64{}, xs)
+		t.h.vecs = append(t.h.vecs, vec)
+		t.h.violation = append(t.h.violation, Violation(t.constraints, end.Last.Metrics))
+		t.h.stopped = append(t.h.stopped, end.Status == TrialStopped)
+		return
+	}
 	if r, counted := t.rank(end); counted {
 		t.h.add(trial, r, xs)
 	}
@@ -419,10 +497,8 @@ func (t *TPE) WarmStart(trials []PriorTrial) error {
 			}
 			xs[j] = x
 		}
-		if r, counted := t.rank(pt.End); counted {
-			// Numbers below 1, in the trials' order, rank them oldest.
-			t.h.add(i-len(trials), r, xs)
-		}
+		// Numbers below 1, in the trials' order, rank them oldest.
+		t.learn(i-len(trials), pt.End, xs)
 	}
 	return nil
 }
@@ -481,6 +557,12 @@ type tpeHistory struct {
 	cols  [][]float64
 	// byTrial holds the observations in increasing trial number.
 	byTrial []int32
+	// vecs, violation and stopped hold, with several objectives, each
+	// observation's scores (lower is better), its constraint violation
+	// and whether the scheduler stopped its trial.
+	vecs      [][]float64
+	violation []float64
+	stopped   []bool
 	// best holds the tpeMaxBelow+1 best observations, best first: the
 	// largest good group and the best of the others. Equal ranks go by
 	// trial number, as Optuna's stable sort of trials in number order

@@ -143,7 +143,7 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 		return nil, &ConfigError{Key: "trainer", Err: errors.New("a Go training function runs in this process and cannot use the cluster's nodes: register it with trainer.Register and use WithWorkerProcess")}
 	}
 	if t.searcher == nil {
-		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed(), t.cfg.Objective.constraints())
+		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed(), t.cfg.Objective)
 		if err != nil {
 			return nil, err
 		}
@@ -181,8 +181,12 @@ type Result struct {
 	Experiment string
 	Trials     []*storage.Trial
 	// Best is the feasible trial (see Objective.Constraints) with the best
-	// value of the objective, nil when no such trial reported it.
+	// value of the objective, nil when no such trial reported it; nil too
+	// with several objectives, which have Front instead.
 	Best *storage.Trial
+	// Front is, with several objectives, the feasible trials on the
+	// Pareto front of their last reports (see storage.ParetoFront).
+	Front []*storage.Trial
 }
 
 // ErrAllTrialsFailed is returned by Fit, with the Result, when the
@@ -233,6 +237,11 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
+	if t.cfg.Objective.multi() {
+		if err := t.db.SetObjectives(ctx, l.exp.ID, t.cfg.Objective.objectives()); err != nil {
+			return nil, err
+		}
+	}
 	t.gpus.expID = l.exp.ID
 	stopSampling := t.sampleGPUs()
 	runErr := l.run(ctx)
@@ -259,6 +268,9 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	}
 	if l.succeeded == 0 {
 		return res, ErrAllTrialsFailed
+	}
+	if t.cfg.Objective.multi() && len(res.Front) > 0 {
+		return res, nil
 	}
 	if res.Best == nil && len(t.cfg.Objective.Constraints) > 0 {
 		for _, tr := range res.Trials {
@@ -340,6 +352,10 @@ func (t *Tuner) result(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Experiment: t.cfg.Name, Trials: trials}
+	if t.cfg.Objective.multi() {
+		res.Front, err = t.db.ParetoFront(ctx, t.cfg.Name)
+		return res, err
+	}
 	res.Best, err = t.db.BestTrial(ctx, t.cfg.Name)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return nil, err

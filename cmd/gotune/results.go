@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,7 +50,16 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 				return err
 			}
 			defer db.Close()
-			trials, err := db.QueryTrials(c.Context, exp, q)
+			var trials []*storage.Trial
+			var onFront map[int]bool
+			err = db.Snapshot(c.Context, func(s *storage.DB) error {
+				var err error
+				if trials, err = s.QueryTrials(c.Context, exp, q); err != nil {
+					return err
+				}
+				onFront, err = frontMembers(c.Context, s, exp)
+				return err
+			})
 			if err != nil {
 				return lookupError(err)
 			}
@@ -57,10 +67,14 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 				out := make([]trialJSON, len(trials))
 				for i, t := range trials {
 					out[i] = toTrialJSON(t)
+					if onFront != nil {
+						member := onFront[t.Number]
+						out[i].OnFront = &member
+					}
 				}
 				return writeJSON(c.App.Writer, out)
 			}
-			printTrialTable(c.App.Writer, trials)
+			printTrialTable(c.App.Writer, trials, onFront)
 			return nil
 		},
 	}
@@ -84,9 +98,15 @@ func bestCommand(dbFlag cli.Flag) *cli.Command {
 			defer db.Close()
 			var out bestJSON
 			var last map[string]float64
+			var front []frontJSON
+			var objectives []storage.Objective
 			err = db.Snapshot(c.Context, func(s *storage.DB) error {
 				exp, err := s.Experiment(c.Context, name)
 				if err != nil {
+					return err
+				}
+				if objectives = exp.Objectives; objectives != nil {
+					front, err = readFront(c.Context, s, exp)
 					return err
 				}
 				best, err := s.BestTrial(c.Context, name)
@@ -114,6 +134,13 @@ func bestCommand(dbFlag cli.Flag) *cli.Command {
 			if err != nil {
 				return lookupError(err)
 			}
+			if objectives != nil {
+				if c.Bool("json") {
+					return writeJSON(c.App.Writer, front)
+				}
+				printFront(c.App.Writer, objectives, front)
+				return nil
+			}
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, out)
 			}
@@ -128,6 +155,71 @@ func bestCommand(dbFlag cli.Flag) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// frontJSON is a trial of the Pareto front in `gotune best --json` of an
+// experiment with several objectives: the trial, its objectives' values
+// and its last report.
+type frontJSON struct {
+	trialJSON
+	Objectives map[string]storage.Number `json:"objectives"`
+	Metrics    map[string]storage.Number `json:"metrics"`
+}
+
+// readFront reads the Pareto front of exp, which has several objectives;
+// ErrNotFound when it is empty.
+func readFront(ctx context.Context, s *storage.DB, exp *storage.Experiment) ([]frontJSON, error) {
+	trials, err := s.ParetoFront(ctx, exp.Name)
+	if err != nil {
+		return nil, err
+	}
+	if len(trials) == 0 {
+		return nil, fmt.Errorf("pareto front of %q: no feasible trial has reported every objective yet: %w", exp.Name, storage.ErrNotFound)
+	}
+	out := make([]frontJSON, len(trials))
+	for i, t := range trials {
+		reports, err := s.Reports(ctx, exp.Name, t.Number)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = frontJSON{trialJSON: toTrialJSON(t), Objectives: map[string]storage.Number{}}
+		if len(reports) > 0 {
+			last := reports[len(reports)-1].Metrics
+			out[i].Metrics = storage.Numbers(last)
+			for _, o := range exp.Objectives {
+				out[i].Objectives[o.Metric] = storage.Number(last[o.Metric])
+			}
+		}
+	}
+	return out, nil
+}
+
+// printFront prints the Pareto front as a table: a trial per row, with its
+// objectives' values.
+func printFront(w io.Writer, objectives []storage.Objective, front []frontJSON) {
+	names := make([]string, len(objectives))
+	for i, o := range objectives {
+		names[i] = fmt.Sprintf("%s (%s)", o.Metric, o.Mode)
+	}
+	fmt.Fprintf(w, "pareto front of %d trials over %s\n", len(front), strings.Join(names, ", "))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "TRIAL\tSTATUS\t%s\tPARAMS\n", strings.ToUpper(strings.Join(metricNames(objectives), "\t")))
+	for _, f := range front {
+		vals := make([]string, len(objectives))
+		for i, o := range objectives {
+			vals[i] = fmt.Sprintf("%.6g", float64(f.Objectives[o.Metric]))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", f.TrialID, f.Status, strings.Join(vals, "\t"), formatParams(f.Params))
+	}
+	tw.Flush()
+}
+
+func metricNames(objectives []storage.Objective) []string {
+	out := make([]string, len(objectives))
+	for i, o := range objectives {
+		out[i] = o.Metric
+	}
+	return out
 }
 
 // openResults opens a results database read-only; a missing or foreign file
@@ -161,10 +253,33 @@ type trialJSON struct {
 	// Feasible is whether the trial's last report met the objective's
 	// constraints; absent when the experiment has none.
 	Feasible *bool `json:"feasible,omitempty"`
+	// OnFront is, in `gotune trials --json` of an experiment with several
+	// objectives, whether the trial is on the Pareto front.
+	OnFront *bool `json:"on_front,omitempty"`
+}
+
+// frontMembers returns the trials of exp on its Pareto front by number, or
+// nil when exp has one objective.
+func frontMembers(ctx context.Context, s *storage.DB, exp string) (map[int]bool, error) {
+	e, err := s.Experiment(ctx, exp)
+	if err != nil || e.Objectives == nil {
+		return nil, err
+	}
+	front, err := s.ParetoFront(ctx, exp)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]bool{}
+	for _, t := range front {
+		out[t.Number] = true
+	}
+	return out, nil
 }
 
 func toTrialJSON(t *storage.Trial) trialJSON {
-	return trialJSON{t.Number, t.Status, t.Params, t.Iterations, storage.NumberPtr(t.LastMetric), storage.NumberPtr(t.BestMetric), t.Restarts, t.Error, t.Feasible}
+	return trialJSON{TrialID: t.Number, Status: t.Status, Params: t.Params, Iterations: t.Iterations,
+		LastMetric: storage.NumberPtr(t.LastMetric), BestMetric: storage.NumberPtr(t.BestMetric),
+		Restarts: t.Restarts, Error: t.Error, Feasible: t.Feasible}
 }
 
 // bestJSON is `gotune best --json`: the best trial, its last report and the
@@ -184,13 +299,18 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printTrialTable(w io.Writer, trials []*storage.Trial) {
+// printTrialTable prints trials, one per row; with onFront (several
+// objectives), members of the Pareto front are marked.
+func printTrialTable(w io.Writer, trials []*storage.Trial, onFront map[int]bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TRIAL\tSTATUS\tITER\tLAST\tBEST\tPARAMS")
 	for _, t := range trials {
 		status := t.Status
 		if t.Feasible != nil && !*t.Feasible {
 			status += " (infeasible)"
+		}
+		if onFront[t.Number] {
+			status += " (front)"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", t.Number, status, t.Iterations,
 			optFloat(t.LastMetric), optFloat(t.BestMetric), formatParams(t.Params))

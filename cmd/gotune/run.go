@@ -200,8 +200,22 @@ func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result) {
 	for _, s := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(w, ", %d %s", counts[s], s)
 	}
+	if o := cfg.Objective; len(o.Metrics) > 1 {
+		onFront := map[int]bool{}
+		for _, t := range res.Front {
+			onFront[t.Number] = true
+		}
+		names := make([]string, len(o.Metrics))
+		for i, m := range o.Metrics {
+			names[i] = fmt.Sprintf("%s (%s)", m, o.Modes[i])
+		}
+		fmt.Fprintf(w, "; the Pareto front over %s has %d trials:\n", strings.Join(names, ", "), len(res.Front))
+		printTrialTable(w, res.Front, onFront)
+		fmt.Fprintf(w, "their objectives: gotune best %s\n", res.Experiment)
+		return
+	}
 	fmt.Fprintf(w, "; best %s (%s) per trial:\n", metric, cfg.Objective.Mode)
-	printTrialTable(w, ranked[:min(len(ranked), 5)])
+	printTrialTable(w, ranked[:min(len(ranked), 5)], nil)
 	if res.Best != nil {
 		fmt.Fprintf(w, "best trial: %d, %s = %.6g\n", res.Best.Number, metric, *res.Best.BestMetric)
 	}

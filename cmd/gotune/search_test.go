@@ -104,3 +104,68 @@ dataset = %q
 		t.Errorf("best: exit %d\n%s", code, errOut)
 	}
 }
+
+// TestRunSeveralObjectives runs a sweep of two objectives: gotune best
+// lists the Pareto front (a JSON array with each trial's objectives),
+// gotune trials marks its members, and the SQL view agrees.
+func TestRunSeveralObjectives(t *testing.T) {
+	dataset, err := filepath.Abs(filepath.Join(repoRoot, "examples/data/digits.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "gotune.db")
+	sweep := writeSweep(t, fmt.Sprintf(`name = "two"
+seed = 3
+[objective]
+metric = ["val_loss", "val_acc"]
+mode = ["min", "min"]
+[search]
+algorithm = "nsga2"
+num_samples = 4
+[search.space]
+lr = { loguniform = [0.001, 0.3] }
+epochs = 2
+[trainer]
+model = "mlp"
+dataset = %q
+`, dataset))
+	code, out, errOut := runCLI("run", "--db", db, sweep)
+	if code != 0 || !strings.Contains(out, "the Pareto front over val_loss (min), val_acc (min) has") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = runCLI("best", "--db", db, "--json", "two")
+	var front []frontJSON
+	if code != 0 || json.Unmarshal([]byte(out), &front) != nil || len(front) == 0 {
+		t.Fatalf("best --json: exit %d\n%s", code, out)
+	}
+	for _, f := range front {
+		if len(f.Objectives) != 2 {
+			t.Errorf("front trial %d: objectives %v", f.TrialID, f.Objectives)
+		}
+	}
+	code, out, _ = runCLI("trials", "--db", db, "--json", "two")
+	var rows []trialJSON
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 4 {
+		t.Fatalf("trials --json: exit %d\n%s", code, out)
+	}
+	members := 0
+	for _, r := range rows {
+		if r.OnFront == nil {
+			t.Fatalf("trial %d has no on_front", r.TrialID)
+		}
+		if *r.OnFront {
+			members++
+		}
+	}
+	if members != len(front) {
+		t.Errorf("trials marks %d on the front, best lists %d", members, len(front))
+	}
+	code, out, _ = runCLI("trials", "--db", db, "two")
+	if code != 0 || strings.Count(out, "(front)") != len(front) {
+		t.Errorf("trials: %d marked, want %d:\n%s", strings.Count(out, "(front)"), len(front), out)
+	}
+	code, out, _ = runCLI("query", "--db", db, "SELECT count(*) FROM trial_standing_v WHERE experiment = 'two' AND on_front = 1")
+	if code != 0 || !strings.Contains(out, fmt.Sprint(len(front))) {
+		t.Errorf("query: exit %d\n%s", code, out)
+	}
+}

@@ -93,6 +93,10 @@ func TestDecodeErrors(t *testing.T) {
 			16, "search.space.wd.when", "want a string"},
 		{"bad constraint", [2]string{`mode = "min"`, "mode = \"min\"\nconstraints = [\n  \"mem <= 40\",\n  \"latency == 3\",\n]"},
 			9, "objective.constraints[1]", `"latency == 3" is not a constraint: want a metric, <=, <, >= or >, and a number`},
+		{"several metrics with one mode", [2]string{`metric = "val_loss"`, `metric = ["val_loss", "latency"]`}, 6, "objective.mode", "several metrics take an array of modes"},
+		{"modes without metrics", [2]string{`mode = "min"`, `mode = ["min", "max"]`}, 6, "objective.mode", "an array of modes goes with an array of metrics"},
+		{"metric array of numbers", [2]string{`metric = "val_loss"`, `metric = ["val_loss", 3]`}, 5, "objective.metric", "got an array holding a number"},
+		{"fewer modes than metrics", [2]string{"metric = \"val_loss\"\nmode = \"min\"", "metric = [\"val_loss\", \"lat\", \"mem\"]\nmode = [\"min\", \"max\"]"}, 6, "objective.mode", "2 modes for 3 metrics"},
 		{"point naming no parameter", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [\n  { lr = 0.01 },\n  { lr = 0.02, hiden = 64 },\n]"},
 			13, "search.points_to_evaluate[1].hiden", "names no parameter the search samples (have [epochs hidden lr])"},
 		{"point outside its domain", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [{ lr = 0.01, hidden = 48 }]"},
@@ -285,5 +289,29 @@ momentum = { uniform = [0.0, 0.99], when = "opt == 'sgd'" }`, 1)
 	var e *Error
 	if !errors.As(err, &e) || e.Key != "trainer.command" || !strings.Contains(err.Error(), "names a conditional parameter") {
 		t.Errorf("a conditional parameter in the command: got %v", err)
+	}
+}
+
+// TestDecodeSeveralObjectives checks metric and mode arrays.
+func TestDecodeSeveralObjectives(t *testing.T) {
+	doc := strings.Replace(valid, "metric = \"val_loss\"\nmode = \"min\"", "metric = [\"val_loss\", \"val_acc\"]\nmode = [\"min\", \"max\"]", 1)
+	cfg, err := Decode("sweep.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Objective
+	if !reflect.DeepEqual(o.Metrics, []string{"val_loss", "val_acc"}) || !reflect.DeepEqual(o.Modes, []string{"min", "max"}) || o.Metric != "" {
+		t.Errorf("objective: got %+v", o)
+	}
+	for _, c := range []struct{ algorithm, key, msg string }{
+		{"cmaes", "search.algorithm", "cmaes optimises one objective"},
+		{"nsga2", "", ""},
+		{"tpe", "", ""},
+	} {
+		_, err := Decode("sweep.toml", []byte(strings.Replace(doc, "num_samples = 4", "num_samples = 4\nalgorithm = \""+c.algorithm+"\"", 1)))
+		var e *Error
+		if c.key == "" && err != nil || c.key != "" && (!errors.As(err, &e) || e.Key != c.key || !strings.Contains(err.Error(), c.msg)) {
+			t.Errorf("%s: got %v, want key %q", c.algorithm, err, c.key)
+		}
 	}
 }
