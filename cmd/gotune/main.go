@@ -81,6 +81,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			lsCommand(dbFlag),
 			trialsCommand(dbFlag),
 			bestCommand(dbFlag),
+			importanceCommand(dbFlag),
 			devicesCommand(),
 			showCommand(dbFlag),
 			queryCommand(dbFlag),

@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/tuner"
 )
 
 // TestRunPointsAndWarmStart runs a sweep, then a TPE sweep that starts
@@ -167,5 +170,55 @@ dataset = %q
 	code, out, _ = runCLI("query", "--db", db, "SELECT count(*) FROM trial_standing_v WHERE experiment = 'two' AND on_front = 1")
 	if code != 0 || !strings.Contains(out, fmt.Sprint(len(front))) {
 		t.Errorf("query: exit %d\n%s", code, out)
+	}
+}
+
+// TestImportanceCommand runs a sweep and ranks its parameters: gotune
+// importance prints a table and --json an array whose shares add up to 1;
+// a metric that is not an objective is bad input.
+func TestImportanceCommand(t *testing.T) {
+	dataset, err := filepath.Abs(filepath.Join(repoRoot, "examples/data/digits.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "gotune.db")
+	sweep := writeSweep(t, fmt.Sprintf(`name = "imp"
+seed = 3
+[objective]
+metric = "val_loss"
+[search]
+num_samples = 8
+[search.space]
+lr = { loguniform = [0.0001, 0.5] }
+hidden = { choice = [8, 32] }
+layers = { randint = [1, 3] }
+epochs = 2
+[trainer]
+model = "mlp"
+dataset = %q
+`, dataset))
+	if code, out, errOut := runCLI("run", "--db", db, sweep); code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut := runCLI("importance", "--db", db, "--json", "imp")
+	var ranks []tuner.ParamImportance
+	if code != 0 || json.Unmarshal([]byte(out), &ranks) != nil || len(ranks) != 3 {
+		t.Fatalf("importance --json: exit %d\n%s\n%s", code, out, errOut)
+	}
+	sum := 0.0
+	for _, r := range ranks {
+		sum += r.Importance
+		if r.Trials != 8 {
+			t.Errorf("%s judged on %d trials, want 8", r.Name, r.Trials)
+		}
+	}
+	if math.Abs(sum-1) > 1e-9 {
+		t.Errorf("shares add up to %g", sum)
+	}
+	if code, out, _ := runCLI("importance", "--db", db, "imp"); code != 0 || !strings.Contains(out, "PARAM") || !strings.Contains(out, ranks[0].Name) {
+		t.Errorf("importance: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := runCLI("importance", "--db", db, "--metric", "val_acc", "imp"); code != 2 || !strings.Contains(errOut, "not an objective") {
+		t.Errorf("importance --metric val_acc: exit %d\n%s", code, errOut)
 	}
 }
