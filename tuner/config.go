@@ -77,9 +77,9 @@ func (o Objective) objectives() []storage.Objective {
 	return out
 }
 
-// Scores returns metrics' values of objs, lower is better ("max" ones
+// objectiveScores returns metrics' values of objs, lower is better ("max" ones
 // negated); ok is false when a metric is missing.
-func Scores(objs []storage.Objective, metrics map[string]float64) (scores []float64, ok bool) {
+func objectiveScores(objs []storage.Objective, metrics map[string]float64) (scores []float64, ok bool) {
 	scores = make([]float64, len(objs))
 	for i, o := range objs {
 		v, has := metrics[o.Metric]

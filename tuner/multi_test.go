@@ -172,3 +172,20 @@ func TestNondominatedSort(t *testing.T) {
 		t.Errorf("order %v, ranks %v", order, rank)
 	}
 }
+
+// TestHypervolumeSelect checks the hypervolume in two and three
+// dimensions, and that selecting 2 of a front of 5 keeps the points that
+// cover most: the knee and an end, not the two ends.
+func TestHypervolumeSelect(t *testing.T) {
+	if got := hypervolume([][]float64{{0, 1}, {1, 0}, {1, 1}}, []float64{2, 2}); got != 3 {
+		t.Errorf("2-D hypervolume %g, want 3", got)
+	}
+	if got := hypervolume([][]float64{{0, 0, 1}, {1, 1, 0}}, []float64{2, 2, 2}); got != 5 {
+		t.Errorf("3-D hypervolume %g, want 5", got)
+	}
+	points := [][]float64{{0, 10}, {1, 3}, {2, 2}, {3, 1}, {10, 0}}
+	got := hypervolumeSelect(points, []int{0, 1, 2, 3, 4}, 2)
+	if !slices.Contains(got, 2) || len(got) != 2 {
+		t.Errorf("selected %v, want the knee (2) among 2", got)
+	}
+}

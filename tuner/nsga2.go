@@ -231,7 +231,7 @@ func (s *NSGA2) OnTrialEnd(trial int, end TrialEnd) {
 	if end.Status == TrialFailed || end.Last == nil {
 		return
 	}
-	scores, ok := Scores(s.objs, end.Last.Metrics)
+	scores, ok := objectiveScores(s.objs, end.Last.Metrics)
 	if !ok || slices.ContainsFunc(scores, math.IsNaN) {
 		return
 	}

@@ -160,3 +160,92 @@ func paretoOrder(points [][]float64, violation []float64) (order []int, rank []i
 	}
 	return order, rank
 }
+
+// hypervolume is the volume that points dominate below ref, all
+// minimised: exact, by slicing along the last objective (O(n²·log n) in
+// three dimensions).
+func hypervolume(points [][]float64, ref []float64) float64 {
+	var in [][]float64
+	for _, p := range points {
+		below := true
+		for k := range p {
+			below = below && p[k] < ref[k]
+		}
+		if below {
+			in = append(in, p)
+		}
+	}
+	m := len(ref)
+	if len(in) == 0 {
+		return 0
+	}
+	if m == 1 {
+		best := ref[0]
+		for _, p := range in {
+			best = min(best, p[0])
+		}
+		return ref[0] - best
+	}
+	slices.SortFunc(in, func(a, b []float64) int {
+		switch {
+		case a[m-1] < b[m-1]:
+			return -1
+		case a[m-1] > b[m-1]:
+			return 1
+		}
+		return 0
+	})
+	hv := 0.0
+	for i := range in {
+		next := ref[m-1]
+		if i+1 < len(in) {
+			next = in[i+1][m-1]
+		}
+		if next == in[i][m-1] {
+			continue
+		}
+		slice := make([][]float64, i+1)
+		for j, p := range in[:i+1] {
+			slice[j] = p[:m-1]
+		}
+		hv += hypervolume(slice, ref[:m-1]) * (next - in[i][m-1])
+	}
+	return hv
+}
+
+// hypervolumeSelect picks k of the points ids (a front) greedily, each
+// time the one that adds most hypervolume to those picked, against a
+// reference point just beyond the front's worst values (as Optuna's MOTPE
+// selects within the front that does not fit whole). Ties go to the
+// earlier id.
+func hypervolumeSelect(points [][]float64, ids []int, k int) []int {
+	m := len(points[ids[0]])
+	ref := make([]float64, m)
+	for j := range m {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, id := range ids {
+			lo, hi = min(lo, points[id][j]), max(hi, points[id][j])
+		}
+		ref[j] = hi + max(0.1*(hi-lo), 1e-12)
+	}
+	var picked []int
+	var chosen [][]float64
+	used := make([]bool, len(ids))
+	base := 0.0
+	for len(picked) < k {
+		best, gain := -1, -1.0
+		for i, id := range ids {
+			if used[i] {
+				continue
+			}
+			if g := hypervolume(append(chosen, points[id]), ref) - base; g > gain {
+				best, gain = i, g
+			}
+		}
+		used[best] = true
+		picked = append(picked, ids[best])
+		chosen = append(chosen, points[ids[best]])
+		base += gain
+	}
+	return picked
+}

@@ -370,12 +370,24 @@ func (t *TPE) goodMulti() []int32 {
 		for i, id := range ids {
 			points[i], viol[i] = h.vecs[id], h.violation[id]
 		}
-		order, _ := paretoOrder(points, viol)
-		for _, i := range order {
-			if len(good) == cap(good) {
-				return good
+		order, rank := paretoOrder(points, viol)
+		for start := 0; start < len(order) && len(good) < cap(good); {
+			// The next front, or the infeasible tail, in order.
+			end := start + 1
+			for end < len(order) && rank[order[end]] == rank[order[start]] && viol[order[start]] == 0 {
+				end++
 			}
-			good = append(good, int32(ids[i]))
+			front := order[start:end]
+			if left := cap(good) - len(good); len(front) > left && viol[front[0]] == 0 {
+				front = hypervolumeSelect(points, front, left)
+			}
+			for _, i := range front {
+				if len(good) == cap(good) {
+					break
+				}
+				good = append(good, int32(ids[i]))
+			}
+			start = end
 		}
 	}
 	return good
@@ -435,7 +447,7 @@ func (t *TPE) learn(trial int, end TrialEnd, xs []float64) {
 		if end.Status == TrialFailed || end.Last == nil {
 			return
 		}
-		vec, ok := Scores(t.objs, end.Last.Metrics)
+		vec, ok := objectiveScores(t.objs, end.Last.Metrics)
 		if !ok || slices.ContainsFunc(vec, math.IsNaN) {
 			return
 		}
