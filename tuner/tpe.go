@@ -319,11 +319,7 @@ func (t *TPE) fit() {
 	var good []int32
 	if len(t.objs) > 1 {
 		good = t.goodMulti()
-		t.weights = grow(t.weights, len(good))
-		for i := range good {
-			t.weights[i] = 1
-		}
-		t.l.fit(t.params, t.h.cols, good, t.weights)
+		t.l.fit(t.params, t.h.cols, good, t.contributions(good))
 	} else {
 		good = t.h.best[:tpeGamma(n)]
 		t.l.fit(t.params, t.h.cols, good, t.improvements(good))
@@ -391,6 +387,56 @@ func (t *TPE) goodMulti() []int32 {
 		}
 	}
 	return good
+}
+
+// contributions returns the good observations' weights in l with
+// several objectives: each one's exclusive hypervolume contribution to
+// the good group (what the group loses without it), against a reference
+// point just beyond the group's worst values, over their mean, at least
+// 1e-3 of the mean (as Optuna's MOTPE weighs its good trials). They all
+// weigh 1 when the group has no volume (one point, or infeasible ones).
+func (t *TPE) contributions(good []int32) []float64 {
+	h := &t.h
+	t.weights = grow(t.weights, len(good))
+	points := make([][]float64, len(good))
+	for i, id := range good {
+		points[i] = h.vecs[id]
+		t.weights[i] = 1
+		if h.violation[id] > 0 {
+			return t.weights
+		}
+	}
+	if len(points) < 2 {
+		return t.weights
+	}
+	m := len(points[0])
+	ref := make([]float64, m)
+	for j := range m {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, p := range points {
+			lo, hi = min(lo, p[j]), max(hi, p[j])
+		}
+		ref[j] = hi + max(0.1*(hi-lo), 1e-12)
+	}
+	total := hypervolume(points, ref)
+	sum := 0.0
+	rest := make([][]float64, 0, len(points)-1)
+	for i := range points {
+		rest = append(append(rest[:0], points[:i]...), points[i+1:]...)
+		t.weights[i] = total - hypervolume(rest, ref)
+		sum += t.weights[i]
+	}
+	if !(sum > 0) {
+		for i := range t.weights {
+			t.weights[i] = 1
+		}
+		return t.weights
+	}
+	mean := sum / float64(len(points))
+	for i := range t.weights {
+		t.weights[i] = max(t.weights[i]/mean, 1e-3)
+	}
+	return t.weights
 }
 
 // improvements returns the good observations' weights in l: each one's
