@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // asha is asynchronous successive halving, after Li et al., "A System for
@@ -42,6 +44,9 @@ type asha struct {
 	// running counts the trials of st.Trials in state running, so that
 	// Next knows whether the experiment drains without a pass over them.
 	running int
+	// metrics and modes are the objectives of a multi-objective
+	// experiment; nil for one.
+	metrics, modes []string
 }
 
 type ashaState struct {
@@ -83,9 +88,12 @@ func (rg *ashaRung) ranked() []*ashaRecord {
 }
 
 type ashaRecord struct {
-	Trial    int  `json:"trial"`
-	Score    fnum `json:"score"`
-	Promoted bool `json:"promoted,omitempty"`
+	Trial int  `json:"trial"`
+	Score fnum `json:"score"`
+	// Scores are the objectives of a multi-objective experiment, lower is
+	// better (+Inf for one the result lacks).
+	Scores   []fnum `json:"scores,omitempty"`
+	Promoted bool   `json:"promoted,omitempty"`
 }
 
 type ashaTrial struct {
@@ -164,9 +172,14 @@ func (a *asha) OnResult(r Result) Decision {
 	}
 	rg := rungs[k]
 	score := worstIfNaN(r.Score)
-	rec := &ashaRecord{Trial: r.Trial, Score: fnum(score)}
+	rec := &ashaRecord{Trial: r.Trial, Score: fnum(score), Scores: a.scores(r.Metrics)}
 	t.Rung = k
 	if !a.promote {
+		if a.metrics != nil {
+			d := a.stopDecisionMulti(rg, rec)
+			rg.add(rec)
+			return d
+		}
 		d := a.stopDecision(rg, score)
 		rg.add(rec)
 		return d
@@ -203,6 +216,62 @@ func (a *asha) stopDecision(rg *ashaRung, score float64) Decision {
 	return d
 }
 
+// scores returns a result's objectives, lower is better, for a
+// multi-objective experiment; nil otherwise.
+func (a *asha) scores(metrics map[string]float64) []fnum {
+	if a.metrics == nil {
+		return nil
+	}
+	out := make([]fnum, len(a.metrics))
+	for i, m := range a.metrics {
+		v, ok := metrics[m]
+		switch {
+		case !ok || math.IsNaN(v):
+			v = math.Inf(1)
+		case a.modes[i] == "max":
+			v = -v
+		}
+		out[i] = fnum(v)
+	}
+	return out
+}
+
+// stopDecisionMulti is stopDecision with several objectives: the result
+// passes when non-dominated sorting (then crowding distance) of the
+// rung's results, its own included, puts it within the best 1/η of them.
+func (a *asha) stopDecisionMulti(rg *ashaRung, rec *ashaRecord) Decision {
+	where := a.rungName(rg.Milestone)
+	d := Decision{Rung: rg.Milestone}
+	n := len(rg.Records) + 1
+	order, front := paretoRank(append(slices.Clone(rg.Records), rec))
+	pos := slices.Index(order, n-1)
+	keep := max(1, int(math.Ceil(float64(n)/a.c.ReductionFactor-relTol)))
+	if pos < keep {
+		d.Reason = fmt.Sprintf("passed %s: on front %d, within the best %d of the %d results recorded there by non-dominated sorting of %s",
+			where, front[n-1]+1, keep, n, strings.Join(a.metrics, ", "))
+		return d
+	}
+	d.Action = Stop
+	d.Reason = fmt.Sprintf("stopped at %s: on front %d, outside the best %d of the %d results recorded there by non-dominated sorting of %s",
+		where, front[n-1]+1, keep, n, strings.Join(a.metrics, ", "))
+	return d
+}
+
+// ranked returns a rung's records best first: by score, ties to the
+// earlier one; with several objectives, by non-dominated sorting. The
+// caller must not change the slice.
+func (a *asha) ranked(rg *ashaRung) []*ashaRecord {
+	if a.metrics == nil {
+		return rg.ranked()
+	}
+	order, _ := paretoRank(rg.Records)
+	out := make([]*ashaRecord, len(order))
+	for i, j := range order {
+		out[i] = rg.Records[j]
+	}
+	return out
+}
+
 // quota is how many of a rung's n records may be promoted: ⌊n/η⌋, or
 // ⌈n/η⌉ when the experiment is draining.
 func (a *asha) quota(n int, drain bool) int {
@@ -224,7 +293,7 @@ func (a *asha) getJob(self int, drain bool) (bracket, rung int, rec *ashaRecord,
 			if ok && rungs[k].Milestone <= best {
 				break
 			}
-			top := rungs[k].ranked()
+			top := a.ranked(rungs[k])
 			top = top[:a.quota(len(top), drain)]
 			for _, r := range top {
 				if r.Promoted {
@@ -253,7 +322,7 @@ func (a *asha) pauseDecision(b, k int, rec *ashaRecord) Decision {
 			where, a.v.metric, val, int(a.c.ReductionFactor+1-relTol), n)
 		return d
 	}
-	top := rg.ranked()[:q]
+	top := a.ranked(rg)[:q]
 	c := a.v.value(float64(top[q-1].Score))
 	d.setCutoff(c)
 	if slices.Contains(top, rec) {
@@ -272,7 +341,7 @@ func (a *asha) promotion(act Action, b, k int, rec *ashaRecord, drain bool, verb
 	rg := rungs[k]
 	n := len(rg.Records)
 	q := a.quota(n, drain)
-	top := rg.ranked()[:q]
+	top := a.ranked(rg)[:q]
 	next := fmt.Sprintf("max_t %s", num(a.c.MaxT))
 	if k+1 < len(rungs) {
 		next = fmt.Sprintf("the rung at %s", num(rungs[k+1].Milestone))

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -272,5 +273,60 @@ func TestASHAStopDecisionAtLargeRungs(t *testing.T) {
 	runtime.ReadMemStats(&m1)
 	if per := (m1.TotalAlloc - m0.TotalAlloc) / k; per > 16<<10 {
 		t.Errorf("a decision at a rung of %d records allocates %d bytes, want < 16 KiB", n, per)
+	}
+}
+
+// TestASHASeveralObjectives ranks rungs by non-dominated sorting: a
+// result that is worst in the first objective but best in the second
+// passes where ranking by the first alone would stop it; a dominated
+// one stops. Promote mode ranks by the same order. HyperBand, median
+// stopping and PBT refuse several objectives.
+func TestASHASeveralObjectives(t *testing.T) {
+	env := Env{Metric: "a", Mode: "min", Metrics: []string{"a", "b"}, Modes: []string{"min", "max"}}
+	s := mustNew(t, Config{Kind: "asha", Mode: "stop", MaxT: 8, GracePeriod: 1, ReductionFactor: 2}, env)
+	single := mustNew(t, Config{Kind: "asha", Mode: "stop", MaxT: 8, GracePeriod: 1, ReductionFactor: 2}, Env{Metric: "a", Mode: "min"})
+	cases := []struct {
+		a, b           float64
+		multi, byFirst Action
+	}{
+		{1, 5, Continue, Continue},
+		{2, 4, Stop, Stop},     // dominated by the first
+		{5, 9, Continue, Stop}, // worst a, best b: on the first front
+		{3, 1, Stop, Stop},     // dominated
+		{0.5, 6, Continue, Continue},
+	}
+	for i, c := range cases {
+		r := Result{Trial: i + 1, Time: 1, Score: c.a, Metrics: map[string]float64{"a": c.a, "b": c.b}}
+		s.OnTrialAdd(i+1, nil)
+		single.OnTrialAdd(i+1, nil)
+		if d := s.OnResult(r); d.Action != c.multi {
+			t.Errorf("trial %d (a %g, b %g): %s (%s), want %s", i+1, c.a, c.b, d.Action, d.Reason, c.multi)
+		}
+		if d := single.OnResult(r); d.Action != c.byFirst {
+			t.Errorf("trial %d by a alone: %s, want %s", i+1, d.Action, c.byFirst)
+		}
+	}
+
+	// Promote mode picks from the same order: the best front first, by
+	// crowding, ties to the earlier; then the next front.
+	p := mustNew(t, Config{Kind: "asha", MaxT: 8, GracePeriod: 1, ReductionFactor: 2}, Env{Checkpoints: true, Metric: "a", Mode: "min", Metrics: []string{"a", "b"}, Modes: []string{"min", "max"}}).(*asha)
+	for i, m := range []map[string]float64{{"a": 1, "b": 1}, {"a": 2, "b": 0.5}, {"a": 9, "b": 9}} {
+		p.OnTrialAdd(i+1, nil)
+		p.OnResult(Result{Trial: i + 1, Time: 1, Score: m["a"], Metrics: m})
+	}
+	var order []int
+	for _, r := range p.ranked(p.st.Brackets[0][0]) {
+		order = append(order, r.Trial)
+	}
+	if want := []int{1, 3, 2}; !slices.Equal(order, want) {
+		t.Errorf("rung order %v, want %v (by a alone it would be 1, 2, 3)", order, want)
+	}
+
+	for _, kind := range []string{"hyperband", "median", "pbt"} {
+		c := map[string]Config{"hyperband": {Kind: kind, MaxT: 8, GracePeriod: 1}, "median": {Kind: kind, GracePeriod: 1}, "pbt": {Kind: kind, PerturbationInterval: 1}}[kind]
+		_, err := New(c, Env{Checkpoints: true, Metrics: []string{"a", "b"}, Modes: []string{"min", "min"}})
+		if err == nil || !strings.Contains(err.Error(), "ranks trials by one objective") {
+			t.Errorf("%s with two objectives: %v", kind, err)
+		}
 	}
 }

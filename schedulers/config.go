@@ -92,6 +92,13 @@ type Env struct {
 	// Seed seeds the scheduler's random choices (PBT's donors and
 	// perturbations); the same seed and events give the same decisions.
 	Seed int64
+	// Metrics and Modes, with two or more metrics, are the objectives of
+	// a multi-objective experiment, read from each result's Metrics: ASHA
+	// then ranks a rung's results by non-dominated sorting (Schmucker et
+	// al., "Multi-objective Asynchronous Successive Halving", 2021);
+	// HyperBand, median stopping and PBT, which rank by one score, refuse
+	// them. Metric and Mode are then the first objective.
+	Metrics, Modes []string
 }
 
 // DefaultTimeAttr is the time attribute every trial has: its number of
@@ -188,6 +195,9 @@ func New(cfg Config, env Env) (Scheduler, error) {
 		return nil, fmt.Errorf("objective mode must be \"min\" or \"max\", got %q", env.Mode)
 	}
 	view := newView(env, c.TimeAttr)
+	if len(env.Metrics) > 1 && c.Kind != "fifo" && c.Kind != "asha" {
+		return nil, fieldErr("kind", "%s ranks trials by one objective, and the experiment has %d: use \"asha\" or \"fifo\"", c.Kind, len(env.Metrics))
+	}
 	switch c.Kind {
 	case "fifo":
 		return FIFO{}, nil
@@ -212,7 +222,11 @@ func New(cfg Config, env Env) (Scheduler, error) {
 		default:
 			return nil, fieldErr("mode", "must be \"promote\" or \"stop\", got %q", c.Mode)
 		}
-		return newASHA(c, view)
+		a, err := newASHA(c, view)
+		if err == nil && len(env.Metrics) > 1 {
+			a.metrics, a.modes = env.Metrics, env.Modes
+		}
+		return a, err
 	case "hyperband":
 		if err := checkRungs(c); err != nil {
 			return nil, err

@@ -31,6 +31,9 @@ type pbt struct {
 	mutations []mutation
 	resample  float64
 	st        pbtState
+	// space drops the conditional parameters whose conditions an
+	// exploration made false; nil without a search space.
+	space *searchspace.Space
 }
 
 type mutation struct {
@@ -79,7 +82,7 @@ func newPBT(c Config, v view, env Env) (*pbt, error) {
 		}
 	}
 	p := &pbt{c: c, v: v, resample: *c.ResampleProbability,
-		st: pbtState{Trials: map[int]*pbtTrial{}, Rand: newSeededRand(env.Seed, 0x9b7)}}
+		st: pbtState{Trials: map[int]*pbtTrial{}, Rand: newSeededRand(env.Seed, 0x9b7)}, space: env.Space}
 	if len(c.HyperparamMutations) == 0 {
 		if env.Space != nil {
 			for _, prm := range env.Space.Params() {
@@ -214,7 +217,21 @@ func (p *pbt) explore(config map[string]any) (map[string]any, []string) {
 			changes = append(changes, fmt.Sprintf("%s %s (%s)", m.name, searchspace.FormatValue(v), how))
 		}
 	}
-	return out, changes
+	if p.space == nil || !p.space.Conditional() {
+		return out, changes
+	}
+	// A conditional parameter goes with its condition: drawn above when
+	// absent, it stays only where the condition now holds.
+	p.space.Prune(out)
+	kept := changes[:0]
+	for i, m := range p.mutations {
+		if _, ok := out[m.name]; ok {
+			kept = append(kept, changes[i])
+		} else if _, had := config[m.name]; had {
+			kept = append(kept, m.name+" dropped (its condition no longer holds)")
+		}
+	}
+	return out, kept
 }
 
 // perturb moves value within domain; false when the domain or the value

@@ -127,3 +127,35 @@ func TestPBTResamples(t *testing.T) {
 		}
 	}
 }
+
+// TestPBTExploreKeepsConditions explores configurations of a space where
+// momentum exists only with opt = "sgd": whichever opt a mutation
+// leaves, momentum is there exactly when its condition holds.
+func TestPBTExploreKeepsConditions(t *testing.T) {
+	space, err := searchspace.New(
+		searchspace.Param{Name: "opt", Domain: searchspace.Choice{Values: []any{"sgd", "adam"}}},
+		searchspace.Param{Name: "momentum", Domain: searchspace.Uniform{Low: 0, High: 1},
+			When: &searchspace.Condition{Param: "opt", Op: "==", Values: []any{"sgd"}}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mustNew(t, Config{Kind: "pbt", PerturbationInterval: 1}, Env{Checkpoints: true, Space: space, Seed: 1}).(*pbt)
+	flips := 0
+	for i := range 100 {
+		from := map[string]any{"opt": "adam"}
+		if i%2 == 0 {
+			from = map[string]any{"opt": "sgd", "momentum": 0.5}
+		}
+		cfg, changes := s.explore(from)
+		if _, has := cfg["momentum"]; has != (cfg["opt"] == "sgd") {
+			t.Fatalf("explored %v into %v (%v)", from, cfg, changes)
+		}
+		if cfg["opt"] != from["opt"] {
+			flips++
+		}
+	}
+	if flips == 0 {
+		t.Error("no exploration changed opt: the test needs some that do")
+	}
+}

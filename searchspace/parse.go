@@ -38,6 +38,40 @@ func Parse(raw any) (Domain, error) {
 	}
 }
 
+// ParseConditional is Parse for a parameter that may be conditional: a
+// table may carry, besides its domain, a "when" key whose string is a
+// condition (see ParseCondition), as in
+//
+//	momentum = { uniform = [0.0, 0.99], when = "opt == 'sgd'" }
+//
+// The condition is nil when there is none. A bad condition is a
+// *ConditionError (without a parameter name, which the caller knows);
+// Space.Check checks the condition against the space.
+func ParseConditional(raw any) (Domain, *Condition, error) {
+	t, ok := raw.(map[string]any)
+	w, hasWhen := t["when"]
+	if !ok || !hasWhen {
+		d, err := Parse(raw)
+		return d, nil, err
+	}
+	text, ok := w.(string)
+	if !ok {
+		return nil, nil, &ConditionError{Err: fmt.Errorf("want a string such as \"opt == 'sgd'\", got %s", typeName(w))}
+	}
+	c, err := ParseCondition(text)
+	if err != nil {
+		return nil, nil, &ConditionError{Err: err}
+	}
+	rest := make(map[string]any, len(t)-1)
+	for k, v := range t {
+		if k != "when" {
+			rest[k] = v
+		}
+	}
+	d, err := Parse(rest)
+	return d, c, err
+}
+
 // DomainKeys lists the table keys Parse accepts, sorted.
 var DomainKeys = []string{"choice", "grid", "loguniform", "lograndint", "qloguniform", "quniform", "randint", "uniform"}
 

@@ -95,15 +95,15 @@ func TestParseErrors(t *testing.T) {
 
 func TestSampleStaysInDomain(t *testing.T) {
 	space, err := New(
-		Param{"lr", LogUniform{1e-4, 1e-1}},
-		Param{"dropout", Uniform{0, 0.5}},
-		Param{"momentum", QUniform{0.5, 0.99, 0.01}},
-		Param{"wd", QLogUniform{1e-5, 1e-2, 1e-5}},
-		Param{"layers", RandInt{1, 4}},
-		Param{"width", LogRandInt{16, 1024}},
-		Param{"act", Choice{[]any{"relu", "tanh"}}},
-		Param{"batch", Grid{[]any{int64(32), int64(64)}}},
-		Param{"epochs", Constant{int64(9)}},
+		Param{Name: "lr", Domain: LogUniform{1e-4, 1e-1}},
+		Param{Name: "dropout", Domain: Uniform{0, 0.5}},
+		Param{Name: "momentum", Domain: QUniform{0.5, 0.99, 0.01}},
+		Param{Name: "wd", Domain: QLogUniform{1e-5, 1e-2, 1e-5}},
+		Param{Name: "layers", Domain: RandInt{1, 4}},
+		Param{Name: "width", Domain: LogRandInt{16, 1024}},
+		Param{Name: "act", Domain: Choice{[]any{"relu", "tanh"}}},
+		Param{Name: "batch", Domain: Grid{[]any{int64(32), int64(64)}}},
+		Param{Name: "epochs", Domain: Constant{int64(9)}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestQUniformValues(t *testing.T) {
 }
 
 func TestSampleIsReproducible(t *testing.T) {
-	space, _ := New(Param{"a", Uniform{0, 1}}, Param{"b", Choice{[]any{int64(1), int64(2), int64(3)}}}, Param{"c", LogRandInt{1, 100}})
+	space, _ := New(Param{Name: "a", Domain: Uniform{0, 1}}, Param{Name: "b", Domain: Choice{[]any{int64(1), int64(2), int64(3)}}}, Param{Name: "c", Domain: LogRandInt{1, 100}})
 	r1, r2 := rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(7, 7))
 	for range 50 {
 		if a, b := space.Sample(r1), space.Sample(r2); !reflect.DeepEqual(a, b) {
@@ -221,10 +221,10 @@ func TestSpaceRejects(t *testing.T) {
 		params []Param
 		want   string
 	}{
-		{"duplicate", []Param{{"a", Uniform{0, 1}}, {"a", Uniform{0, 2}}}, `parameter "a" defined twice`},
-		{"empty name", []Param{{"", Uniform{0, 1}}}, "name must not be empty"},
-		{"invalid domain", []Param{{"lr", LogUniform{0, 1}}}, `parameter "lr": log range [0, 1] touches zero`},
-		{"constant of another type", []Param{{"x", Constant{[]int{1}}}}, "got []int"},
+		{"duplicate", []Param{{Name: "a", Domain: Uniform{0, 1}}, {Name: "a", Domain: Uniform{0, 2}}}, `parameter "a" defined twice`},
+		{"empty name", []Param{{Name: "", Domain: Uniform{0, 1}}}, "name must not be empty"},
+		{"invalid domain", []Param{{Name: "lr", Domain: LogUniform{0, 1}}}, `parameter "lr": log range [0, 1] touches zero`},
+		{"constant of another type", []Param{{Name: "x", Domain: Constant{[]int{1}}}}, "got []int"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.params...)
@@ -237,9 +237,9 @@ func TestSpaceRejects(t *testing.T) {
 
 func TestGridCells(t *testing.T) {
 	space, err := New(
-		Param{"opt", Grid{[]any{"sgd", "adam"}}},
-		Param{"lr", Uniform{0, 1}},
-		Param{"batch", Grid{[]any{int64(32), int64(64), int64(128)}}},
+		Param{Name: "opt", Domain: Grid{[]any{"sgd", "adam"}}},
+		Param{Name: "lr", Domain: Uniform{0, 1}},
+		Param{Name: "batch", Domain: Grid{[]any{int64(32), int64(64), int64(128)}}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestGridCells(t *testing.T) {
 		t.Errorf("WithoutGrid changed the space: %d params", space.Len())
 	}
 
-	plain, _ := New(Param{"lr", Uniform{0, 1}})
+	plain, _ := New(Param{Name: "lr", Domain: Uniform{0, 1}})
 	if plain.GridSize() != 1 || !reflect.DeepEqual(plain.GridCells(), []map[string]any{{}}) {
 		t.Errorf("a space without grid has one empty cell: %d %v", plain.GridSize(), plain.GridCells())
 	}
@@ -274,7 +274,7 @@ func TestGridSizeSaturates(t *testing.T) {
 	for i := range vals {
 		vals[i] = int64(i)
 	}
-	space, _ := New(Param{"a", Grid{vals}}, Param{"b", Grid{vals}}, Param{"c", Grid{vals}}, Param{"d", Grid{vals}})
+	space, _ := New(Param{Name: "a", Domain: Grid{vals}}, Param{Name: "b", Domain: Grid{vals}}, Param{Name: "c", Domain: Grid{vals}}, Param{Name: "d", Domain: Grid{vals}})
 	if got := space.GridSize(); got != MaxGridCells+1 {
 		t.Errorf("10^12 cells: got %d, want MaxGridCells+1", got)
 	}

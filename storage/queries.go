@@ -65,7 +65,7 @@ func (db *DB) experimentRecord(ctx context.Context, name string) (*Experiment, e
 
 func (db *DB) experiments(ctx context.Context, where string, args ...any) ([]*Experiment, error) {
 	rows, err := db.rq.QueryContext(ctx, `
-SELECT e.id, v.name, v.status, v.metric, v.mode, e.config_json, v.created_at, v.trials, v.best
+SELECT e.id, v.name, v.status, v.metric, v.mode, e.config_json, v.created_at, v.trials, v.best, e.objectives_json
 FROM experiments_v v JOIN experiments e ON e.name = v.name `+where+` ORDER BY e.id`, args...)
 	if err != nil {
 		return nil, err
@@ -76,8 +76,14 @@ FROM experiments_v v JOIN experiments e ON e.name = v.name `+where+` ORDER BY e.
 		var e Experiment
 		var cfg string
 		var created float64
-		if err := rows.Scan(&e.ID, &e.Name, &e.Status, &e.Metric, &e.Mode, &cfg, &created, &e.Trials, &e.Best); err != nil {
+		var objectives *string
+		if err := rows.Scan(&e.ID, &e.Name, &e.Status, &e.Metric, &e.Mode, &cfg, &created, &e.Trials, &e.Best, &objectives); err != nil {
 			return nil, err
+		}
+		if objectives != nil {
+			if err := json.Unmarshal([]byte(*objectives), &e.Objectives); err != nil {
+				return nil, fmt.Errorf("experiment %s: decode objectives: %w", e.Name, err)
+			}
 		}
 		e.Config = json.RawMessage(cfg)
 		e.CreatedAt = fromUnixSeconds(created)
@@ -115,6 +121,9 @@ type TrialQuery struct {
 	// Offset skips the first Offset trials of the order, Limit keeps the
 	// next Limit (0: all); together they page through a long list.
 	Offset, Limit int
+	// Feasible keeps only the trials not known to be infeasible (see
+	// SetConstraints).
+	Feasible bool
 }
 
 // ParamFilter compares a hyperparameter with a value: Op is one of "=",
@@ -294,6 +303,9 @@ func trialFilter(e *Experiment, q TrialQuery) (string, []any, error) {
 		where += ` AND instr(lower(t.number || ' ' || t.status || ' ' || coalesce(t.error, '') || ' ' || t.params_json), lower(?)) > 0`
 		args = append(args, text)
 	}
+	if q.Feasible {
+		where += ` AND coalesce(p.feasible, 1) = 1`
+	}
 	return where, args, nil
 }
 
@@ -368,19 +380,32 @@ func (db *DB) Trial(ctx context.Context, exp string, n int) (*Trial, error) {
 	return ts[0], nil
 }
 
+// ParetoFront returns the trials of exp on the Pareto front of its
+// objectives (see SetObjectives and trial_standing_v), in number order;
+// none when no trial has reported them all yet. It fails with ErrNotFound
+// when there is no such experiment.
+func (db *DB) ParetoFront(ctx context.Context, exp string) ([]*Trial, error) {
+	if _, err := db.Experiment(ctx, exp); err != nil {
+		return nil, err
+	}
+	return db.trials(ctx, `WHERE e.name = ?1 AND t.number IN
+	(SELECT trial_id FROM trial_standing_v WHERE experiment = ?1 AND on_front = 1) ORDER BY t.number`, exp)
+}
+
 // BestTrial returns the trial of exp with the best value of the experiment's
-// metric, or ErrNotFound when no trial has reported it yet.
+// metric among its feasible trials (see SetConstraints), or ErrNotFound
+// when no such trial has reported it yet.
 func (db *DB) BestTrial(ctx context.Context, exp string) (*Trial, error) {
 	e, err := db.experimentRecord(ctx, exp)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := db.QueryTrials(ctx, exp, TrialQuery{Sort: e.Metric, Limit: 1})
+	ts, err := db.QueryTrials(ctx, exp, TrialQuery{Sort: e.Metric, Limit: 1, Feasible: true})
 	if err != nil {
 		return nil, err
 	}
 	if len(ts) == 0 || ts[0].BestMetric == nil {
-		return nil, fmt.Errorf("best trial of %q: no trial has reported %s yet: %w", exp, e.Metric, ErrNotFound)
+		return nil, fmt.Errorf("best trial of %q: no trial has reported %s yet, or none that did is feasible: %w", exp, e.Metric, ErrNotFound)
 	}
 	return ts[0], nil
 }
@@ -398,7 +423,7 @@ func (db *DB) trials(ctx context.Context, tail string, args ...any) ([]*Trial, e
 func (db *DB) eachTrial(ctx context.Context, tail string, args []any, fn func(*Trial) error) error {
 	rows, err := db.rq.QueryContext(ctx, `
 SELECT t.id, e.name, t.number, t.status, t.params_json, p.iterations, p.last_metric,
-	p.best_metric, t.restarts, coalesce(t.error, '')
+	p.best_metric, t.restarts, coalesce(t.error, ''), p.feasible
 FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id `+tail, args...)
 	if err != nil {
 		return err
@@ -408,7 +433,7 @@ FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p
 		var t Trial
 		var params string
 		if err := rows.Scan(&t.id, &t.Experiment, &t.Number, &t.Status, &params, &t.Iterations,
-			&t.LastMetric, &t.BestMetric, &t.Restarts, &t.Error); err != nil {
+			&t.LastMetric, &t.BestMetric, &t.Restarts, &t.Error, &t.Feasible); err != nil {
 			return err
 		}
 		if err := json.Unmarshal([]byte(params), &t.Params); err != nil {

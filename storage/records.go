@@ -46,6 +46,9 @@ type Experiment struct {
 	// metric any trial reported, nil when none did.
 	Trials int
 	Best   *float64
+	// Objectives are the experiment's objectives when it has several (see
+	// SetObjectives); nil otherwise.
+	Objectives []Objective
 }
 
 // Trial is one configuration's run within an experiment.
@@ -66,6 +69,10 @@ type Trial struct {
 	// or when its experiment was resumed).
 	Restarts int
 	Error    string
+	// Feasible says whether the trial's last report met every constraint
+	// of its experiment (see SetConstraints); nil when the experiment has
+	// none or the trial has not reported.
+	Feasible *bool
 
 	id int64
 }
@@ -109,6 +116,105 @@ func (db *DB) CreateExperiment(ctx context.Context, name, metric, mode string, c
 	}
 	return &Experiment{ID: id, Name: name, Status: ExperimentRunning, Metric: metric, Mode: mode,
 		Config: cfg, CreatedAt: now.UTC()}, nil
+}
+
+// Constraint bounds a metric of a trial's reports: a trial is feasible
+// when its last report meets every constraint of its experiment.
+type Constraint struct {
+	Metric string
+	// Op is "<=", "<", ">=" or ">": the report's value of Metric, Op,
+	// Bound must hold. A report without the metric, or with NaN, fails.
+	Op    string
+	Bound float64
+}
+
+// SetConstraints records the constraints of experiment expID, replacing
+// any it had; from then on every report decides its trial's feasibility
+// (Trial.Feasible), BestTrial and experiments_v's best count feasible
+// trials only. Set them before the first report; none leaves the
+// experiment unconstrained.
+func (db *DB) SetConstraints(ctx context.Context, expID int64, cs []Constraint) error {
+	var data any
+	if len(cs) > 0 {
+		type stored struct {
+			Path  string  `json:"path"`
+			Op    string  `json:"op"`
+			Bound float64 `json:"bound"`
+		}
+		list := make([]stored, len(cs))
+		for i, c := range cs {
+			switch {
+			case c.Op != "<=" && c.Op != "<" && c.Op != ">=" && c.Op != ">":
+				return fmt.Errorf("constraint %d: operator %q: want <=, <, >= or >", i+1, c.Op)
+			case math.IsNaN(c.Bound) || math.IsInf(c.Bound, 0):
+				return fmt.Errorf("constraint %d: the bound must be finite, got %g", i+1, c.Bound)
+			}
+			list[i] = stored{jsonPath(c.Metric), c.Op, c.Bound}
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return err
+		}
+		data = string(b)
+	}
+	err := db.write(ctx, func(tx *wtx) error {
+		_, err := tx.exec(`UPDATE experiments SET constraints_json = ? WHERE id = ?`, data, expID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set constraints: %w", err)
+	}
+	return nil
+}
+
+// Objective is one of several objectives of an experiment (see
+// SetObjectives).
+type Objective struct {
+	Metric string `json:"metric"`
+	// Mode is "min" or "max".
+	Mode string `json:"mode"`
+}
+
+// SetObjectives records that experiment expID has several objectives, the
+// metrics of each trial's last report, so that trial_standing_v and
+// ParetoFront find the trials on their Pareto front. The experiment's own
+// metric (CreateExperiment) stays what best_metric, BestTrial and
+// experiments_v follow. Fewer than two objectives leave the experiment
+// with its one.
+func (db *DB) SetObjectives(ctx context.Context, expID int64, objs []Objective) error {
+	var data any
+	if len(objs) > 1 {
+		type stored struct {
+			Metric string `json:"metric"`
+			Mode   string `json:"mode"`
+			Path   string `json:"path"`
+			Sign   int    `json:"sign"`
+		}
+		list := make([]stored, len(objs))
+		for i, o := range objs {
+			list[i] = stored{o.Metric, o.Mode, jsonPath(o.Metric), 1}
+			switch o.Mode {
+			case "max":
+				list[i].Sign = -1
+			case "min":
+			default:
+				return fmt.Errorf("objective %d: mode %q: want min or max", i+1, o.Mode)
+			}
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return err
+		}
+		data = string(b)
+	}
+	err := db.write(ctx, func(tx *wtx) error {
+		_, err := tx.exec(`UPDATE experiments SET objectives_json = ? WHERE id = ?`, data, expID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set objectives: %w", err)
+	}
+	return nil
 }
 
 // FinishExperiment sets the final status of an experiment.

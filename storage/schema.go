@@ -208,6 +208,76 @@ CREATE TABLE mlflow_runs (
 	PRIMARY KEY (experiment_id, target, trial)
 ) WITHOUT ROWID;
 `,
+	// 4: constraints on an experiment's trials (SetConstraints) and each
+	// trial's feasibility, kept by every report; experiments_v's best
+	// counts feasible trials only; several objectives (SetObjectives) and
+	// the Pareto front of their trials; trial_standing_v is public.
+	`
+ALTER TABLE experiments ADD COLUMN constraints_json TEXT;
+ALTER TABLE experiments ADD COLUMN objectives_json TEXT;
+ALTER TABLE trial_progress ADD COLUMN feasible INTEGER;
+
+-- A report of a trial of a constrained experiment decides the trial's
+-- feasibility: 1 when the report meets every constraint, 0 otherwise (a
+-- metric it lacks, or that is NaN, fails its constraint). Metrics_json
+-- holds infinities as the strings 'Infinity' and '-Infinity'.
+CREATE TRIGGER reports_feasible AFTER INSERT ON reports
+WHEN (SELECT e.constraints_json FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = NEW.trial_id) IS NOT NULL
+BEGIN
+	UPDATE trial_progress SET feasible = (
+		SELECT coalesce(min(coalesce(CASE op
+			WHEN '<=' THEN x <= bound WHEN '<' THEN x < bound
+			WHEN '>=' THEN x >= bound WHEN '>' THEN x > bound END, 0)), 1)
+		FROM (SELECT op, bound, CASE
+				WHEN typeof(raw) IN ('integer', 'real') THEN raw
+				WHEN raw = 'Infinity' THEN 9e999
+				WHEN raw = '-Infinity' THEN -9e999 END AS x
+			FROM (SELECT json_extract(c.value, '$.op') AS op, json_extract(c.value, '$.bound') AS bound,
+					json_extract(NEW.metrics_json, json_extract(c.value, '$.path')) AS raw
+				FROM json_each((SELECT e.constraints_json FROM trials t JOIN experiments e ON e.id = t.experiment_id
+					WHERE t.id = NEW.trial_id)) c)))
+	WHERE trial_id = NEW.trial_id;
+END;
+
+DROP VIEW experiments_v;
+CREATE VIEW experiments_v AS
+SELECT e.name, e.status, e.metric, e.mode, e.created_at,
+       (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS trials,
+       (SELECT CASE e.mode WHEN 'max' THEN max(p.best_metric) ELSE min(p.best_metric) END
+        FROM trials t JOIN trial_progress p ON p.trial_id = t.id
+        WHERE t.experiment_id = e.id AND coalesce(p.feasible, 1) = 1) AS best
+FROM experiments e;
+
+-- feasible: 1 or 0 for a trial of a constrained experiment that has
+-- reported, NULL otherwise. on_front: 1 or 0 for a trial of an experiment
+-- with several objectives (objectives_json: [{"path": JSON path, "sign":
+-- 1 to minimise, -1 to maximise}]), NULL otherwise. A trial's objectives
+-- are the values of its last report, signed so that lower is better; one
+-- that is not a finite number counts as missing. A trial is on the Pareto
+-- front when it is feasible, has every objective, and no other such trial
+-- of its experiment dominates it (is no worse in every objective and
+-- better in one).
+CREATE VIEW trial_standing_v AS
+WITH obj AS MATERIALIZED (
+	SELECT t.id AS trial_id, t.experiment_id AS exp, coalesce(p.feasible, 1) AS feasible, o.key AS k,
+	       CASE WHEN typeof(json_extract(r.metrics_json, json_extract(o.value, '$.path'))) IN ('integer', 'real')
+	            THEN json_extract(o.value, '$.sign') * json_extract(r.metrics_json, json_extract(o.value, '$.path')) END AS v
+	FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id
+	LEFT JOIN reports r ON r.id = p.last_report_id, json_each(e.objectives_json) o
+	WHERE e.objectives_json IS NOT NULL),
+complete AS MATERIALIZED (
+	SELECT trial_id, exp FROM obj GROUP BY trial_id HAVING count(v) = count(*) AND min(feasible) = 1),
+dominated AS (
+	SELECT DISTINCT a.trial_id
+	FROM complete ca JOIN complete cb ON cb.exp = ca.exp AND cb.trial_id != ca.trial_id
+	JOIN obj a ON a.trial_id = ca.trial_id JOIN obj b ON b.trial_id = cb.trial_id AND b.k = a.k
+	GROUP BY a.trial_id, b.trial_id
+	HAVING sum(b.v <= a.v) = count(*) AND sum(b.v < a.v) > 0)
+SELECT e.name AS experiment, t.number AS trial_id, p.feasible,
+       CASE WHEN e.objectives_json IS NULL THEN NULL
+            ELSE t.id IN (SELECT trial_id FROM complete) AND t.id NOT IN (SELECT trial_id FROM dominated) END AS on_front
+FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id;
+`,
 }
 
 // SchemaVersion is the schema version this build of gotune reads and writes.

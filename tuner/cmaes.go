@@ -18,7 +18,10 @@ import (
 //
 // It searches numeric spaces only: uniform, loguniform, quniform,
 // qloguniform, randint and lograndint parameters, at least two of them.
-// Constants are passed through. A choice has no order to move along, so
+// Constants are passed through. A parameter may be conditional on a grid
+// parameter (a condition on a choice has no choice here to name): the
+// strategy draws it in every trial, and GridSearch drops it from the
+// configurations where its condition fails. A choice has no order to move along, so
 // NewCMAES refuses it.
 //
 // A trial the scheduler stopped early counts with its last result as a
@@ -38,6 +41,9 @@ type CMAES struct {
 	s       *study
 	sampler *cmaes.Sampler
 	dists   map[string]any
+	// conditional names the parameters that may be absent from a
+	// configuration: those conditional on a grid parameter.
+	conditional map[string]bool
 }
 
 var _ Searcher = (*CMAES)(nil)
@@ -73,7 +79,13 @@ func NewCMAES(space *searchspace.Space, seed int64) (*CMAES, error) {
 	for _, p := range s.params {
 		dists[p.name] = p.dist
 	}
-	return &CMAES{s: s, sampler: sampler, dists: dists}, nil
+	conditional := map[string]bool{}
+	for _, p := range space.Params() {
+		if p.When != nil {
+			conditional[p.Name] = true
+		}
+	}
+	return &CMAES{s: s, sampler: sampler, dists: dists, conditional: conditional}, nil
 }
 
 func kindName(d searchspace.Domain) string {
@@ -112,12 +124,27 @@ func (c *CMAES) Suggest(trial int) (map[string]any, error) {
 // the strategy where it was, in the middle of its generation; otherwise
 // the generations may be cut differently, but the strategy never draws
 // the same point twice.
+//
+// A parameter conditional on a grid parameter is absent from the
+// configurations where its condition fails; the strategy learns the value
+// it drew for it all the same (the objective does not depend on it), so
+// Replay records its draw where the configuration lacks it, as the
+// suggestion had it.
 func (c *CMAES) Replay(trial int, config map[string]any) error {
-	id, _, err := c.draw(trial)
+	id, xs, err := c.draw(trial)
 	if err != nil {
 		return fmt.Errorf("replay trial %d: %w", trial, err)
 	}
-	return c.s.record(trial, id, config)
+	full := make(map[string]any, len(config)+len(c.conditional))
+	for k, v := range config {
+		full[k] = v
+	}
+	for _, p := range c.s.params {
+		if _, ok := full[p.name]; !ok && c.conditional[p.name] {
+			full[p.name] = p.external(xs[p.name])
+		}
+	}
+	return c.s.record(trial, id, full)
 }
 
 // draw creates the goptuna trial of a gotune trial and asks the sampler

@@ -3,14 +3,17 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
 )
@@ -44,6 +47,117 @@ type Objective struct {
 	Metric string `toml:"metric" json:"metric"`
 	// Mode is "min" (lower is better, the default) or "max".
 	Mode string `toml:"mode" json:"mode"`
+	// Constraints bound other reported metrics, such as "mem <= 40" or
+	// "latency_ms < 20" (see ParseConstraint): a trial whose last report
+	// fails one is infeasible, and the best trial is the best feasible
+	// one. TPE models feasibility (see TPEConstraints).
+	Constraints []string `toml:"constraints" json:"constraints,omitempty"`
+	// Metrics and Modes, with two or more metrics, make the sweep
+	// multi-objective, as metric = ["f1", "f2"] and mode = ["min", "max"]
+	// do in a sweep file: the result is the Pareto front of the trials'
+	// last reports (Result.Front), not one best trial. Modes defaults to
+	// "min" for each. Metric and Mode are then the first objective's (the
+	// one the database's best_metric follows); leave them empty.
+	Metrics []string `toml:"-" json:"metrics,omitempty"`
+	Modes   []string `toml:"-" json:"modes,omitempty"`
+}
+
+// multi reports whether the objective has several metrics.
+func (o Objective) multi() bool { return len(o.Metrics) > 1 }
+
+// objectives lists the objectives, one for a single-objective sweep.
+func (o Objective) objectives() []storage.Objective {
+	if !o.multi() {
+		return []storage.Objective{{Metric: o.Metric, Mode: o.Mode}}
+	}
+	out := make([]storage.Objective, len(o.Metrics))
+	for i, m := range o.Metrics {
+		out[i] = storage.Objective{Metric: m, Mode: o.Modes[i]}
+	}
+	return out
+}
+
+// objectiveScores returns metrics' values of objs, lower is better ("max" ones
+// negated); ok is false when a metric is missing.
+func objectiveScores(objs []storage.Objective, metrics map[string]float64) (scores []float64, ok bool) {
+	scores = make([]float64, len(objs))
+	for i, o := range objs {
+		v, has := metrics[o.Metric]
+		if !has {
+			return nil, false
+		}
+		if o.Mode == "max" {
+			v = -v
+		}
+		scores[i] = v
+	}
+	return scores, true
+}
+
+// Constraint bounds a reported metric; see Objective.Constraints.
+type Constraint = storage.Constraint
+
+// ParseConstraint reads a constraint: a metric name, one of <=, <, >= and
+// >, and a finite number, as in "mem <= 40".
+func ParseConstraint(s string) (Constraint, error) {
+	m := constraintSyntax.FindStringSubmatch(s)
+	if m == nil {
+		return Constraint{}, fmt.Errorf("%q is not a constraint: want a metric, <=, <, >= or >, and a number, such as \"mem <= 40\"", s)
+	}
+	bound, err := strconv.ParseFloat(m[3], 64)
+	if err != nil || math.IsInf(bound, 0) || math.IsNaN(bound) {
+		return Constraint{}, fmt.Errorf("%q: the bound %s is not a finite number", s, m[3])
+	}
+	return Constraint{Metric: m[1], Op: m[2], Bound: bound}, nil
+}
+
+var constraintSyntax = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_./-]*)\s*(<=|<|>=|>)\s*(\S+)\s*$`)
+
+// constraints parses the objective's constraints, which Validate has checked.
+func (o Objective) constraints() []Constraint {
+	var cs []Constraint
+	for _, s := range o.Constraints {
+		if c, err := ParseConstraint(s); err == nil {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// Violation is how far metrics are from meeting every constraint of cs:
+// 0 when they meet them all, else the sum of the amounts by which they
+// miss (at least 1e-12 for a strict bound met with equality), +Inf when
+// a constrained metric is missing or NaN. It ranks infeasible trials, as
+// the constraint values of Optuna's constraints_func do.
+func Violation(cs []Constraint, metrics map[string]float64) float64 {
+	sum := 0.0
+	for _, c := range cs {
+		v, ok := metrics[c.Metric]
+		if !ok || math.IsNaN(v) {
+			return math.Inf(1)
+		}
+		var miss float64
+		switch c.Op {
+		case "<=":
+			miss = v - c.Bound
+		case "<":
+			miss = v - c.Bound
+			if miss == 0 {
+				miss = 1e-12
+			}
+		case ">=":
+			miss = c.Bound - v
+		case ">":
+			miss = c.Bound - v
+			if miss == 0 {
+				miss = 1e-12
+			}
+		}
+		if miss > 0 {
+			sum += miss
+		}
+	}
+	return sum
 }
 
 // SearchConfig says how configurations are chosen: the [search] section of
@@ -52,7 +166,8 @@ type SearchConfig struct {
 	// Algorithm is the searcher: "random" (the default) samples each
 	// configuration independently; "grid" is random search over a space
 	// that must have grid parameters; "tpe" and "cmaes" learn from finished
-	// trials (see TPE and CMAES; "cmaes" needs a numeric space). With every
+	// trials (see TPE and CMAES; "cmaes" needs a numeric space); "nsga2"
+	// evolves a population for several objectives (see NSGA2). With every
 	// algorithm, grid parameters are expanded: each cell of their cartesian
 	// product is tried NumSamples times, as Ray Tune does (see GridSearch).
 	Algorithm string `toml:"algorithm" json:"algorithm,omitempty"`
@@ -71,13 +186,23 @@ type SearchConfig struct {
 	// with tpe and cmaes; a resumed experiment continues the sequence (see
 	// Replayer).
 	Seed *int64 `toml:"seed" json:"seed,omitempty"`
+	// PointsToEvaluate are configurations to try first, in order: trial n
+	// gets point n (see Points). A point may leave out parameters, which
+	// are then drawn at random; it must leave out grid parameters, which
+	// the grid sets. The points count among the NumSamples × cells trials.
+	PointsToEvaluate []map[string]any `toml:"points_to_evaluate" json:"points_to_evaluate,omitempty"`
+	// WarmStart names another experiment of the same database whose
+	// finished trials the searcher learns from before its first suggestion
+	// (see WarmStarter); "" for none. Only a searcher that learns can use
+	// them: "tpe".
+	WarmStart string `toml:"warm_start" json:"warm_start,omitempty"`
 	// Space is the search space. A sweep file gives it as [search.space].
 	// nil is an empty space.
 	Space *searchspace.Space `toml:"-" json:"-"`
 }
 
 // Algorithms lists the values SearchConfig.Algorithm accepts.
-var Algorithms = []string{"random", "grid", "tpe", "cmaes"}
+var Algorithms = []string{"random", "grid", "tpe", "cmaes", "nsga2"}
 
 // maxTrials bounds the trials of one experiment (NumSamples × grid cells).
 const maxTrials = 1_000_000
@@ -156,6 +281,20 @@ func (c Config) withDefaults() Config {
 	if c.Storage == "" {
 		c.Storage = DefaultStorage
 	}
+	if o := &c.Objective; len(o.Metrics) > 0 {
+		if len(o.Modes) == 0 {
+			o.Modes = make([]string, len(o.Metrics))
+			for i := range o.Modes {
+				o.Modes[i] = "min"
+			}
+		}
+		if o.Metric == "" {
+			o.Metric = o.Metrics[0]
+		}
+		if o.Mode == "" {
+			o.Mode = o.Modes[0]
+		}
+	}
 	if c.Objective.Mode == "" {
 		c.Objective.Mode = "min"
 	}
@@ -180,8 +319,12 @@ const TrainingIteration = schedulers.DefaultTimeAttr
 // Checkpoints is false: ASHA runs in its stop mode, and HyperBand, PBT and
 // ASHA's promote mode are refused.
 func (c Config) schedulerEnv() schedulers.Env {
-	return schedulers.Env{Metric: c.Objective.Metric, Mode: c.Objective.Mode, Space: c.Search.Space, Seed: c.Seed,
+	env := schedulers.Env{Metric: c.Objective.Metric, Mode: c.Objective.Mode, Space: c.Search.Space, Seed: c.Seed,
 		Checkpoints: c.checkpoints()}
+	if c.Objective.multi() {
+		env.Metrics, env.Modes = c.Objective.Metrics, c.Objective.Modes
+	}
+	return env
 }
 
 // checkpoints reports whether the trials checkpoint, so that a paused
@@ -215,6 +358,17 @@ func (c Config) Validate() error {
 	case c.Search.MaxConcurrent < 0:
 		return fieldErr("search.max_concurrent", "must not be negative, got %d", c.Search.MaxConcurrent)
 	}
+	if err := c.Objective.validateMulti(c.Search.Algorithm); err != nil {
+		return err
+	}
+	for i, cs := range c.Objective.Constraints {
+		if _, err := ParseConstraint(cs); err != nil {
+			return &ConfigError{Key: fmt.Sprintf("objective.constraints[%d]", i), Err: err}
+		}
+	}
+	if err := c.validateWarmStart(); err != nil {
+		return err
+	}
 	if err := c.Scheduler.Validate(c.schedulerEnv()); err != nil {
 		return schedulerError(err)
 	}
@@ -241,10 +395,17 @@ func (c Config) Validate() error {
 // validateSearch checks the search space against the algorithm, by
 // building the searcher the config describes.
 func (c Config) validateSearch() error {
+	if err := c.Search.Space.Check(); err != nil {
+		var ce *searchspace.ConditionError
+		if errors.As(err, &ce) {
+			return &ConfigError{Key: "search.space." + ce.Param + ".when", Err: ce.Err}
+		}
+		return &ConfigError{Key: "search.space", Err: err}
+	}
 	if c.Search.Algorithm == "grid" && c.Search.Space.Len() == c.Search.Space.WithoutGrid().Len() {
 		return fieldErr("search.algorithm", "\"grid\" needs at least one grid parameter in [search.space], such as batch = { grid = [32, 64] }")
 	}
-	_, err := newSearcher(c.Search, c.searchSeed())
+	_, err := newSearcher(c.Search, c.searchSeed(), c.Objective)
 	return err
 }
 
@@ -272,6 +433,9 @@ func (c Config) validateCommand() error {
 	}
 	for i, arg := range c.Trainer.Command {
 		for _, name := range trainer.Placeholders([]string{arg}) {
+			if p, ok := c.Search.Space.Param(name); ok && p.When != nil {
+				return fieldErr("trainer.command", "{%s} in argument %d (%q) names a conditional parameter, absent from the trials where %s does not hold: read it from GOTUNE_CONFIG instead", name, i+1, arg, p.When)
+			}
 			if c.Search.Space.Domain(name) != nil {
 				continue
 			}
@@ -296,4 +460,51 @@ func schedulerError(err error) error {
 		return &ConfigError{Key: "scheduler." + fe.Key, Err: fe.Err}
 	}
 	return &ConfigError{Key: "scheduler", Err: err}
+}
+
+// validateWarmStart checks that warm_start names another experiment and
+// that the algorithm learns from trials.
+func (c Config) validateWarmStart() error {
+	switch ws := c.Search.WarmStart; {
+	case ws == "":
+		return nil
+	case ws == c.Name:
+		return fieldErr("search.warm_start", "names this experiment itself: name another experiment of the database (resuming this one needs no warm start)")
+	case c.Search.Algorithm != "tpe":
+		return fieldErr("search.warm_start", "algorithm %q does not learn from other trials' results: warm start needs \"tpe\"", c.Search.Algorithm)
+	}
+	if err := checkName(c.Search.WarmStart); err != nil {
+		return &ConfigError{Key: "search.warm_start", Err: err}
+	}
+	return nil
+}
+
+// validateMulti checks several objectives (with defaults applied) against
+// the algorithm.
+func (o Objective) validateMulti(algorithm string) error {
+	switch {
+	case len(o.Metrics) == 0:
+		return nil
+	case len(o.Metrics) == 1:
+		return fieldErr("objective.metric", "one metric in a list: write metric = %q for a single objective", o.Metrics[0])
+	case len(o.Modes) != len(o.Metrics):
+		return fieldErr("objective.mode", "%d modes for %d metrics: give one mode per metric, or none for all \"min\"", len(o.Modes), len(o.Metrics))
+	case o.Metric != o.Metrics[0] || o.Mode != o.Modes[0]:
+		return fieldErr("objective.metric", "give the objectives as metrics and modes, and leave metric and mode empty")
+	case algorithm == "cmaes":
+		return fieldErr("search.algorithm", "cmaes optimises one objective: with several, use \"tpe\" (MOTPE), \"nsga2\" or \"random\"")
+	}
+	seen := map[string]bool{}
+	for i, m := range o.Metrics {
+		switch {
+		case !metricName.MatchString(m):
+			return fieldErr("objective.metric", "%q is not a metric name (letters, digits, _ . / -)", m)
+		case seen[m]:
+			return fieldErr("objective.metric", "%q is named twice", m)
+		case o.Modes[i] != "min" && o.Modes[i] != "max":
+			return fieldErr("objective.mode", "must be \"min\" or \"max\", got %q for %s", o.Modes[i], m)
+		}
+		seen[m] = true
+	}
+	return nil
 }

@@ -29,7 +29,7 @@ func TestValidateSearch(t *testing.T) {
 		msg    string
 	}{
 		{"unknown algorithm", func(c *Config) { c.Search.Algorithm = "bayes" }, nil,
-			"search.algorithm", `unknown algorithm "bayes" (have random, grid, tpe, cmaes)`},
+			"search.algorithm", `unknown algorithm "bayes" (have random, grid, tpe, cmaes, nsga2)`},
 		{"grid without grid parameters", func(c *Config) { c.Search.Algorithm = "grid" }, []searchspace.Param{x},
 			"search.algorithm", "needs at least one grid parameter"},
 		{"cmaes with a choice", func(c *Config) { c.Search.Algorithm = "cmaes" }, []searchspace.Param{x, y, choice},
@@ -52,6 +52,36 @@ func TestValidateSearch(t *testing.T) {
 		{"workdir placeholder naming no parameter", func(c *Config) {
 			c.Trainer.Command, c.Trainer.Workdir = []string{"run"}, "runs/{trial}"
 		}, []searchspace.Param{x}, "trainer.workdir", "{trial} names no parameter of [search.space] (write {trial_dir}"},
+		{"more points than trials", func(c *Config) {
+			c.Search.PointsToEvaluate = []map[string]any{{"x": 0.1}, {"x": 0.2}, {"x": 0.3}, {"x": 0.4}, {"x": 0.5}}
+		}, []searchspace.Param{x}, "search.points_to_evaluate", "5 points, but the sweep runs 4 trials"},
+		{"a point naming no parameter", func(c *Config) {
+			c.Search.PointsToEvaluate = []map[string]any{{"x": 0.1}, {"z": 1.0}}
+		}, []searchspace.Param{x, y}, "search.points_to_evaluate[1].z", "names no parameter the search samples (have [x y])"},
+		{"a point outside the domain", func(c *Config) {
+			c.Search.PointsToEvaluate = []map[string]any{{"x": 0.1, "act": "gelu"}}
+		}, []searchspace.Param{x, choice}, "search.points_to_evaluate[0].act", `"gelu" is not a value of { choice = ["relu", "tanh"] }`},
+		{"a point setting a grid parameter", func(c *Config) {
+			c.Search.PointsToEvaluate = []map[string]any{{"batch": int64(32)}}
+		}, []searchspace.Param{x, grid}, "search.points_to_evaluate[0].batch", "batch is a grid parameter"},
+		{"warm start from itself", func(c *Config) { c.Search.Algorithm, c.Search.WarmStart = "tpe", c.Name }, nil,
+			"search.warm_start", "names this experiment itself"},
+		{"warm start of random search", func(c *Config) { c.Search.WarmStart = "earlier" }, nil,
+			"search.warm_start", `algorithm "random" does not learn from other trials' results`},
+		{"warm start from a path", func(c *Config) { c.Search.Algorithm, c.Search.WarmStart = "tpe", "a/b" }, nil,
+			"search.warm_start", "not a path"},
+		{"condition naming no parameter", func(c *Config) {
+			// Added one by one, since New checks the conditions itself.
+			c.Search.Space = &searchspace.Space{}
+			c.Search.Space.Add("x", searchspace.Uniform{Low: 0, High: 1})
+			c.Search.Space.AddParam(searchspace.Param{Name: "m", Domain: searchspace.Uniform{Low: 0, High: 1},
+				When: &searchspace.Condition{Param: "opt", Op: "==", Values: []any{"sgd"}}})
+		}, nil, "search.space.m.when", "opt names no parameter of the space"},
+		{"a point with an absent conditional parameter", func(c *Config) {
+			c.Search.PointsToEvaluate = []map[string]any{{"act": "relu", "m": 0.5}}
+		}, []searchspace.Param{x, choice,
+			{Name: "m", Domain: searchspace.Uniform{Low: 0, High: 1}, When: &searchspace.Condition{Param: "act", Op: "==", Values: []any{"tanh"}}}},
+			"search.points_to_evaluate[0].m", "m is absent from this point, since its condition act == 'tanh' does not hold"},
 		{"a parameter named trial_dir", func(c *Config) {
 			c.Trainer.Command = []string{"run", "{trial_dir}"}
 		}, []searchspace.Param{x, {Name: "trial_dir", Domain: searchspace.Choice{Values: []any{"a"}}}},

@@ -14,8 +14,11 @@ import (
 // cells × numSamples suggestions it returns ErrExhausted.
 //
 // The inner searcher sees every result, so a model-based searcher learns
-// across cells (it does not model the grid parameters themselves).
+// across cells (it does not model the grid parameters themselves). A
+// parameter conditional on a grid parameter is dropped from a cell's
+// configuration where its condition does not hold.
 type GridSearch struct {
+	space  *searchspace.Space
 	cells  []map[string]any
 	total  int
 	issued int
@@ -41,7 +44,7 @@ func NewGridSearch(space *searchspace.Space, numSamples int, inner Searcher) (*G
 		return nil, fieldErr("search.num_samples", "%d samples × %s grid cells is more than %d trials", numSamples, cells, maxTrials)
 	}
 	cells := space.GridCells()
-	return &GridSearch{cells: cells, total: len(cells) * numSamples, inner: inner}, nil
+	return &GridSearch{space: space, cells: cells, total: len(cells) * numSamples, inner: inner}, nil
 }
 
 // Suggest implements Searcher: the next cell, merged into the inner
@@ -61,6 +64,8 @@ func (g *GridSearch) Suggest(trial int) (map[string]any, error) {
 	for k, v := range g.cells[g.issued%len(g.cells)] {
 		out[k] = v
 	}
+	// Conditions on grid parameters are decided now that the cell is known.
+	g.space.Prune(out)
 	g.issued++
 	return out, nil
 }

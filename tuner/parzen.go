@@ -128,9 +128,13 @@ func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []fl
 			d.mus[i] = col[id]
 		}
 		d.mus[n] = 0.5 * (d.low + d.high)
-		k.order = slices.Grow(k.order[:0], m)[:m]
-		for i := range k.order {
-			k.order[i] = int32(i)
+		// An observation without the parameter (NaN: a conditional one
+		// absent) has no say in the widths.
+		k.order = k.order[:0]
+		for i := range m {
+			if !math.IsNaN(d.mus[i]) {
+				k.order = append(k.order, int32(i))
+			}
 		}
 		// Equal values in the order of ids, as a stable sort leaves them.
 		slices.SortFunc(k.order, func(a, b int32) int { return cmp.Or(cmp.Compare(d.mus[a], d.mus[b]), cmp.Compare(a, b)) })
@@ -146,11 +150,19 @@ func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []fl
 // the width; the prior is as wide as the domain (Optuna 3.1's
 // _calculate_numerical_params with consider_prior, consider_magic_clip
 // and consider_endpoints).
+//
+// An observation absent from order (one without the parameter) gets the
+// prior's kernel: it says nothing about the parameter.
 func (d *kdeDim) fitNumeric(order []int32) {
-	m := len(d.mus)
+	m := len(order)
 	span := d.high - d.low
 	minSigma := span / min(100, 1+float64(m))
-	d.sigmas, d.logNorm = grow(d.sigmas, m), grow(d.logNorm, m)
+	d.sigmas, d.logNorm = grow(d.sigmas, len(d.mus)), grow(d.logNorm, len(d.mus))
+	for i, mu := range d.mus {
+		if math.IsNaN(mu) {
+			d.mus[i], d.sigmas[i] = 0.5*(d.low+d.high), span
+		}
+	}
 	for j, i := range order {
 		left, right := d.low, d.high
 		if j > 0 {
@@ -161,7 +173,7 @@ func (d *kdeDim) fitNumeric(order []int32) {
 		}
 		d.sigmas[i] = min(max(d.mus[i]-left, right-d.mus[i], minSigma), span)
 	}
-	d.sigmas[m-1] = span
+	d.sigmas[len(d.mus)-1] = span
 	for i, mu := range d.mus {
 		sigma := d.sigmas[i]
 		d.logNorm[i] = -logGaussMass((d.low-mu)/sigma, (d.high-mu)/sigma)
@@ -180,7 +192,13 @@ func (d *kdeDim) fitCategorical(choices int, col []float64, ids []int32) {
 	d.choices = choices
 	d.picks = slices.Grow(d.picks[:0], len(ids))
 	for _, id := range ids {
-		d.picks = append(d.picks, int(col[id]))
+		// −1: the observation lacks the parameter, and its kernel is the
+		// prior's.
+		pick := -1
+		if !math.IsNaN(col[id]) {
+			pick = int(col[id])
+		}
+		d.picks = append(d.picks, pick)
 	}
 	d.share = tpePriorWeight / float64(len(ids)+1)
 	norm := float64(choices)*d.share + 1
@@ -202,7 +220,7 @@ func (k *kde) sample(r *rand.Rand, x []float64) {
 			// An observation's kernel is its choice with weight 1 plus
 			// share on every choice, normalised.
 			v := r.Float64()
-			if prior {
+			if prior || d.picks[c] < 0 {
 				x[p] = float64(min(int(v*float64(d.choices)), d.choices-1))
 				continue
 			}
@@ -222,7 +240,8 @@ func (k *kde) sample(r *rand.Rand, x []float64) {
 }
 
 // logPDF is the logarithm of the mixture's density at x (model-space
-// values, one per parameter), the mass of x's step standing for the
+// values, one per parameter; NaN for one x lacks, which is left out),
+// the mass of x's step standing for the
 // density of a quantised parameter and x's probability for a
 // categorical one.
 func (k *kde) logPDF(x []float64) float64 {
@@ -232,12 +251,17 @@ func (k *kde) logPDF(x []float64) float64 {
 	for p := range k.dims {
 		d, v := &k.dims[p], x[p]
 		switch {
+		case math.IsNaN(v):
+			// x lacks the parameter: the density is over the others.
 		case d.choices > 0:
 			c := int(v)
 			for i, pick := range d.picks {
-				if pick == c {
+				switch pick {
+				case c:
 					k.acc[i] += d.own
-				} else {
+				case -1:
+					k.acc[i] += d.uniform
+				default:
 					k.acc[i] += d.other
 				}
 			}

@@ -56,6 +56,9 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 				return nil, err
 			}
 		}
+		if err := t.warmStart(ctx, exp, false); err != nil {
+			return nil, err
+		}
 		return newLoop(t, exp), nil
 	}
 	if err != nil {
@@ -77,6 +80,9 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 		return nil, err
 	}
 	if err := t.endLeftovers(ctx, st); err != nil {
+		return nil, err
+	}
+	if err := t.warmStart(ctx, exp, true); err != nil {
 		return nil, err
 	}
 	l := newLoop(t, exp)
@@ -126,6 +132,8 @@ type identity struct {
 		NumSamples int
 		Seed       *int64
 		Space      map[string]string
+		Points     []map[string]any
+		WarmStart  string
 	}
 	Scheduler SchedulerConfig
 	Trainer   trainer.Config
@@ -137,6 +145,7 @@ func (c Config) identity(space map[string]string) identity {
 	id.Trainer.LogMaxBytes, id.Trainer.LogKeep = 0, 0 // how much of the workers' logs is kept may change too
 	id.Search.Algorithm, id.Search.NumSamples, id.Search.Seed = c.Search.Algorithm, c.Search.NumSamples, c.Search.Seed
 	id.Search.Space = space
+	id.Search.Points, id.Search.WarmStart = c.Search.PointsToEvaluate, c.Search.WarmStart
 	return id
 }
 
@@ -311,7 +320,7 @@ func (c Config) spaceRecord() map[string]string {
 	space := map[string]string{}
 	if c.Search.Space != nil {
 		for _, p := range c.Search.Space.Params() {
-			space[p.Name] = p.Domain.String()
+			space[p.Name] = p.String()
 		}
 	}
 	return space

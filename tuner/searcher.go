@@ -3,6 +3,7 @@ package tuner
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 
@@ -167,7 +168,10 @@ func (s *RandomSearch) OnTrialEnd(int, TrialEnd) {}
 // algorithm over the non-grid parameters, inside a GridSearch that
 // expands the grid parameters and ends the search after
 // NumSamples × cells trials. search must have its defaults applied.
-func newSearcher(search SearchConfig, seed int64) (Searcher, error) {
+//
+// obj's constraints and objectives go to TPE and NSGA-II.
+func newSearcher(search SearchConfig, seed int64, obj Objective) (Searcher, error) {
+	constraints := obj.constraints()
 	rest := search.Space.WithoutGrid()
 	var inner Searcher
 	var err error
@@ -175,7 +179,9 @@ func newSearcher(search SearchConfig, seed int64) (Searcher, error) {
 	case "random", "grid":
 		inner = NewRandomSearch(rest, seed)
 	case "tpe":
-		inner, err = NewTPE(rest, seed)
+		inner, err = NewTPE(rest, seed, TPEConstraints(constraints), TPEObjectives(obj))
+	case "nsga2":
+		inner, err = NewNSGA2(rest, seed, obj, constraints)
 	case "cmaes":
 		inner, err = NewCMAES(rest, seed)
 	default:
@@ -183,6 +189,21 @@ func newSearcher(search SearchConfig, seed int64) (Searcher, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(search.PointsToEvaluate) > 0 {
+		if n := search.Trials(); len(search.PointsToEvaluate) > n {
+			return nil, fieldErr("search.points_to_evaluate", "%d points, but the sweep runs %d trials (num_samples × grid cells)", len(search.PointsToEvaluate), n)
+		}
+		for i, pt := range search.PointsToEvaluate {
+			for k := range pt {
+				if _, isGrid := search.Space.Domain(k).(searchspace.Grid); isGrid {
+					return nil, fieldErr(fmt.Sprintf("search.points_to_evaluate[%d].%s", i, k), "%s is a grid parameter, which the grid sets in every trial: leave it out of the points", k)
+				}
+			}
+		}
+		if inner, err = NewPoints(rest, search.PointsToEvaluate, seed, inner); err != nil {
+			return nil, err
+		}
 	}
 	return NewGridSearch(search.Space, search.NumSamples, inner)
 }

@@ -61,9 +61,9 @@ func (g *resumeGate) train(ctx context.Context, w *trainer.Worker) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	v := resumeScore(w.Config())
+	v, aux := resumeScore(w.Config()), resumeAux(w.Config())
 	for step := 1; step <= 3; step++ {
-		if err := w.Report(ctx, map[string]float64{"loss": v * (1 + 1/float64(step))}); err != nil {
+		if err := w.Report(ctx, map[string]float64{"loss": v * (1 + 1/float64(step)), "aux": aux}); err != nil {
 			return err
 		}
 	}
@@ -86,6 +86,13 @@ func resumeScore(cfg map[string]any) float64 {
 		v += 0.3
 	}
 	return v
+}
+
+// resumeAux is a second objective, at odds with resumeScore: lowest near
+// x = -0.5.
+func resumeAux(cfg map[string]any) float64 {
+	x, _ := cfg["x"].(float64)
+	return math.Pow(x+0.5, 2)
 }
 
 // interruptAt is a moment to interrupt a run at: when the tuner has
@@ -131,6 +138,10 @@ type searcherCase struct {
 	// exactWhenConcurrent: the resumed sweep suggests what an undisturbed
 	// one does also when trials run 3 at a time, not only one at a time.
 	exactWhenConcurrent bool
+	// points are the sweep's points_to_evaluate.
+	points []map[string]any
+	// multi makes the sweep minimise loss and aux.
+	multi bool
 }
 
 // runSweep runs a sweep to its end through the interruptions and returns
@@ -142,8 +153,12 @@ func runSweep(t *testing.T, sc searcherCase, concurrent int, stops []interruptAt
 		Storage:   filepath.Join(t.TempDir(), "gotune.db"),
 		Seed:      5,
 		Objective: Objective{Metric: "loss", Mode: "min"},
-		Search:    SearchConfig{Algorithm: sc.algorithm, NumSamples: sc.samples, MaxConcurrent: concurrent, Space: sc.space},
-		Trainer:   trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01}},
+		Search: SearchConfig{Algorithm: sc.algorithm, NumSamples: sc.samples, MaxConcurrent: concurrent, Space: sc.space,
+			PointsToEvaluate: sc.points},
+		Trainer: trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01}},
+	}
+	if sc.multi {
+		cfg.Objective = Objective{Metrics: []string{"loss", "aux"}}
 	}
 	gate := newResumeGate()
 	fit := func(at interruptAt) (*Result, error) {
@@ -202,6 +217,27 @@ func TestResumedSearchersContinue(t *testing.T) {
 		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1}},
 		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 8}},
 	)
+	// Two points give every parameter; the others leave some to be drawn.
+	points := []map[string]any{
+		{"x": 0.3, "lr": 0.01, "n": int64(3), "c": "b"},
+		{"c": "a"},
+		{"x": -0.5, "lr": 0.1, "n": int64(7), "c": "c"},
+		{"lr": 1e-3},
+	}
+	numericPoints := []map[string]any{{"x": 0.3, "lr": 0.01, "n": int64(3)}, {"n": int64(1)}}
+	// m only with c = "b"; n only with c = "a" or "b".
+	conditional := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -1, High: 1}},
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1}},
+		searchspace.Param{Name: "c", Domain: searchspace.Choice{Values: []any{"a", "b", "c"}}},
+		searchspace.Param{Name: "m", Domain: searchspace.Uniform{Low: 0, High: 1}, When: &searchspace.Condition{Param: "c", Op: "==", Values: []any{"b"}}},
+		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 8}, When: &searchspace.Condition{Param: "c", Op: "in", Values: []any{"a", "b"}}},
+	)
+	// m only in the grid's cells with g = 1.
+	numericConditional := mustSpace(t, append(numeric.Params(),
+		searchspace.Param{Name: "g", Domain: searchspace.Grid{Values: []any{int64(1), int64(2)}}},
+		searchspace.Param{Name: "m", Domain: searchspace.Uniform{Low: 0, High: 1}, When: &searchspace.Condition{Param: "g", Op: "==", Values: []any{int64(1)}}})...)
+	conditionalPoints := []map[string]any{{"c": "b", "m": 0.5}, {"c": "c"}}
 	cases := []searcherCase{
 		{name: "random", algorithm: "random", space: mixed, samples: 16, exactWhenConcurrent: true},
 		{name: "grid", algorithm: "grid", space: withGrid, samples: 8, exactWhenConcurrent: true},
@@ -211,6 +247,16 @@ func TestResumedSearchersContinue(t *testing.T) {
 			custom: func(seed int64) Searcher { return newPerturbBest(mixed, seed, false) }},
 		{name: "custom_without_replay", space: mixed, samples: 16,
 			custom: func(seed int64) Searcher { return noReplay{newPerturbBest(mixed, seed, true)} }},
+		{name: "tpe_points", algorithm: "tpe", space: mixed, samples: TPEStartupTrials + 4, exactWhenConcurrent: true, points: points},
+		{name: "random_points", algorithm: "random", space: mixed, samples: 8, exactWhenConcurrent: true, points: points},
+		{name: "grid_points", algorithm: "grid", space: withGrid, samples: 4, exactWhenConcurrent: true, points: points},
+		{name: "cmaes_points", algorithm: "cmaes", space: numeric, samples: 12, points: numericPoints},
+		{name: "random_conditional", algorithm: "random", space: conditional, samples: 8, exactWhenConcurrent: true},
+		{name: "tpe_conditional", algorithm: "tpe", space: conditional, samples: TPEStartupTrials + 6, exactWhenConcurrent: true, points: conditionalPoints},
+		{name: "cmaes_conditional", algorithm: "cmaes", space: numericConditional, samples: 8},
+		{name: "tpe_conditional_grid", algorithm: "tpe", space: numericConditional, samples: TPEStartupTrials/2 + 3, exactWhenConcurrent: true},
+		{name: "motpe", algorithm: "tpe", space: conditional, samples: TPEStartupTrials + 6, exactWhenConcurrent: true, multi: true},
+		{name: "nsga2", algorithm: "nsga2", space: conditional, samples: NSGA2PopulationSize + 6, exactWhenConcurrent: true, multi: true},
 	}
 	for _, sc := range cases {
 		for _, concurrent := range []int{1, 3} {
@@ -234,6 +280,8 @@ func TestResumedSearchersContinue(t *testing.T) {
 					}
 					seen[string(b)] = i + 1
 				}
+				checkPoints(t, sc, want)
+				checkConditions(t, sc.space, want)
 				if concurrent > 1 && !sc.exactWhenConcurrent {
 					return
 				}
@@ -308,3 +356,38 @@ type noReplay struct{ s *perturbBest }
 func (n noReplay) Suggest(trial int) (map[string]any, error) { return n.s.Suggest(trial) }
 func (n noReplay) OnResult(trial int, obs Observation)       { n.s.OnResult(trial, obs) }
 func (n noReplay) OnTrialEnd(trial int, end TrialEnd)        { n.s.OnTrialEnd(trial, end) }
+
+// checkPoints checks that the first trials of a sweep ran its points, in
+// order, each with what the point gives.
+func checkPoints(t *testing.T, sc searcherCase, cfgs []map[string]any) {
+	t.Helper()
+	for i, pt := range sc.points {
+		if i >= len(cfgs) {
+			t.Fatalf("%d trials for %d points", len(cfgs), len(sc.points))
+		}
+		cfg := restoreTypes(sc.space, cfgs[i])
+		for k, v := range pt {
+			if cfg[k] != v {
+				t.Errorf("trial %d ran %s = %v, point %d gives %v", i+1, k, cfg[k], i, v)
+			}
+		}
+		if !sc.space.Conditional() && len(cfg) != sc.space.Len() {
+			t.Errorf("trial %d ran %v, want a value for each of %d parameters", i+1, cfg, sc.space.Len())
+		}
+	}
+}
+
+// checkConditions checks that each configuration has exactly the
+// parameters whose conditions hold in it.
+func checkConditions(t *testing.T, space *searchspace.Space, cfgs []map[string]any) {
+	t.Helper()
+	for i, raw := range cfgs {
+		cfg := restoreTypes(space, raw)
+		for _, p := range space.Params() {
+			_, present := cfg[p.Name]
+			if want := p.When == nil || p.When.Holds(cfg); present != want {
+				t.Errorf("trial %d ran %v: %s present = %v, want %v", i+1, cfg, p.Name, present, want)
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/storage"
 )
 
 // TPEStartupTrials is how many finished trials TPE waits for before it
@@ -87,6 +88,14 @@ type TPE struct {
 	params []tpeParam
 	consts map[string]any
 	seed   int64
+	// space decides which conditional parameters a configuration has;
+	// conditional is whether it has any.
+	space       *searchspace.Space
+	conditional bool
+	// constraints decide a finished trial's feasibility; nil for none.
+	constraints []Constraint
+	// objs are the objectives of a multi-objective sweep; nil otherwise.
+	objs []storage.Objective
 	// pending holds the model-space values of each trial suggested or
 	// replayed and not yet ended.
 	pending map[int][]float64
@@ -118,6 +127,12 @@ type tpeParam struct {
 	// model maps a configuration value to model space; ok is false when
 	// v is not a value of the domain's type.
 	model func(v any) (x float64, ok bool)
+	// conditional: the parameter may be absent from a configuration
+	// (NaN in model space). blind: its condition names a parameter TPE
+	// does not search (a grid parameter), so TPE cannot tell when it is
+	// present and does not model it: it is always NaN in model space,
+	// and drawn from the prior.
+	conditional, blind bool
 }
 
 // NewTPE returns a TPE searcher over space whose trials draw from
@@ -125,8 +140,11 @@ type tpeParam struct {
 // on a domain it cannot model (a user-defined Domain). Grid parameters
 // are modelled like choices; wrap the searcher in a GridSearch over
 // space.WithoutGrid() to expand them instead.
-func NewTPE(space *searchspace.Space, seed int64) (*TPE, error) {
-	t := &TPE{consts: map[string]any{}, seed: seed, pending: map[int][]float64{}}
+func NewTPE(space *searchspace.Space, seed int64, opts ...TPEOption) (*TPE, error) {
+	t := &TPE{consts: map[string]any{}, seed: seed, pending: map[int][]float64{}, space: space, conditional: space.Conditional()}
+	for _, o := range opts {
+		o(t)
+	}
 	for _, p := range space.Params() {
 		if c, ok := p.Domain.(searchspace.Constant); ok {
 			t.consts[p.Name] = c.Value
@@ -136,10 +154,35 @@ func NewTPE(space *searchspace.Space, seed int64) (*TPE, error) {
 		if err != nil {
 			return nil, &ConfigError{Key: "search.space." + p.Name, Err: fmt.Errorf("tpe: %w", err)}
 		}
+		tp.conditional = p.When != nil
+		tp.blind = p.When != nil && space.Domain(p.When.Param) == nil
 		t.params = append(t.params, tp)
 	}
 	t.h.cols = make([][]float64, len(t.params))
 	return t, nil
+}
+
+// TPEOption customises a TPE searcher.
+type TPEOption func(*TPE)
+
+// TPEConstraints makes TPE model feasibility, as Optuna's TPESampler does
+// with a constraints_func: a finished trial whose last result fails one
+// of cs (see Violation) ranks after every feasible trial, stopped ones
+// included, the infeasible ones by how far they miss. So the good group
+// holds feasible trials whenever there are enough, and TPE draws from
+// where they are.
+func TPEConstraints(cs []Constraint) TPEOption { return func(t *TPE) { t.constraints = cs } }
+
+// TPEObjectives makes TPE optimise every objective of o (with defaults
+// applied) when it has several, as MOTPE does (see goodMulti): a trial's
+// objectives are its last result's metrics, and the good trials the first
+// ones in Pareto order. With one objective it changes nothing.
+func TPEObjectives(o Objective) TPEOption {
+	return func(t *TPE) {
+		if o.multi() {
+			t.objs = o.objectives()
+		}
+	}
 }
 
 func newTPEParam(p searchspace.Param) (tpeParam, error) {
@@ -227,10 +270,22 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 		t.cand = grow(t.cand, len(t.params))
 		values := make([]any, len(t.params))
 		best := math.Inf(-1)
+		var cand map[string]any
 		for c := range tpeCandidates {
 			t.l.sample(r, t.cand)
 			for i := range t.params {
 				values[i], t.cand[i] = t.params[i].snap(t.cand[i])
+			}
+			if t.conditional {
+				// Score a candidate on the parameters it has.
+				cand = make(map[string]any, len(cfg))
+				for k, v := range t.consts {
+					cand[k] = v
+				}
+				for i := range t.params {
+					cand[t.params[i].name] = values[i]
+				}
+				t.prune(cand, t.cand)
 			}
 			if score := t.l.logPDF(t.cand) - t.g.logPDF(t.cand); c == 0 || score > best {
 				best = score
@@ -240,6 +295,9 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 				}
 			}
 		}
+	}
+	if t.conditional {
+		t.prune(cfg, xs)
 	}
 	t.pending[trial] = xs
 	return cfg, nil
@@ -251,13 +309,31 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 // the history: below tpeWindow + 25 finished trials every one counts.
 const tpeWindow = 1000
 
+// prune drops from cfg the parameters whose conditions do not hold and
+// marks them, and those TPE does not model, NaN in xs.
+func (t *TPE) prune(cfg map[string]any, xs []float64) {
+	t.space.Prune(cfg)
+	for i := range t.params {
+		p := &t.params[i]
+		if _, ok := cfg[p.name]; !ok || p.blind {
+			xs[i] = math.NaN()
+		}
+	}
+}
+
 // fit fits l to the good trials, weighted by improvement, and g to the
 // newest tpeWindow of the others, weighted by age: the order of their
 // trial numbers.
 func (t *TPE) fit() {
 	n := len(t.h.trial)
-	good := t.h.best[:tpeGamma(n)]
-	t.l.fit(t.params, t.h.cols, good, t.improvements(good))
+	var good []int32
+	if len(t.objs) > 1 {
+		good = t.goodMulti()
+		t.l.fit(t.params, t.h.cols, good, t.contributions(good))
+	} else {
+		good = t.h.best[:tpeGamma(n)]
+		t.l.fit(t.params, t.h.cols, good, t.improvements(good))
+	}
 
 	t.ids = t.ids[:0]
 	for k := len(t.h.byTrial) - 1; k >= 0 && len(t.ids) < tpeWindow; k-- {
@@ -271,6 +347,102 @@ func (t *TPE) fit() {
 		t.weights[k] = tpeWeight(k, len(t.ids))
 	}
 	t.g.fit(t.params, t.h.cols, t.ids, t.weights)
+}
+
+// goodMulti returns the good observations of a multi-objective history
+// (MOTPE: Ozaki et al., "Multiobjective Tree-Structured Parzen Estimator
+// for Computationally Expensive Optimization Problems", GECCO 2020): the
+// first tpeGamma(n) in Pareto order (paretoOrder: by non-dominated front,
+// then by crowding distance within the front that does not fit whole;
+// infeasible ones after, by violation), trials that ran to their end
+// before those the scheduler stopped.
+func (t *TPE) goodMulti() []int32 {
+	h := &t.h
+	var groups [2][]int
+	for id := range h.trial {
+		g := 0
+		if h.stopped[id] {
+			g = 1
+		}
+		groups[g] = append(groups[g], id)
+	}
+	good := make([]int32, 0, tpeGamma(len(h.trial)))
+	for _, ids := range groups {
+		points, viol := make([][]float64, len(ids)), make([]float64, len(ids))
+		for i, id := range ids {
+			points[i], viol[i] = h.vecs[id], h.violation[id]
+		}
+		order, rank := paretoOrder(points, viol)
+		for start := 0; start < len(order) && len(good) < cap(good); {
+			// The next front, or the infeasible tail, in order.
+			end := start + 1
+			for end < len(order) && rank[order[end]] == rank[order[start]] && viol[order[start]] == 0 {
+				end++
+			}
+			front := order[start:end]
+			if left := cap(good) - len(good); len(front) > left && viol[front[0]] == 0 {
+				front = hypervolumeSelect(points, front, left)
+			}
+			for _, i := range front {
+				if len(good) == cap(good) {
+					break
+				}
+				good = append(good, int32(ids[i]))
+			}
+			start = end
+		}
+	}
+	return good
+}
+
+// contributions returns the good observations' weights in l with
+// several objectives: each one's exclusive hypervolume contribution to
+// the good group (what the group loses without it), against a reference
+// point just beyond the group's worst values, over their mean, at least
+// 1e-3 of the mean (as Optuna's MOTPE weighs its good trials). They all
+// weigh 1 when the group has no volume (one point, or infeasible ones).
+func (t *TPE) contributions(good []int32) []float64 {
+	h := &t.h
+	t.weights = grow(t.weights, len(good))
+	points := make([][]float64, len(good))
+	for i, id := range good {
+		points[i] = h.vecs[id]
+		t.weights[i] = 1
+		if h.violation[id] > 0 {
+			return t.weights
+		}
+	}
+	if len(points) < 2 {
+		return t.weights
+	}
+	m := len(points[0])
+	ref := make([]float64, m)
+	for j := range m {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, p := range points {
+			lo, hi = min(lo, p[j]), max(hi, p[j])
+		}
+		ref[j] = hi + max(0.1*(hi-lo), 1e-12)
+	}
+	total := hypervolume(points, ref)
+	sum := 0.0
+	rest := make([][]float64, 0, len(points)-1)
+	for i := range points {
+		rest = append(append(rest[:0], points[:i]...), points[i+1:]...)
+		t.weights[i] = total - hypervolume(rest, ref)
+		sum += t.weights[i]
+	}
+	if !(sum > 0) {
+		for i := range t.weights {
+			t.weights[i] = 1
+		}
+		return t.weights
+	}
+	mean := sum / float64(len(points))
+	for i := range t.weights {
+		t.weights[i] = max(t.weights[i]/mean, 1e-3)
+	}
+	return t.weights
 }
 
 // improvements returns the good observations' weights in l: each one's
@@ -318,7 +490,26 @@ func (t *TPE) OnTrialEnd(trial int, end TrialEnd) {
 		return
 	}
 	delete(t.pending, trial)
-	if r, counted := tpeRank(end); counted {
+	t.learn(trial, end, xs)
+}
+
+// learn adds a finished trial to the history, when TPE learns from it.
+func (t *TPE) learn(trial int, end TrialEnd, xs []float64) {
+	if len(t.objs) > 1 {
+		if end.Status == TrialFailed || end.Last == nil {
+			return
+		}
+		vec, ok := objectiveScores(t.objs, end.Last.Metrics)
+		if !ok || slices.ContainsFunc(vec, math.IsNaN) {
+			return
+		}
+		t.h.add(trial, [2]float64{}, xs)
+		t.h.vecs = append(t.h.vecs, vec)
+		t.h.violation = append(t.h.violation, Violation(t.constraints, end.Last.Metrics))
+		t.h.stopped = append(t.h.stopped, end.Status == TrialStopped)
+		return
+	}
+	if r, counted := t.rank(end); counted {
 		t.h.add(trial, r, xs)
 	}
 }
@@ -331,7 +522,11 @@ func (t *TPE) Replay(trial int, config map[string]any) error {
 	for i := range t.params {
 		p := &t.params[i]
 		v, ok := config[p.name]
-		if !ok {
+		switch {
+		case p.blind || !ok && p.conditional:
+			xs[i] = math.NaN()
+			continue
+		case !ok:
 			return fmt.Errorf("tpe: the configuration has no value for %s", p.name)
 		}
 		x, err := p.modelValue(v)
@@ -342,6 +537,49 @@ func (t *TPE) Replay(trial int, config map[string]any) error {
 	}
 	t.pending[trial] = xs
 	return nil
+}
+
+// WarmStart implements WarmStarter: the trials join the history before
+// any of this experiment's, as if they had been its oldest trials, so
+// that they count towards TPEStartupTrials and weigh least in g.
+func (t *TPE) WarmStart(trials []PriorTrial) error {
+	for i, pt := range trials {
+		xs := make([]float64, len(t.params))
+		for j := range t.params {
+			p := &t.params[j]
+			v, ok := pt.Config[p.name]
+			switch {
+			case p.blind || !ok && p.conditional:
+				xs[j] = math.NaN()
+				continue
+			case !ok:
+				return fmt.Errorf("tpe: warm start trial %d has no value for %s", pt.Number, p.name)
+			}
+			x, err := p.modelValue(v)
+			if err != nil {
+				return fmt.Errorf("tpe: warm start trial %d: %w", pt.Number, err)
+			}
+			xs[j] = x
+		}
+		// Numbers below 1, in the trials' order, rank them oldest.
+		t.learn(i-len(trials), pt.End, xs)
+	}
+	return nil
+}
+
+// rank is tpeRank, with an infeasible trial ranked (2, violation): after
+// every other.
+func (t *TPE) rank(end TrialEnd) ([2]float64, bool) {
+	r, counted := tpeRank(end)
+	if counted && len(t.constraints) > 0 {
+		if end.Last == nil {
+			return [2]float64{2, math.Inf(1)}, true
+		}
+		if v := Violation(t.constraints, end.Last.Metrics); v > 0 {
+			return [2]float64{2, v}, true
+		}
+	}
+	return r, counted
 }
 
 // tpeRank is the key TPE ranks a finished trial by, lower first, as
@@ -383,6 +621,12 @@ type tpeHistory struct {
 	cols  [][]float64
 	// byTrial holds the observations in increasing trial number.
 	byTrial []int32
+	// vecs, violation and stopped hold, with several objectives, each
+	// observation's scores (lower is better), its constraint violation
+	// and whether the scheduler stopped its trial.
+	vecs      [][]float64
+	violation []float64
+	stopped   []bool
 	// best holds the tpeMaxBelow+1 best observations, best first: the
 	// largest good group and the best of the others. Equal ranks go by
 	// trial number, as Optuna's stable sort of trials in number order

@@ -444,3 +444,54 @@ func TestTPEWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestTPEConditionalSpace drives TPE over a tree: m matters only with
+// c = "b", where the optimum is; n only with c = "a". Having learnt, TPE
+// suggests mostly c = "b" with m near its optimum, and every
+// configuration has exactly the parameters its conditions allow.
+func TestTPEConditionalSpace(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "c", Domain: searchspace.Choice{Values: []any{"a", "b", "c"}}},
+		searchspace.Param{Name: "m", Domain: searchspace.Uniform{Low: 0, High: 1}, When: &searchspace.Condition{Param: "c", Op: "==", Values: []any{"b"}}},
+		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 10}, When: &searchspace.Condition{Param: "c", Op: "!=", Values: []any{"b", "c"}}},
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -1, High: 1}},
+	)
+	score := func(cfg map[string]any) float64 {
+		x := cfg["x"].(float64)
+		switch cfg["c"] {
+		case "b":
+			return math.Pow(cfg["m"].(float64)-0.7, 2) + 0.1*x*x
+		case "a":
+			return 0.5 + 0.01*float64(cfg["n"].(int64)) + 0.1*x*x
+		}
+		return 1 + 0.1*x*x
+	}
+	tpe, err := NewTPE(space, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const trials = 60
+	b, near := 0, 0
+	for n := 1; n <= trials; n++ {
+		cfg, err := tpe.Suggest(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, hasM := cfg["m"]
+		_, hasN := cfg["n"]
+		if hasM != (cfg["c"] == "b") || hasN != (cfg["c"] == "a") {
+			t.Fatalf("trial %d: %v", n, cfg)
+		}
+		s := score(cfg)
+		tpe.OnTrialEnd(n, TrialEnd{Status: TrialCompleted, Last: &Observation{Score: s}})
+		if n > trials/2 && cfg["c"] == "b" {
+			b++
+			if math.Abs(cfg["m"].(float64)-0.7) < 0.15 {
+				near++
+			}
+		}
+	}
+	if b < trials/2*2/3 || near < b/2 {
+		t.Errorf("of the last %d trials, %d chose c = b (want at least 2/3) and %d of those had m within 0.15 of 0.7 (want half)", trials/2, b, near)
+	}
+}

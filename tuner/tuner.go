@@ -158,7 +158,7 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 		return nil, &ConfigError{Key: "trainer", Err: errors.New("a Go training function runs in this process and cannot use the cluster's nodes: register it with trainer.Register and use WithWorkerProcess")}
 	}
 	if t.searcher == nil {
-		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed())
+		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed(), t.cfg.Objective)
 		if err != nil {
 			return nil, err
 		}
@@ -195,9 +195,13 @@ func (t *Tuner) Config() Config { return t.cfg }
 type Result struct {
 	Experiment string
 	Trials     []*storage.Trial
-	// Best is the trial with the best value of the objective, nil when no
-	// trial reported it.
+	// Best is the feasible trial (see Objective.Constraints) with the best
+	// value of the objective, nil when no such trial reported it; nil too
+	// with several objectives, which have Front instead.
 	Best *storage.Trial
+	// Front is, with several objectives, the feasible trials on the
+	// Pareto front of their last reports (see storage.ParetoFront).
+	Front []*storage.Trial
 }
 
 // ErrAllTrialsFailed is returned by Fit, with the Result, when the
@@ -239,10 +243,23 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		}
 		defer lock.Release()
 	}
+	if err := t.checkWarmStart(ctx); err != nil {
+		return nil, err
+	}
 	t.gpus = newGPUWatch(t.db, 0, t.manager.Nodes())
 	l, err := t.prepare(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if cs := t.cfg.Objective.constraints(); len(cs) > 0 {
+		if err := t.db.SetConstraints(ctx, l.exp.ID, cs); err != nil {
+			return nil, err
+		}
+	}
+	if t.cfg.Objective.multi() {
+		if err := t.db.SetObjectives(ctx, l.exp.ID, t.cfg.Objective.objectives()); err != nil {
+			return nil, err
+		}
 	}
 	t.gpus.expID = l.exp.ID
 	ctl, err := serveControl(t.db.Path(), t.cfg.Name, &t.inspectors)
@@ -279,6 +296,16 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	if l.succeeded == 0 {
 		return res, ErrAllTrialsFailed
 	}
+	if t.cfg.Objective.multi() && len(res.Front) > 0 {
+		return res, nil
+	}
+	if res.Best == nil && len(t.cfg.Objective.Constraints) > 0 {
+		for _, tr := range res.Trials {
+			if tr.BestMetric != nil {
+				return res, fmt.Errorf("%w: %s", ErrNoFeasibleTrial, strings.Join(t.cfg.Objective.Constraints, ", "))
+			}
+		}
+	}
 	if res.Best == nil {
 		seen, err := t.db.MetricNames(context.WithoutCancel(ctx), t.cfg.Name)
 		if err != nil {
@@ -288,6 +315,10 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	}
 	return res, nil
 }
+
+// ErrNoFeasibleTrial is returned by Fit, with the Result, when trials
+// reported the objective but none met the objective's constraints.
+var ErrNoFeasibleTrial = errors.New("no trial met the constraints")
 
 // ErrObjectiveNeverReported is returned by Fit, with the Result, when
 // trials ran but none of their reports carried the objective's metric;
@@ -348,6 +379,10 @@ func (t *Tuner) result(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Experiment: t.cfg.Name, Trials: trials}
+	if t.cfg.Objective.multi() {
+		res.Front, err = t.db.ParetoFront(ctx, t.cfg.Name)
+		return res, err
+	}
 	res.Best, err = t.db.BestTrial(ctx, t.cfg.Name)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return nil, err

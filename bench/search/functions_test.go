@@ -32,3 +32,21 @@ func TestFunctionsAtTheirMinimisers(t *testing.T) {
 		}
 	}
 }
+
+func TestHypervolume(t *testing.T) {
+	for _, c := range []struct {
+		points [][]float64
+		ref    []float64
+		want   float64
+	}{
+		{[][]float64{{1, 1}}, []float64{2, 2}, 1},
+		{[][]float64{{0, 1}, {1, 0}}, []float64{2, 2}, 3},
+		{[][]float64{{0, 1}, {1, 0}, {1, 1}, {3, 0}}, []float64{2, 2}, 3},
+		{[][]float64{{1, 1, 1}}, []float64{2, 2, 2}, 1},
+		{[][]float64{{0, 0, 1}, {1, 1, 0}}, []float64{2, 2, 2}, 4 + 2 - 1},
+	} {
+		if got := hypervolume(c.points, c.ref); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("hypervolume(%v, %v) = %g, want %g", c.points, c.ref, got, c.want)
+		}
+	}
+}

@@ -6,6 +6,15 @@
 //     random, TPE and CMA-ES searchers and Optuna's TPESampler and
 //     CmaEsSampler. Trials run one at a time; each searcher is driven
 //     through the tuner.Searcher interface.
+//   - multi: the hypervolume after 50 and 200 trials, median over 10
+//     seeds, on ZDT1, ZDT2 (10-D) and DTLZ2 (3 objectives, 7-D), for
+//     gotune's random, TPE (MOTPE) and NSGA-II searchers and Optuna's
+//     NSGAIISampler and TPESampler (its MOTPE), every run's trials
+//     measured by the same code here.
+//   - constrained: the best feasible Branin value after 50 and 200
+//     trials subject to (x0 − 2.5)² + (x1 − 7.5)² ≤ 20, median over 10
+//     seeds, for gotune's TPE told the constraint and Optuna's TPESampler
+//     with constraints_func.
 //   - overhead: milliseconds for TPE to suggest the 1,000th and the
 //     5,000th configuration (median of -repeat suggestions at that history
 //     length), on the 3-parameter space of the Optuna overhead anchor
@@ -16,7 +25,8 @@
 //
 //	go run ./bench/search [-seeds 10] [-first-seed 0] [-trials 200] [-checkpoints 50,200]
 //	    [-functions branin,hartmann6,rosenbrock10] [-lengths 1000,5000]
-//	    [-repeat 5] [-skip quality|overhead] [-python /usr/bin/python3]
+//	    [-repeat 5] [-problems zdt1,zdt2,dtlz2] [-skip quality,overhead,multi,constrained]
+//	    [-python /usr/bin/python3]
 //
 // It prints one JSON object per line. Without optuna it prints a line
 // saying so and gotune's figures only.
@@ -51,6 +61,9 @@ type options struct {
 	repeat      int
 	quality     bool
 	overhead    bool
+	multi       bool
+	constrained bool
+	problems    []problem
 	python      string
 	peerScript  string
 }
@@ -65,7 +78,9 @@ func main() {
 	flag.StringVar(&funcs, "functions", "branin,hartmann6,rosenbrock10", "functions to minimise")
 	flag.StringVar(&lengths, "lengths", "1000,5000", "TPE suggestions to time: the N-th, after N-1 finished trials")
 	flag.IntVar(&o.repeat, "repeat", 5, "suggestions timed at each history length; the median is reported")
-	flag.StringVar(&skip, "skip", "", `"quality" or "overhead" to skip that part`)
+	var probs string
+	flag.StringVar(&probs, "problems", "zdt1,zdt2,dtlz2", "multi-objective problems")
+	flag.StringVar(&skip, "skip", "", `parts to skip, comma-separated: "quality", "overhead", "multi", "constrained"`)
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python with optuna for the peer; empty to skip the peer")
 	flag.StringVar(&o.peerScript, "peer-script", "bench/search/optuna_peer.py", "the peer script")
 	flag.Parse()
@@ -89,7 +104,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "search:", err)
 		os.Exit(2)
 	}
-	o.quality, o.overhead = skip != "quality", skip != "overhead"
+	if err == nil {
+		o.problems, err = pickProblems(strings.Split(probs, ","))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "search:", err)
+		os.Exit(2)
+	}
+	skipped := strings.Split(skip, ",")
+	o.quality, o.overhead = !slices.Contains(skipped, "quality"), !slices.Contains(skipped, "overhead")
+	o.multi, o.constrained = !slices.Contains(skipped, "multi"), !slices.Contains(skipped, "constrained")
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "search:", err)
 		os.Exit(1)
@@ -129,6 +153,16 @@ func run(o options) error {
 			for _, c := range o.checkpoints {
 				out.Encode(qualityLine(o, fn, c, ours, theirs))
 			}
+		}
+	}
+	if o.multi {
+		if err := runMulti(o, out, peerOK); err != nil {
+			return err
+		}
+	}
+	if o.constrained {
+		if err := runConstrained(o, out, peerOK); err != nil {
+			return err
 		}
 	}
 	if o.overhead {

@@ -6,6 +6,16 @@ quality: for each function, sampler and seed, minimise the function for
 value after each of --checkpoints trials:
     {"mode": "quality", "function", "sampler", "seed", "best": {"50": v, "200": v}}
 
+multi: for each problem (ZDT1, ZDT2, DTLZ2), sampler (NSGAIISampler,
+TPESampler, which does MOTPE with several objectives) and seed, minimise
+every objective for --trials trials and print every trial's objectives:
+    {"mode": "multi", "problem", "sampler", "seed", "points": [[f1, f2], ...]}
+
+constrained: for each seed, minimise Branin subject to
+(x0 − 2.5)² + (x1 − 7.5)² ≤ 20 with TPESampler's constraints_func and
+print the best feasible value after each of --checkpoints trials:
+    {"mode": "constrained", "seed", "best": {"50": v, "200": v}}
+
 overhead: for each history length N, give a TPESampler study N-1 finished
 trials (random configurations of a 3-parameter space, added
 with study.add_trials) and time study.ask() of the N-th, --repeat times at
@@ -98,6 +108,84 @@ def quality(args):
                       flush=True)
 
 
+def zdt_g(x):
+    return 1 + 9 * sum(x[1:]) / (len(x) - 1)
+
+
+def zdt1(x):
+    g = zdt_g(x)
+    return [x[0], g * (1 - math.sqrt(x[0] / g))]
+
+
+def zdt2(x):
+    g = zdt_g(x)
+    return [x[0], g * (1 - (x[0] / g) ** 2)]
+
+
+def dtlz2(x):
+    g = sum((v - 0.5) ** 2 for v in x[2:])
+    a, b = x[0] * math.pi / 2, x[1] * math.pi / 2
+    return [(1 + g) * math.cos(a) * math.cos(b), (1 + g) * math.cos(a) * math.sin(b), (1 + g) * math.sin(a)]
+
+
+# name: (dimensions, objectives, function), as in bench/search/multi.go.
+PROBLEMS = {"zdt1": (10, 2, zdt1), "zdt2": (10, 2, zdt2), "dtlz2": (7, 3, dtlz2)}
+
+
+def multi_sampler(name, seed):
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    if name == "motpe":
+        return optuna.samplers.MOTPESampler(seed=seed)
+    raise SystemExit("unknown sampler %r" % name)
+
+
+def multi(args):
+    for pname in args.problems.split(","):
+        dims, nobj, f = PROBLEMS[pname]
+        for sname in args.samplers.split(","):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                study = optuna.create_study(directions=["minimize"] * nobj, sampler=multi_sampler(sname, seed))
+                points = []
+
+                def objective(trial):
+                    fs = f([trial.suggest_float("x%d" % i, 0, 1) for i in range(dims)])
+                    points.append(fs)
+                    return fs
+
+                study.optimize(objective, n_trials=args.trials, gc_after_trial=False)
+                print(json.dumps({"mode": "multi", "problem": pname, "sampler": sname, "seed": seed,
+                                  "points": points}), flush=True)
+
+
+def branin_constraint(x):
+    """The constraint of the constrained Branin, feasible at or below 0."""
+    return (x[0] - 2.5) ** 2 + (x[1] - 7.5) ** 2 - 20
+
+
+def constrained(args):
+    checkpoints = [int(c) for c in args.checkpoints.split(",")]
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        sampler = optuna.samplers.TPESampler(seed=seed, constraints_func=lambda t: [t.user_attrs["c"]])
+        study = optuna.create_study(sampler=sampler)
+        best = []
+
+        def objective(trial):
+            x = [trial.suggest_float("x0", -5, 10), trial.suggest_float("x1", 0, 15)]
+            c = branin_constraint(x)
+            trial.set_user_attr("c", c)
+            v = branin(x)
+            prev = best[-1] if best else math.inf
+            best.append(min(prev, v) if c <= 0 else prev)
+            return v
+
+        study.optimize(objective, n_trials=args.trials, gc_after_trial=False)
+        print(json.dumps({"mode": "constrained", "seed": seed,
+                          "best": {str(c): best[c - 1] for c in checkpoints if c <= len(best)}}), flush=True)
+
+
 # The space and final value of the Optuna overhead anchor: lr log-uniform,
 # width categorical, dropout uniform.
 OVERHEAD_SPACE = {
@@ -147,14 +235,22 @@ def main():
     o = sub.add_parser("overhead")
     o.add_argument("--lengths", default="1000,5000")
     o.add_argument("--repeat", type=int, default=5)
+    m = sub.add_parser("multi")
+    m.add_argument("--problems", default="zdt1,zdt2,dtlz2")
+    m.add_argument("--samplers", default="nsga2,tpe")
+    m.add_argument("--first-seed", type=int, default=0)
+    m.add_argument("--seeds", type=int, default=10)
+    m.add_argument("--trials", type=int, default=200)
+    c = sub.add_parser("constrained")
+    c.add_argument("--first-seed", type=int, default=0)
+    c.add_argument("--seeds", type=int, default=10)
+    c.add_argument("--trials", type=int, default=200)
+    c.add_argument("--checkpoints", default="50,200")
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore")
     print(json.dumps({"mode": "version", "optuna": optuna.__version__}), flush=True)
-    if args.mode == "quality":
-        quality(args)
-    else:
-        overhead(args)
+    {"quality": quality, "overhead": overhead, "multi": multi, "constrained": constrained}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -293,6 +293,11 @@ func (v *liveView) OnTrialEnd(trial int, status string, err error) {
 	v.queue(line)
 }
 
+// OnNotice prints a notice of the run above the table.
+func (v *liveView) OnNotice(msg string) {
+	v.queue(fmt.Sprintf("%s  %s", formatElapsed(time.Since(v.start)), msg))
+}
+
 // OnEvent prints a restart or a resize above the table.
 func (v *liveView) OnEvent(trial int, e trainer.Event) {
 	v.queue(fmt.Sprintf("%s  trial %d %s", formatElapsed(time.Since(v.start)), trial, describeEvent(e)))

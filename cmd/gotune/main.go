@@ -105,6 +105,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			lsCommand(dbFlag),
 			trialsCommand(dbFlag),
 			bestCommand(dbFlag),
+			importanceCommand(dbFlag),
 			devicesCommand(),
 			showCommand(dbFlag),
 			stackCommand(dbFlag),

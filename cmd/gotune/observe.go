@@ -16,7 +16,8 @@ import (
 )
 
 // observers tells each of its observers about a sweep's progress, in
-// order; those that are tuner.EventObservers hear of restarts too.
+// order; those that are tuner.EventObservers hear of restarts too, and
+// tuner.NoticeObservers the run's notices.
 type observers []tuner.Observer
 
 func (os observers) OnReport(trial int, r trainer.Result) {
@@ -28,6 +29,14 @@ func (os observers) OnReport(trial int, r trainer.Result) {
 func (os observers) OnTrialEnd(trial int, status string, err error) {
 	for _, o := range os {
 		o.OnTrialEnd(trial, status, err)
+	}
+}
+
+func (os observers) OnNotice(msg string) {
+	for _, o := range os {
+		if no, ok := o.(tuner.NoticeObserver); ok {
+			no.OnNotice(msg)
+		}
 	}
 }
 

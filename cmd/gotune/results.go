@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,15 +55,23 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 			}
 			defer db.Close()
 			// The trials stream from the database to the output, so that
-			// a long experiment is listed in little memory.
-			var out trialWriter = newTrialTable(c.App.Writer)
-			if c.Bool("json") {
-				out = &trialArray{w: c.App.Writer}
-			}
-			if err := db.EachTrial(c.Context, exp, q, out.write); err != nil {
-				return lookupError(err)
-			}
-			return out.close()
+			// a long experiment is listed in little memory; with several
+			// objectives, members of the Pareto front are marked.
+			err = db.Snapshot(c.Context, func(s *storage.DB) error {
+				onFront, err := frontMembers(c.Context, s, exp)
+				if err != nil {
+					return err
+				}
+				var out trialWriter = newTrialTable(c.App.Writer, onFront)
+				if c.Bool("json") {
+					out = &trialArray{w: c.App.Writer, onFront: onFront}
+				}
+				if err := s.EachTrial(c.Context, exp, q, out.write); err != nil {
+					return err
+				}
+				return out.close()
+			})
+			return lookupError(err)
 		},
 	}
 }
@@ -75,12 +84,18 @@ type trialWriter interface {
 
 // trialArray writes trials as one JSON array, indented as writeJSON does.
 type trialArray struct {
-	w io.Writer
-	n int
+	w       io.Writer
+	onFront map[int]bool // see frontMembers
+	n       int
 }
 
 func (a *trialArray) write(t *storage.Trial) error {
-	b, err := json.MarshalIndent(toTrialJSON(t), "  ", "  ")
+	j := toTrialJSON(t)
+	if a.onFront != nil {
+		member := a.onFront[t.Number]
+		j.OnFront = &member
+	}
+	b, err := json.MarshalIndent(j, "  ", "  ")
 	if err != nil {
 		return err
 	}
@@ -105,21 +120,29 @@ func (a *trialArray) close() error {
 // trialTable writes trials as a table; its columns are aligned over
 // blocks of tableBlock rows, so that it never holds more.
 type trialTable struct {
-	w  io.Writer
-	tw *tabwriter.Writer
-	n  int
+	w       io.Writer
+	tw      *tabwriter.Writer
+	onFront map[int]bool // see frontMembers
+	n       int
 }
 
 const tableBlock = 1000
 
-func newTrialTable(w io.Writer) *trialTable {
-	t := &trialTable{w: w, tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+func newTrialTable(w io.Writer, onFront map[int]bool) *trialTable {
+	t := &trialTable{w: w, tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0), onFront: onFront}
 	fmt.Fprintln(t.tw, "TRIAL\tSTATUS\tITER\tLAST\tBEST\tPARAMS")
 	return t
 }
 
 func (t *trialTable) write(tr *storage.Trial) error {
-	fmt.Fprintf(t.tw, "%d\t%s\t%d\t%s\t%s\t%s\n", tr.Number, tr.Status, tr.Iterations,
+	status := tr.Status
+	if tr.Feasible != nil && !*tr.Feasible {
+		status += " (infeasible)"
+	}
+	if t.onFront[tr.Number] {
+		status += " (front)"
+	}
+	fmt.Fprintf(t.tw, "%d\t%s\t%d\t%s\t%s\t%s\n", tr.Number, status, tr.Iterations,
 		optFloat(tr.LastMetric), optFloat(tr.BestMetric), formatParams(tr.Params))
 	if t.n++; t.n%tableBlock == 0 {
 		return t.tw.Flush()
@@ -147,9 +170,15 @@ func bestCommand(dbFlag cli.Flag) *cli.Command {
 			defer db.Close()
 			var out bestJSON
 			var last map[string]float64
+			var front []frontJSON
+			var objectives []storage.Objective
 			err = db.Snapshot(c.Context, func(s *storage.DB) error {
 				exp, err := s.Experiment(c.Context, name)
 				if err != nil {
+					return err
+				}
+				if objectives = exp.Objectives; objectives != nil {
+					front, err = readFront(c.Context, s, exp)
 					return err
 				}
 				best, err := s.BestTrial(c.Context, name)
@@ -177,6 +206,13 @@ func bestCommand(dbFlag cli.Flag) *cli.Command {
 			if err != nil {
 				return lookupError(err)
 			}
+			if objectives != nil {
+				if c.Bool("json") {
+					return writeJSON(c.App.Writer, front)
+				}
+				printFront(c.App.Writer, objectives, front)
+				return nil
+			}
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, out)
 			}
@@ -191,6 +227,71 @@ func bestCommand(dbFlag cli.Flag) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// frontJSON is a trial of the Pareto front in `gotune best --json` of an
+// experiment with several objectives: the trial, its objectives' values
+// and its last report.
+type frontJSON struct {
+	trialJSON
+	Objectives map[string]storage.Number `json:"objectives"`
+	Metrics    map[string]storage.Number `json:"metrics"`
+}
+
+// readFront reads the Pareto front of exp, which has several objectives;
+// ErrNotFound when it is empty.
+func readFront(ctx context.Context, s *storage.DB, exp *storage.Experiment) ([]frontJSON, error) {
+	trials, err := s.ParetoFront(ctx, exp.Name)
+	if err != nil {
+		return nil, err
+	}
+	if len(trials) == 0 {
+		return nil, fmt.Errorf("pareto front of %q: no feasible trial has reported every objective yet: %w", exp.Name, storage.ErrNotFound)
+	}
+	out := make([]frontJSON, len(trials))
+	for i, t := range trials {
+		reports, err := s.Reports(ctx, exp.Name, t.Number)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = frontJSON{trialJSON: toTrialJSON(t), Objectives: map[string]storage.Number{}}
+		if len(reports) > 0 {
+			last := reports[len(reports)-1].Metrics
+			out[i].Metrics = storage.Numbers(last)
+			for _, o := range exp.Objectives {
+				out[i].Objectives[o.Metric] = storage.Number(last[o.Metric])
+			}
+		}
+	}
+	return out, nil
+}
+
+// printFront prints the Pareto front as a table: a trial per row, with its
+// objectives' values.
+func printFront(w io.Writer, objectives []storage.Objective, front []frontJSON) {
+	names := make([]string, len(objectives))
+	for i, o := range objectives {
+		names[i] = fmt.Sprintf("%s (%s)", o.Metric, o.Mode)
+	}
+	fmt.Fprintf(w, "pareto front of %d trials over %s\n", len(front), strings.Join(names, ", "))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "TRIAL\tSTATUS\t%s\tPARAMS\n", strings.ToUpper(strings.Join(metricNames(objectives), "\t")))
+	for _, f := range front {
+		vals := make([]string, len(objectives))
+		for i, o := range objectives {
+			vals[i] = fmt.Sprintf("%.6g", float64(f.Objectives[o.Metric]))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", f.TrialID, f.Status, strings.Join(vals, "\t"), formatParams(f.Params))
+	}
+	tw.Flush()
+}
+
+func metricNames(objectives []storage.Objective) []string {
+	out := make([]string, len(objectives))
+	for i, o := range objectives {
+		out[i] = o.Metric
+	}
+	return out
 }
 
 // openResults opens a results database read-only; a missing or foreign file
@@ -221,10 +322,36 @@ type trialJSON struct {
 	BestMetric *storage.Number `json:"best_metric"`
 	Restarts   int             `json:"restarts"`
 	Error      string          `json:"error,omitempty"`
+	// Feasible is whether the trial's last report met the objective's
+	// constraints; absent when the experiment has none.
+	Feasible *bool `json:"feasible,omitempty"`
+	// OnFront is, in `gotune trials --json` of an experiment with several
+	// objectives, whether the trial is on the Pareto front.
+	OnFront *bool `json:"on_front,omitempty"`
+}
+
+// frontMembers returns the trials of exp on its Pareto front by number, or
+// nil when exp has one objective.
+func frontMembers(ctx context.Context, s *storage.DB, exp string) (map[int]bool, error) {
+	e, err := s.Experiment(ctx, exp)
+	if err != nil || e.Objectives == nil {
+		return nil, err
+	}
+	front, err := s.ParetoFront(ctx, exp)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]bool{}
+	for _, t := range front {
+		out[t.Number] = true
+	}
+	return out, nil
 }
 
 func toTrialJSON(t *storage.Trial) trialJSON {
-	return trialJSON{t.Number, t.Status, t.Params, t.Iterations, storage.NumberPtr(t.LastMetric), storage.NumberPtr(t.BestMetric), t.Restarts, t.Error}
+	return trialJSON{TrialID: t.Number, Status: t.Status, Params: t.Params, Iterations: t.Iterations,
+		LastMetric: storage.NumberPtr(t.LastMetric), BestMetric: storage.NumberPtr(t.BestMetric),
+		Restarts: t.Restarts, Error: t.Error, Feasible: t.Feasible}
 }
 
 // bestJSON is `gotune best --json`: the best trial, its last report and the
@@ -265,9 +392,10 @@ func metricKeys(ms []map[string]float64) []string {
 	return slices.Sorted(maps.Keys(keys))
 }
 
-// printTrialTable writes trials as a table.
-func printTrialTable(w io.Writer, trials []*storage.Trial) {
-	t := newTrialTable(w)
+// printTrialTable writes trials as a table; with onFront (several
+// objectives), members of the Pareto front are marked.
+func printTrialTable(w io.Writer, trials []*storage.Trial, onFront map[int]bool) {
+	t := newTrialTable(w, onFront)
 	for _, tr := range trials {
 		t.write(tr)
 	}

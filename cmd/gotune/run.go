@@ -117,7 +117,7 @@ func runCommand() *cli.Command {
 			switch {
 			case errors.Is(err, storage.ErrExperimentRunning), errors.Is(err, tuner.ErrExperimentExists), errors.Is(err, tuner.ErrNothingToResume):
 				return badInput(err)
-			case errors.Is(err, tuner.ErrAllTrialsFailed), errors.Is(err, tuner.ErrObjectiveNeverReported):
+			case errors.Is(err, tuner.ErrAllTrialsFailed), errors.Is(err, tuner.ErrObjectiveNeverReported), errors.Is(err, tuner.ErrNoFeasibleTrial):
 				return &exitError{exitFailed, err}
 			case errors.Is(err, context.Canceled):
 				return &exitError{exitFailed, fmt.Errorf("interrupted: completed reports are in %s; run the same command again to continue", t.Config().Storage)}
@@ -143,6 +143,10 @@ func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 		line += ": " + err.Error()
 	}
 	fmt.Fprintln(p.w, line)
+}
+
+func (p *linePrinter) OnNotice(msg string) {
+	fmt.Fprintf(p.w, "%7.1fs  %s\n", time.Since(p.start).Seconds(), msg)
 }
 
 func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
@@ -208,8 +212,22 @@ func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result) {
 	for _, s := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(w, ", %d %s", counts[s], s)
 	}
+	if o := cfg.Objective; len(o.Metrics) > 1 {
+		onFront := map[int]bool{}
+		for _, t := range res.Front {
+			onFront[t.Number] = true
+		}
+		names := make([]string, len(o.Metrics))
+		for i, m := range o.Metrics {
+			names[i] = fmt.Sprintf("%s (%s)", m, o.Modes[i])
+		}
+		fmt.Fprintf(w, "; the Pareto front over %s has %d trials:\n", strings.Join(names, ", "), len(res.Front))
+		printTrialTable(w, res.Front, onFront)
+		fmt.Fprintf(w, "their objectives: gotune best %s\n", res.Experiment)
+		return
+	}
 	fmt.Fprintf(w, "; best %s (%s) per trial:\n", metric, cfg.Objective.Mode)
-	printTrialTable(w, ranked[:min(len(ranked), 5)])
+	printTrialTable(w, ranked[:min(len(ranked), 5)], nil)
 	if res.Best != nil {
 		fmt.Fprintf(w, "best trial: %d, %s = %.6g\n", res.Best.Number, metric, *res.Best.BestMetric)
 	}

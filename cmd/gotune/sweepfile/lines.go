@@ -1,6 +1,7 @@
 package sweepfile
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -44,10 +45,28 @@ func (idx lineIndex) keyValue(p *unstable.Parser, table []string, kv *unstable.N
 	first := kv.Key()
 	first.Next()
 	idx.add(p, key, first.Node())
-	if v := kv.Value(); v.Kind == unstable.InlineTable {
+	idx.value(p, parts, kv.Value())
+}
+
+// value indexes the keys inside a value: those of an inline table, and
+// an array's elements as key[i] (i from 0), with the keys inside them.
+func (idx lineIndex) value(p *unstable.Parser, parts []string, v *unstable.Node) {
+	switch v.Kind {
+	case unstable.InlineTable:
 		children := v.Children()
 		for children.Next() {
 			idx.keyValue(p, parts, children.Node())
+		}
+	case unstable.Array:
+		last := len(parts) - 1
+		children := v.Children()
+		for i := 0; children.Next(); i++ {
+			elem := append(append([]string{}, parts[:last]...), fmt.Sprintf("%s[%d]", parts[last], i))
+			n := children.Node()
+			if n.Raw.Length > 0 {
+				idx[strings.Join(elem, ".")] = p.Shape(n.Raw).Start.Line
+			}
+			idx.value(p, elem, n)
 		}
 	}
 }
@@ -73,7 +92,7 @@ func (idx lineIndex) find(key string) int {
 		if l, ok := idx[key]; ok {
 			return l
 		}
-		i := strings.LastIndexByte(key, '.')
+		i := strings.LastIndexAny(key, ".[")
 		if i < 0 {
 			break
 		}

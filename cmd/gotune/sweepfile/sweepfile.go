@@ -54,7 +54,7 @@ type file struct {
 	Name      string                `toml:"name"`
 	Storage   string                `toml:"storage"`
 	Seed      int64                 `toml:"seed"`
-	Objective tuner.Objective       `toml:"objective"`
+	Objective fileObjective         `toml:"objective"`
 	Search    fileSearch            `toml:"search"`
 	Scheduler tuner.SchedulerConfig `toml:"scheduler"`
 	Trainer   trainer.Config        `toml:"trainer"`
@@ -77,6 +77,72 @@ type Sweep struct {
 	Config tuner.Config
 	// MLflow is the [mlflow] section, zero when absent.
 	MLflow MLflow
+}
+
+// fileObjective is the [objective] section, whose metric and mode are a
+// string each, or arrays of them for several objectives.
+type fileObjective struct {
+	Metric      any      `toml:"metric"`
+	Mode        any      `toml:"mode"`
+	Constraints []string `toml:"constraints"`
+}
+
+// objective turns the section into a tuner.Objective; errors name the key.
+func (f fileObjective) objective() (tuner.Objective, string, error) {
+	o := tuner.Objective{Constraints: f.Constraints}
+	for _, field := range []struct {
+		key      string
+		raw      any
+		one      *string
+		several  *[]string
+		wantWhat string
+	}{
+		{"objective.metric", f.Metric, &o.Metric, &o.Metrics, "a metric name"},
+		{"objective.mode", f.Mode, &o.Mode, &o.Modes, `"min" or "max"`},
+	} {
+		switch v := field.raw.(type) {
+		case nil:
+		case string:
+			*field.one = v
+		case []any:
+			for _, x := range v {
+				str, ok := x.(string)
+				if !ok {
+					return o, field.key, fmt.Errorf("wrong type: want a string (%s) or an array of strings, got an array holding %s", field.wantWhat, tomlKind(x))
+				}
+				*field.several = append(*field.several, str)
+			}
+			if len(*field.several) == 0 {
+				return o, field.key, errors.New("an empty array: name at least two objectives, or give one as a string")
+			}
+		default:
+			return o, field.key, fmt.Errorf("wrong type: want a string (%s) or an array of strings, got %s", field.wantWhat, tomlKind(v))
+		}
+	}
+	switch {
+	case o.Metrics != nil && o.Mode != "":
+		return o, "objective.mode", errors.New("several metrics take an array of modes, one per metric")
+	case o.Metrics == nil && o.Modes != nil:
+		return o, "objective.mode", errors.New("an array of modes goes with an array of metrics")
+	}
+	return o, "", nil
+}
+
+// tomlKind names the TOML kind of a decoded value.
+func tomlKind(v any) string {
+	switch v.(type) {
+	case int64, float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	case string:
+		return "a string"
+	}
+	return "a date or time"
 }
 
 type fileSearch struct {
@@ -140,11 +206,15 @@ func decode(name string, data []byte) (tuner.Config, *file, error) {
 		return &Error{File: name, Line: lines.find(key), Key: key, Err: err}
 	}
 
+	objective, key, err := f.Objective.objective()
+	if err != nil {
+		return tuner.Config{}, nil, at(key, err)
+	}
 	cfg := tuner.Config{
 		Name:      f.Name,
 		Storage:   f.Storage,
 		Seed:      f.Seed,
-		Objective: f.Objective,
+		Objective: objective,
 		Search:    f.Search.SearchConfig,
 		Scheduler: f.Scheduler,
 		Trainer:   f.Trainer,
@@ -157,11 +227,15 @@ func decode(name string, data []byte) (tuner.Config, *file, error) {
 	slices.Sort(names)
 	for _, n := range names {
 		key := "search.space." + n
-		d, err := searchspace.Parse(f.Search.Space[n])
+		d, when, err := searchspace.ParseConditional(f.Search.Space[n])
+		var ce *searchspace.ConditionError
+		if errors.As(err, &ce) {
+			return tuner.Config{}, nil, at(key+".when", ce.Err)
+		}
 		if err != nil {
 			return tuner.Config{}, nil, at(key, err)
 		}
-		if err := space.Add(n, d); err != nil {
+		if err := space.AddParam(searchspace.Param{Name: n, Domain: d, When: when}); err != nil {
 			return tuner.Config{}, nil, at(key, err)
 		}
 	}

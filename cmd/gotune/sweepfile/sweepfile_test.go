@@ -83,6 +83,28 @@ func TestDecodeErrors(t *testing.T) {
 		{"search seed of the wrong type", [2]string{"num_samples = 4", "num_samples = 4\nseed = \"x\""}, 10, "search.seed", "want an integer"},
 		{"cmaes with a choice names the choice", [2]string{"num_samples = 4", "num_samples = 4\nalgorithm = \"cmaes\""}, 15, "search.space.hidden", `cmaes searches numeric spaces only, and "hidden" is a choice`},
 		{"grid without grid parameters", [2]string{"num_samples = 4", "num_samples = 4\nalgorithm = \"grid\""}, 10, "search.algorithm", "needs at least one grid parameter"},
+		{"condition that does not parse", [2]string{"hidden = { choice = [32, 64] }", "hidden = { choice = [32, 64], when = \"epochs >= 3\" }"},
+			14, "search.space.hidden.when", `condition "epochs >= 3": at byte 7: the name is followed by ==, !=, in or not in`},
+		{"condition on a numeric parameter", [2]string{"hidden = { choice = [32, 64] }", "hidden = { choice = [32, 64], when = \"lr == 0.01\" }"},
+			14, "search.space.hidden.when", "lr is { loguniform = [0.0001, 0.1] }; a condition compares a choice or a grid parameter's values"},
+		{"condition naming no parameter", [2]string{"epochs = 3", "epochs = 3\nwd = { uniform = [0, 0.1], when = \"hiden == 32\" }"},
+			16, "search.space.wd.when", "hiden names no parameter of the space"},
+		{"condition of the wrong type", [2]string{"epochs = 3", "epochs = 3\nwd = { uniform = [0, 0.1], when = true }"},
+			16, "search.space.wd.when", "want a string"},
+		{"bad constraint", [2]string{`mode = "min"`, "mode = \"min\"\nconstraints = [\n  \"mem <= 40\",\n  \"latency == 3\",\n]"},
+			9, "objective.constraints[1]", `"latency == 3" is not a constraint: want a metric, <=, <, >= or >, and a number`},
+		{"several metrics with one mode", [2]string{`metric = "val_loss"`, `metric = ["val_loss", "latency"]`}, 6, "objective.mode", "several metrics take an array of modes"},
+		{"modes without metrics", [2]string{`mode = "min"`, `mode = ["min", "max"]`}, 6, "objective.mode", "an array of modes goes with an array of metrics"},
+		{"metric array of numbers", [2]string{`metric = "val_loss"`, `metric = ["val_loss", 3]`}, 5, "objective.metric", "got an array holding a number"},
+		{"fewer modes than metrics", [2]string{"metric = \"val_loss\"\nmode = \"min\"", "metric = [\"val_loss\", \"lat\", \"mem\"]\nmode = [\"min\", \"max\"]"}, 6, "objective.mode", "2 modes for 3 metrics"},
+		{"point naming no parameter", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [\n  { lr = 0.01 },\n  { lr = 0.02, hiden = 64 },\n]"},
+			13, "search.points_to_evaluate[1].hiden", "names no parameter the search samples (have [epochs hidden lr])"},
+		{"point outside its domain", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [{ lr = 0.01, hidden = 48 }]"},
+			11, "search.points_to_evaluate[0].hidden", "48 is not a value of { choice = [32, 64] }"},
+		{"point that is not a table", [2]string{"max_concurrent = 2", "max_concurrent = 2\npoints_to_evaluate = [0.01]"},
+			11, "search.points_to_evaluate", "want a table"},
+		{"warm start of random search", [2]string{"max_concurrent = 2", "max_concurrent = 2\nwarm_start = \"earlier\""},
+			11, "search.warm_start", `algorithm "random" does not learn from other trials' results: warm start needs "tpe"`},
 		{"placeholder naming no parameter", [2]string{`model = "mlp"`, `command = ["python3", "train.py", "--lr={lr}", "--layers={layers}"]`}, 18, "trainer.command", `{layers} in argument 4 ("--layers={layers}") names no parameter of [search.space] (have epochs, hidden, lr; write {{layers}} for a literal {layers})`},
 	}
 	for _, tt := range tests {
@@ -226,4 +248,70 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("grid of %d cells expanded to %d", n, len(space.GridCells()))
 		}
 	})
+}
+
+// TestDecodePointsAndWarmStart checks [search] points_to_evaluate and
+// warm_start.
+func TestDecodePointsAndWarmStart(t *testing.T) {
+	doc := strings.Replace(valid, "max_concurrent = 2", `max_concurrent = 2
+algorithm = "tpe"
+warm_start = "digits-v1"
+points_to_evaluate = [{ lr = 0.01, hidden = 64 }, { hidden = 32 }]`, 1)
+	cfg, err := Decode("sweep.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]any{{"lr": 0.01, "hidden": int64(64)}, {"hidden": int64(32)}}
+	if !reflect.DeepEqual(cfg.Search.PointsToEvaluate, want) {
+		t.Errorf("points: got %v, want %v", cfg.Search.PointsToEvaluate, want)
+	}
+	if cfg.Search.WarmStart != "digits-v1" {
+		t.Errorf("warm_start: got %q", cfg.Search.WarmStart)
+	}
+}
+
+// TestDecodeConditional checks a conditional parameter.
+func TestDecodeConditional(t *testing.T) {
+	doc := strings.Replace(valid, "epochs = 3", `epochs = 3
+opt = { choice = ["sgd", "adam"] }
+momentum = { uniform = [0.0, 0.99], when = "opt == 'sgd'" }`, 1)
+	cfg, err := Decode("sweep.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := cfg.Search.Space.Param("momentum")
+	if !ok || p.Domain != (searchspace.Uniform{Low: 0, High: 0.99}) || p.When == nil || p.When.String() != "opt == 'sgd'" {
+		t.Errorf("momentum: got %+v", p)
+	}
+	// A command cannot take it as an argument: it is absent from some trials.
+	doc = strings.Replace(doc, `model = "mlp"`, `command = ["python3", "train.py", "--momentum={momentum}"]`, 1)
+	_, err = Decode("sweep.toml", []byte(doc))
+	var e *Error
+	if !errors.As(err, &e) || e.Key != "trainer.command" || !strings.Contains(err.Error(), "names a conditional parameter") {
+		t.Errorf("a conditional parameter in the command: got %v", err)
+	}
+}
+
+// TestDecodeSeveralObjectives checks metric and mode arrays.
+func TestDecodeSeveralObjectives(t *testing.T) {
+	doc := strings.Replace(valid, "metric = \"val_loss\"\nmode = \"min\"", "metric = [\"val_loss\", \"val_acc\"]\nmode = [\"min\", \"max\"]", 1)
+	cfg, err := Decode("sweep.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Objective
+	if !reflect.DeepEqual(o.Metrics, []string{"val_loss", "val_acc"}) || !reflect.DeepEqual(o.Modes, []string{"min", "max"}) || o.Metric != "" {
+		t.Errorf("objective: got %+v", o)
+	}
+	for _, c := range []struct{ algorithm, key, msg string }{
+		{"cmaes", "search.algorithm", "cmaes optimises one objective"},
+		{"nsga2", "", ""},
+		{"tpe", "", ""},
+	} {
+		_, err := Decode("sweep.toml", []byte(strings.Replace(doc, "num_samples = 4", "num_samples = 4\nalgorithm = \""+c.algorithm+"\"", 1)))
+		var e *Error
+		if c.key == "" && err != nil || c.key != "" && (!errors.As(err, &e) || e.Key != c.key || !strings.Contains(err.Error(), c.msg)) {
+			t.Errorf("%s: got %v, want key %q", c.algorithm, err, c.key)
+		}
+	}
 }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	toml "github.com/pelletier/go-toml/v2"
+	"github.com/urfave/cli/v2"
+
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/tuner"
+)
+
+func importanceCommand(dbFlag cli.Flag) *cli.Command {
+	return &cli.Command{
+		Name:      "importance",
+		Usage:     "rank an experiment's hyperparameters by their effect on the objective (PED-ANOVA)",
+		ArgsUsage: "EXPERIMENT",
+		Flags: []cli.Flag{
+			dbFlag,
+			&cli.StringFlag{Name: "metric", Usage: "judge by `METRIC`, one of the objectives (default: the first)"},
+			&cli.Float64Flag{Name: "quantile", Value: 0.1, Usage: "the best `Q` of the trials are compared with all of them"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON array"},
+		},
+		Action: func(c *cli.Context) error {
+			name, err := oneArg(c, "the experiment name")
+			if err != nil {
+				return err
+			}
+			if q := c.Float64("quantile"); !(q > 0 && q < 1) {
+				return badInput(fmt.Errorf("--quantile must be between 0 and 1, got %g", q))
+			}
+			db, err := openResults(c.String("db"))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			var space *searchspace.Space
+			var scored []tuner.ScoredConfig
+			var metric, mode string
+			err = db.Snapshot(c.Context, func(s *storage.DB) error {
+				exp, err := s.Experiment(c.Context, name)
+				if err != nil {
+					return err
+				}
+				if space, err = recordedSpace(exp.Config); err != nil {
+					return fmt.Errorf("experiment %q: %w", name, err)
+				}
+				metric, mode = exp.Metric, exp.Mode
+				if m := c.String("metric"); m != "" && m != metric {
+					i := slices.IndexFunc(exp.Objectives, func(o storage.Objective) bool { return o.Metric == m })
+					if i < 0 {
+						return badInput(fmt.Errorf("--metric %q is not an objective of %q (it has %s)", m, name, metric))
+					}
+					metric, mode = m, exp.Objectives[i].Mode
+				}
+				scored, err = scoredTrials(c, s, name, metric, mode)
+				return err
+			})
+			if err != nil {
+				var ex *exitError
+				if errors.As(err, &ex) {
+					return err
+				}
+				return lookupError(err)
+			}
+			ranks, err := tuner.Importance(space, scored, c.Float64("quantile"))
+			if err != nil {
+				return &exitError{exitFailed, err}
+			}
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, ranks)
+			}
+			w := c.App.Writer
+			fmt.Fprintf(w, "importance for %s (%s), best %g of %d trials against all (PED-ANOVA)\n", metric, mode, c.Float64("quantile"), len(scored))
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "PARAM\tIMPORTANCE\tTRIALS\t")
+			for _, r := range ranks {
+				fmt.Fprintf(tw, "%s\t%.3f\t%d\t%s\n", r.Name, r.Importance, r.Trials, strings.Repeat("#", int(r.Importance*40+0.5)))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// scoredTrials reads the trials of exp that ran to their end or were
+// stopped, are feasible and reported metric in their last report, scored
+// lower is better.
+func scoredTrials(c *cli.Context, s *storage.DB, exp, metric, mode string) ([]tuner.ScoredConfig, error) {
+	trials, err := s.QueryTrials(c.Context, exp, storage.TrialQuery{Status: []string{storage.TrialTerminated, storage.TrialStopped}, Feasible: true})
+	if err != nil {
+		return nil, err
+	}
+	last := map[int]map[string]float64{}
+	err = s.EachReport(c.Context, exp, func(trial int, r storage.Report) error {
+		last[trial] = r.Metrics
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []tuner.ScoredConfig
+	for _, t := range trials {
+		v, ok := last[t.Number][metric]
+		if !ok {
+			continue
+		}
+		if mode == "max" {
+			v = -v
+		}
+		out = append(out, tuner.ScoredConfig{Config: t.Params, Score: v})
+	}
+	return out, nil
+}
+
+// recordedSpace rebuilds an experiment's search space from the
+// configuration recorded with it, whose "space" renders each parameter
+// in sweep-file syntax.
+func recordedSpace(config json.RawMessage) (*searchspace.Space, error) {
+	var rec struct {
+		Space map[string]string `json:"space"`
+	}
+	if err := json.Unmarshal(config, &rec); err != nil {
+		return nil, fmt.Errorf("read the recorded search space: %w", err)
+	}
+	space := &searchspace.Space{}
+	for name, text := range rec.Space {
+		var doc map[string]any
+		if err := toml.Unmarshal([]byte("v = "+text), &doc); err != nil {
+			return nil, fmt.Errorf("recorded parameter %s = %s: %w", name, text, err)
+		}
+		d, when, err := searchspace.ParseConditional(doc["v"])
+		if err != nil {
+			return nil, fmt.Errorf("recorded parameter %s = %s: %w", name, text, err)
+		}
+		if err := space.AddParam(searchspace.Param{Name: name, Domain: d, When: when}); err != nil {
+			return nil, err
+		}
+	}
+	return space, space.Check()
+}

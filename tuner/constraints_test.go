@@ -1,0 +1,148 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/trainer"
+)
+
+func TestParseConstraint(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want Constraint
+		err  string
+	}{
+		{"mem <= 40", Constraint{Metric: "mem", Op: "<=", Bound: 40}, ""},
+		{"latency_ms<2e1", Constraint{Metric: "latency_ms", Op: "<", Bound: 20}, ""},
+		{" val/acc >= -0.5 ", Constraint{Metric: "val/acc", Op: ">=", Bound: -0.5}, ""},
+		{"x > 1", Constraint{Metric: "x", Op: ">", Bound: 1}, ""},
+		{"mem == 40", Constraint{}, "is not a constraint"},
+		{"mem <= forty", Constraint{}, "not a finite number"},
+		{"mem <= inf", Constraint{}, "not a finite number"},
+		{"<= 3", Constraint{}, "is not a constraint"},
+	} {
+		got, err := ParseConstraint(c.text)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParseConstraint(%q): got %v, %v; want an error with %q", c.text, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseConstraint(%q): got %+v, %v; want %+v", c.text, got, err, c.want)
+		}
+	}
+	cs := []Constraint{{Metric: "mem", Op: "<=", Bound: 40}, {Metric: "lat", Op: "<", Bound: 20}}
+	for _, c := range []struct {
+		metrics map[string]float64
+		want    float64
+	}{
+		{map[string]float64{"mem": 40, "lat": 19}, 0},
+		{map[string]float64{"mem": 45, "lat": 22}, 7},
+		{map[string]float64{"mem": 1, "lat": 20}, 1e-12},
+		{map[string]float64{"mem": 1}, math.Inf(1)},
+		{map[string]float64{"mem": math.NaN(), "lat": 1}, math.Inf(1)},
+	} {
+		if got := Violation(cs, c.metrics); got != c.want {
+			t.Errorf("Violation(%v): got %g, want %g", c.metrics, got, c.want)
+		}
+	}
+}
+
+// TestTPEModelsFeasibility drives TPE where the objective improves
+// towards x = 0.8 but only x ≤ 0.4 is feasible (mem = 100·x ≤ 40): told
+// the constraint, TPE samples far fewer infeasible configurations than
+// without it, and closes in on the feasible optimum.
+func TestTPEModelsFeasibility(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
+		searchspace.Param{Name: "y", Domain: searchspace.Uniform{Low: -1, High: 1}},
+	)
+	cs := []Constraint{{Metric: "mem", Op: "<=", Bound: 40}}
+	run := func(opts ...TPEOption) (infeasible int, best float64) {
+		tpe, err := NewTPE(space, 4, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		best = math.Inf(1)
+		const trials = 60
+		for n := 1; n <= trials; n++ {
+			cfg, err := tpe.Suggest(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, y := cfg["x"].(float64), cfg["y"].(float64)
+			m := map[string]float64{"loss": math.Pow(x-0.8, 2) + 0.1*y*y, "mem": 100 * x}
+			tpe.OnTrialEnd(n, TrialEnd{Status: TrialCompleted, Last: &Observation{Score: m["loss"], Metrics: m}})
+			if Violation(cs, m) > 0 {
+				if n > trials/2 {
+					infeasible++
+				}
+			} else {
+				best = min(best, m["loss"])
+			}
+		}
+		return infeasible, best
+	}
+	blind, _ := run()
+	aware, best := run(TPEConstraints(cs))
+	// The optimum lies on the boundary, so some draws just past it remain.
+	if aware*2 > blind {
+		t.Errorf("of the last 30 trials, %d were infeasible with the constraint modelled and %d without: want at most half as many", aware, blind)
+	}
+	if best > 0.17 {
+		t.Errorf("the best feasible loss is %.4f, want within 0.01 of the feasible optimum 0.16", best)
+	}
+	t.Logf("infeasible among the last 30: %d modelled, %d not; best feasible loss %.4f", aware, blind, best)
+}
+
+// TestFitWithConstraints runs a sweep whose best loss is infeasible: the
+// result's best trial is the best feasible one, each trial records its
+// feasibility, and a sweep none of whose trials is feasible fails with
+// ErrNoFeasibleTrial.
+func TestFitWithConstraints(t *testing.T) {
+	train := func(ctx context.Context, w *trainer.Worker) error {
+		x := w.Config()["x"].(float64)
+		return w.Report(ctx, map[string]float64{"loss": math.Pow(x-0.8, 2), "mem": 100 * x})
+	}
+	cfg := testConfig(t, 12)
+	cfg.Search.Space = mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
+	cfg.Objective.Constraints = []string{"mem <= 40"}
+	res := mustFit(t, cfg, WithTrainFunc(train))
+	var bestFeasible *float64
+	infeasible := 0
+	for _, tr := range res.Trials {
+		x := tr.Params["x"].(float64)
+		if tr.Feasible == nil || *tr.Feasible != (x <= 0.4) {
+			t.Errorf("trial %d with x = %.3f: feasible %v", tr.Number, x, tr.Feasible)
+			continue
+		}
+		if !*tr.Feasible {
+			infeasible++
+		} else if bestFeasible == nil || *tr.BestMetric < *bestFeasible {
+			bestFeasible = tr.BestMetric
+		}
+	}
+	if infeasible == 0 || bestFeasible == nil {
+		t.Fatalf("%d infeasible trials: the test needs both kinds", infeasible)
+	}
+	if res.Best == nil || *res.Best.BestMetric != *bestFeasible {
+		t.Errorf("best trial %+v, want the best feasible loss %g", res.Best, *bestFeasible)
+	}
+
+	cfg = testConfig(t, 3)
+	cfg.Search.Space = mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0.5, High: 1}})
+	cfg.Objective.Constraints = []string{"mem <= 40"}
+	tu, err := New(cfg, WithTrainFunc(train))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(context.Background()); !errors.Is(err, ErrNoFeasibleTrial) || !strings.Contains(err.Error(), "mem <= 40") {
+		t.Errorf("no feasible trial: got %v", err)
+	}
+}

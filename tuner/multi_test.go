@@ -1,0 +1,191 @@
+package tuner
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/trainer"
+)
+
+// zdt1 is Zitzler, Deb and Thiele's first test problem: both objectives
+// minimised, the front f2 = 1 − √f1 where x2… are 0.
+func zdt1(x []float64) (f1, f2 float64) {
+	g := 0.0
+	for _, v := range x[1:] {
+		g += v
+	}
+	g = 1 + 9*g/float64(len(x)-1)
+	return x[0], g * (1 - math.Sqrt(x[0]/g))
+}
+
+// hypervolume2 is the area dominated by points (both minimised) and
+// bounded by ref.
+func hypervolume2(points [][2]float64, ref [2]float64) float64 {
+	var in [][2]float64
+	for _, p := range points {
+		if p[0] < ref[0] && p[1] < ref[1] {
+			in = append(in, p)
+		}
+	}
+	slices.SortFunc(in, func(a, b [2]float64) int {
+		switch {
+		case a[0] != b[0]:
+			return cmpFloat(a[0], b[0])
+		}
+		return cmpFloat(a[1], b[1])
+	})
+	hv, y := 0.0, ref[1]
+	for _, p := range in {
+		if p[1] < y {
+			hv += (ref[0] - p[0]) * (y - p[1])
+			y = p[1]
+		}
+	}
+	return hv
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// TestMultiObjectiveSearchers drives random search, MOTPE and NSGA-II on
+// a 5-dimensional ZDT1 for 200 trials, three seeds each: both learning
+// searchers reach a larger hypervolume than random search on every seed.
+func TestMultiObjectiveSearchers(t *testing.T) {
+	var params []searchspace.Param
+	for i := range 5 {
+		params = append(params, searchspace.Param{Name: string(rune('a' + i)), Domain: searchspace.Uniform{Low: 0, High: 1}})
+	}
+	space := mustSpace(t, params...)
+	obj := Objective{Metrics: []string{"f1", "f2"}, Modes: []string{"min", "min"}}
+	run := func(s Searcher) float64 {
+		var points [][2]float64
+		for n := 1; n <= 200; n++ {
+			cfg, err := s.Suggest(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := make([]float64, 5)
+			for i := range x {
+				x[i] = cfg[string(rune('a'+i))].(float64)
+			}
+			f1, f2 := zdt1(x)
+			m := map[string]float64{"f1": f1, "f2": f2}
+			s.OnTrialEnd(n, TrialEnd{Status: TrialCompleted, Last: &Observation{Score: f1, Metrics: m}})
+			points = append(points, [2]float64{f1, f2})
+		}
+		return hypervolume2(points, [2]float64{1.1, 11})
+	}
+	for seed := range int64(3) {
+		tpe, err := NewTPE(space, seed, TPEObjectives(obj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nsga, err := NewNSGA2(space, seed, obj, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		random := run(NewRandomSearch(space, seed))
+		motpe, nsga2 := run(tpe), run(nsga)
+		t.Logf("seed %d: hypervolume random %.3f, MOTPE %.3f, NSGA-II %.3f", seed, random, motpe, nsga2)
+		if motpe <= random || nsga2 <= random {
+			t.Errorf("seed %d: hypervolume random %.3f, MOTPE %.3f, NSGA-II %.3f: want both above random", seed, random, motpe, nsga2)
+		}
+	}
+}
+
+// TestFitSeveralObjectives runs sweeps that minimise loss and maximise
+// score, which pull x apart, with a constraint: the result has no best
+// trial but a front, and each front member is feasible and dominated by
+// no feasible trial, while every feasible trial off the front is.
+func TestFitSeveralObjectives(t *testing.T) {
+	train := func(ctx context.Context, w *trainer.Worker) error {
+		x, y := w.Config()["x"].(float64), w.Config()["y"].(float64)
+		return w.Report(ctx, map[string]float64{"loss": x*x + y*y, "score": -math.Pow(x-1, 2) - y*y, "mem": 10 * y})
+	}
+	for _, algorithm := range []string{"random", "tpe", "nsga2"} {
+		t.Run(algorithm, func(t *testing.T) {
+			cfg := testConfig(t, 24)
+			cfg.Search.Algorithm = algorithm
+			cfg.Search.Space = mustSpace(t,
+				searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -1, High: 2}},
+				searchspace.Param{Name: "y", Domain: searchspace.Uniform{Low: -1, High: 1}})
+			cfg.Objective = Objective{Metrics: []string{"loss", "score"}, Modes: []string{"min", "max"}, Constraints: []string{"mem <= 5"}}
+			res := mustFit(t, cfg, WithTrainFunc(train))
+			if res.Best != nil || len(res.Front) == 0 {
+				t.Fatalf("best %v, front of %d", res.Best, len(res.Front))
+			}
+			vec := func(p map[string]any) []float64 {
+				x, y := p["x"].(float64), p["y"].(float64)
+				return []float64{x*x + y*y, math.Pow(x-1, 2) + y*y}
+			}
+			onFront := map[int]bool{}
+			for _, f := range res.Front {
+				onFront[f.Number] = true
+			}
+			for _, a := range res.Trials {
+				feasible := 10*a.Params["y"].(float64) <= 5
+				if a.Feasible == nil || *a.Feasible != feasible {
+					t.Errorf("trial %d: feasible %v, want %v", a.Number, a.Feasible, feasible)
+				}
+				dominated := false
+				for _, b := range res.Trials {
+					if b != a && 10*b.Params["y"].(float64) <= 5 && dominates(vec(b.Params), vec(a.Params)) {
+						dominated = true
+					}
+				}
+				if want := feasible && !dominated; onFront[a.Number] != want {
+					t.Errorf("trial %d (%v, feasible %v, dominated %v): on the front %v", a.Number, vec(a.Params), feasible, dominated, onFront[a.Number])
+				}
+			}
+		})
+	}
+}
+
+func TestNondominatedSort(t *testing.T) {
+	points := [][]float64{{1, 5}, {2, 2}, {3, 3}, {5, 1}, {4, 4}, {2, 2}, {6, 6}}
+	got := nondominatedSort(points)
+	want := [][]int{{0, 1, 3, 5}, {2}, {4}, {6}}
+	if len(got) != len(want) {
+		t.Fatalf("fronts %v, want %v", got, want)
+	}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("front %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	d := crowding(points, []int{0, 1, 3})
+	if !math.IsInf(d[0], 1) || !math.IsInf(d[2], 1) || d[1] != 2 {
+		t.Errorf("crowding %v, want [+Inf 2 +Inf]", d)
+	}
+	order, rank := paretoOrder(points, []float64{0, 0, 0, 0, 0, 0, 3})
+	if order[len(order)-1] != 6 || rank[6] != 3 || rank[2] != 1 {
+		t.Errorf("order %v, ranks %v", order, rank)
+	}
+}
+
+// TestHypervolumeSelect checks the hypervolume in two and three
+// dimensions, and that selecting 2 of a front of 5 keeps the points that
+// cover most: the knee and an end, not the two ends.
+func TestHypervolumeSelect(t *testing.T) {
+	if got := hypervolume([][]float64{{0, 1}, {1, 0}, {1, 1}}, []float64{2, 2}); got != 3 {
+		t.Errorf("2-D hypervolume %g, want 3", got)
+	}
+	if got := hypervolume([][]float64{{0, 0, 1}, {1, 1, 0}}, []float64{2, 2, 2}); got != 5 {
+		t.Errorf("3-D hypervolume %g, want 5", got)
+	}
+	points := [][]float64{{0, 10}, {1, 3}, {2, 2}, {3, 1}, {10, 0}}
+	got := hypervolumeSelect(points, []int{0, 1, 2, 3, 4}, 2)
+	if !slices.Contains(got, 2) || len(got) != 2 {
+		t.Errorf("selected %v, want the knee (2) among 2", got)
+	}
+}
