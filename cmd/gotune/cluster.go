@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -110,10 +111,15 @@ func listen(ctx context.Context, c *cli.Context, resources workers.Declared) ([]
 	return []tuner.Option{tuner.WithCluster(h)}, func() { h.Close() }, nil
 }
 
-// logTo writes timestamped "gotune:" lines to w.
+// logTo writes timestamped "gotune:" lines to w, one at a time, since
+// the head logs from several goroutines.
 func logTo(w io.Writer) func(string, ...any) {
+	var mu sync.Mutex
 	return func(format string, args ...any) {
-		fmt.Fprintf(w, "%s gotune: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+		line := fmt.Sprintf("%s gotune: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+		mu.Lock()
+		defer mu.Unlock()
+		io.WriteString(w, line)
 	}
 }
 
