@@ -88,6 +88,7 @@ type slurmCluster struct {
 	joined     map[string]bool // jobs an agent of which joined
 	dead       int             // jobs in a row that ended before any agent joined
 	submitFail int             // submissions in a row that failed
+	sweeping   bool            // an agent has joined and the sweep runs
 }
 
 // startSlurm makes this run the head of a sweep whose groups run in Slurm
@@ -197,16 +198,21 @@ func startSlurm(ctx context.Context, c *cli.Context, sweep sweepfile.Sweep, cfg 
 		s.want = max(cfg.Search.NumSamples, 1)
 	}
 
-	// The first submission shows whether Slurm takes the jobs at all; the
-	// others follow at once (keep).
-	id, err := s.submit()
-	if err != nil {
-		h.Close()
-		return nil, nil, nil, badInput(fmt.Errorf("[cluster] launcher = \"slurm\": %w", err))
-	}
+	// The first submission shows whether Slurm takes the jobs at all.
 	s.logf("listening for agents on %s; Slurm jobs %s (%d at a time: %s) run them, their output in %s",
 		h.Addr(), s.name, s.want, strings.Join(s.sbatch[4:], " "), s.dir)
-	s.logf("submitted Slurm job %s", id)
+	for i := range s.want {
+		id, err := s.submit()
+		if err != nil && i == 0 {
+			h.Close()
+			return nil, nil, nil, badInput(fmt.Errorf("[cluster] launcher = \"slurm\": %w", err))
+		}
+		if err != nil {
+			s.logf("%v; trying again when a group waits", err)
+			break
+		}
+		s.logf("submitted Slurm job %s", id)
+	}
 	ctx, s.fail = context.WithCancelCause(ctx)
 	go s.keep()
 	stop := func() {
@@ -221,6 +227,9 @@ func startSlurm(ctx context.Context, c *cli.Context, sweep sweepfile.Sweep, cfg 
 		}
 		return nil, nil, nil, &exitError{exitFailed, err}
 	}
+	s.mu.Lock()
+	s.sweeping = true
+	s.mu.Unlock()
 	return ctx, []tuner.Option{tuner.WithCluster(h)}, stop, nil
 }
 
@@ -275,13 +284,11 @@ func (s *slurmCluster) submit() (string, error) {
 	cmd := exec.Command("sbatch", s.sbatch...)
 	cmd.Stdin = strings.NewReader(s.script)
 	cmd.Env = s.env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := slurmOutput(cmd)
 	if err != nil {
-		return "", fmt.Errorf("sbatch %s: %v: %s", strings.Join(s.sbatch, " "), err, strings.TrimSpace(stderr.String()))
+		return "", err
 	}
-	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	id, _, _ := strings.Cut(strings.TrimSpace(out), ";")
 	if _, err := strconv.Atoi(id); err != nil {
 		return "", fmt.Errorf("sbatch printed %q, not a job id", out)
 	}
@@ -291,22 +298,35 @@ func (s *slurmCluster) submit() (string, error) {
 	return id, nil
 }
 
+// slurmOutput runs one of Slurm's commands and returns its output; its
+// error says what the command printed on stderr. It runs through
+// workers.RunCommand, since gotune run reaps the processes it did not
+// start that way (workers.Subreap).
+func slurmOutput(cmd *exec.Cmd) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := workers.RunCommand(cmd); err != nil {
+		return "", fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
 // queued lists the jobs of this sweep's name in the queue, nil when
 // squeue fails.
 func (s *slurmCluster) queued() map[string]bool {
-	out, err := exec.Command("squeue", "--noheader", "--user="+s.user, "--name="+s.name, "--format=%i").Output()
+	out, err := slurmOutput(exec.Command("squeue", "--noheader", "--user="+s.user, "--name="+s.name, "--format=%i"))
 	if err != nil {
 		return nil
 	}
 	ids := map[string]bool{}
-	for _, id := range strings.Fields(string(out)) {
+	for _, id := range strings.Fields(out) {
 		ids[id] = true
 	}
 	return ids
 }
 
 // keep looks at the queue every slurmPoll until stop: it replaces the jobs
-// that ended, and stops the sweep when jobs keep ending before their
+// that ended while groups wait, and stops the sweep when jobs keep ending before their
 // agents join or submissions keep failing.
 func (s *slurmCluster) keep() {
 	defer close(s.done)
@@ -327,7 +347,7 @@ func (s *slurmCluster) keep() {
 }
 
 // tend notes the jobs that joined and those that ended, and submits jobs
-// up to the number wanted.
+// for the groups that wait, up to the number wanted.
 func (s *slurmCluster) tend() error {
 	queued := s.queued()
 	if queued == nil {
@@ -354,7 +374,20 @@ func (s *slurmCluster) tend() error {
 			}
 		}
 	}
-	dead, missing := s.dead, s.want-len(s.live)
+	// A job is wanted while groups wait for more than the jobs whose
+	// agents have not joined yet will bring: a job that ends when nothing
+	// waits is not replaced until something does.
+	unjoined := 0
+	for id := range s.live {
+		if !s.joined[id] {
+			unjoined++
+		}
+	}
+	dead := s.dead
+	missing := min(s.want-len(s.live), s.head.Manager().Usage().Waiting-unjoined)
+	if !s.sweeping {
+		missing = s.want - len(s.live) // no group asks yet: the first agent is awaited
+	}
 	s.mu.Unlock()
 	for _, id := range ended {
 		s.logf("Slurm job %s ended (%s; its output: %s)", id, jobEnd(id), filepath.Join(s.dir, "slurm-"+id+".out"))
@@ -380,12 +413,12 @@ func (s *slurmCluster) tend() error {
 
 // jobEnd is how Slurm says job id ended, as far as it still knows.
 func jobEnd(id string) string {
-	out, err := exec.Command("scontrol", "--oneliner", "show", "job", id).Output()
+	out, err := slurmOutput(exec.Command("scontrol", "--oneliner", "show", "job", id))
 	if err != nil {
 		return "no longer known to Slurm"
 	}
 	var state, code string
-	for _, kv := range strings.Fields(string(out)) {
+	for _, kv := range strings.Fields(out) {
 		if v, ok := strings.CutPrefix(kv, "JobState="); ok {
 			state = v
 		} else if v, ok := strings.CutPrefix(kv, "ExitCode="); ok {
@@ -416,8 +449,8 @@ func (s *slurmCluster) stop() {
 // cancelAll cancels the jobs of this sweep's name, and waits up to a
 // minute until squeue no longer lists them.
 func (s *slurmCluster) cancelAll() {
-	if out, err := exec.Command("scancel", "--user="+s.user, "--name="+s.name).CombinedOutput(); err != nil {
-		s.logf("scancel --name=%s: %v: %s", s.name, err, bytes.TrimSpace(out))
+	if _, err := slurmOutput(exec.Command("scancel", "--user="+s.user, "--name="+s.name)); err != nil {
+		s.logf("%v", err)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
