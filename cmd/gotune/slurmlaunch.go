@@ -29,6 +29,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotune/gotune/cmd/gotune/sweepfile"
+	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
 	"github.com/gotune/gotune/workers"
@@ -80,6 +81,7 @@ type slurmCluster struct {
 	want    int
 	logf    func(string, ...any)
 	fail    context.CancelCauseFunc
+	lock    *storage.ExperimentLock
 	stopped chan struct{}
 	done    chan struct{}
 
@@ -131,6 +133,21 @@ func startSlurm(ctx context.Context, c *cli.Context, sweep sweepfile.Sweep, cfg 
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, nil, nil, err
 	}
+	// Held while this run keeps the jobs, so that another run of the
+	// experiment never cancels them as a previous run's.
+	lock, err := storage.LockFolder(s.dir)
+	if errors.Is(err, storage.ErrExperimentRunning) {
+		return nil, nil, nil, badInput(fmt.Errorf("%w: %q in %s runs its Slurm jobs %s from another process; wait for it to end or stop it, then run again to continue", storage.ErrExperimentRunning, cfg.Name, db, s.name))
+	} else if err != nil {
+		return nil, nil, nil, err
+	}
+	s.lock = lock
+	started := false
+	defer func() {
+		if !started {
+			lock.Release()
+		}
+	}()
 	if left := s.queued(); len(left) > 0 {
 		s.logf("cancelling %d Slurm jobs %s a previous run left in the queue", len(left), s.name)
 		s.cancelAll()
@@ -230,6 +247,7 @@ func startSlurm(ctx context.Context, c *cli.Context, sweep sweepfile.Sweep, cfg 
 	s.mu.Lock()
 	s.sweeping = true
 	s.mu.Unlock()
+	started = true
 	return ctx, []tuner.Option{tuner.WithCluster(h)}, stop, nil
 }
 
@@ -444,6 +462,7 @@ func (s *slurmCluster) stop() {
 	s.mu.Unlock()
 	s.logf("cancelling the sweep's %d Slurm jobs", n)
 	s.cancelAll()
+	s.lock.Release()
 }
 
 // cancelAll cancels the jobs of this sweep's name, and waits up to a

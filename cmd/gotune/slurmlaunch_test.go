@@ -23,7 +23,8 @@ const launchedEpochs = 150
 // in the middle of a trial fails that trial's group as a lost node; a
 // replacement job is submitted and the trial restarts from its checkpoint.
 // The sweep ends with the results of the same sweep run here without
-// Slurm, and with none of its jobs left in the queue.
+// Slurm, and with none of its jobs left in the queue. A second run of the
+// experiment meanwhile is refused without touching the first's jobs.
 func TestSlurmLauncher(t *testing.T) {
 	slurmUp(t)
 	dir := t.TempDir()
@@ -66,6 +67,14 @@ func TestSlurmLauncher(t *testing.T) {
 			}
 		}
 		if jobs := jobsNamed(t, name); running == 2 && len(jobs) == 2 {
+			// A second run of the experiment is refused, and leaves the
+			// jobs of the first alone.
+			if code, _, stderr := runCLI("run", sweep); code != 2 || !strings.Contains(stderr, "experiment is already running") {
+				t.Errorf("a second run while the sweep runs: exit %d, want 2, already running:\n%s", code, stderr)
+			}
+			if again := jobsNamed(t, name); !slices.Equal(again, jobs) {
+				t.Errorf("the second run changed the queue from %v to %v", jobs, again)
+			}
 			cancelled = jobs[0]
 			if err := exec.Command("scancel", cancelled).Run(); err != nil {
 				t.Fatalf("scancel %s: %v", cancelled, err)
