@@ -225,7 +225,7 @@ func startSlurm(ctx context.Context, c *cli.Context, sweep sweepfile.Sweep, cfg 
 			return nil, nil, nil, badInput(fmt.Errorf("[cluster] launcher = \"slurm\": %w", err))
 		}
 		if err != nil {
-			s.logf("%v; trying again when a group waits", err)
+			s.logf("%v; trying again later", err)
 			break
 		}
 		s.logf("submitted Slurm job %s", id)
