@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
 )
 
 // launchedEpochs is the length of TestSlurmLauncher's trials: long enough
@@ -177,5 +180,47 @@ func TestSlurmLauncherNeedsSbatch(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "gotune.db")); err == nil {
 		t.Error("the sweep created its database before it refused to start")
+	}
+}
+
+// TestSlurmLauncherRefusedJob checks that a sweep whose jobs Slurm refuses
+// (a partition it does not have) stops before it starts, with exit 2 and
+// sbatch's own message.
+func TestSlurmLauncherRefusedJob(t *testing.T) {
+	slurmUp(t)
+	dir := t.TempDir()
+	sweep := slurmSweep(t, dir, "refused", filepath.Join(dir, "gotune.db"), 2)
+	appendTo(t, sweep, "[cluster]\nlauncher = \"slurm\"\npartition = \"nosuchpartition\"\n")
+	code, out, stderr := runCLI("run", sweep)
+	if code != 2 || !strings.Contains(stderr, "sbatch") || !strings.Contains(stderr, "invalid partition") {
+		t.Errorf("exit %d, want 2 with sbatch's message:\n%s%s", code, out, stderr)
+	}
+	if left := jobsNamed(t, slurmJobName(filepath.Join(dir, "gotune.db"), "refused")); len(left) > 0 {
+		t.Errorf("jobs %v in the queue", left)
+	}
+}
+
+// TestGroupResources checks what an agent job asks Slurm for: one trial
+// group at its largest, packed on one node or spread one worker a node.
+func TestGroupResources(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		scaling trainer.ScalingConfig
+		want    string
+	}{
+		{"defaults", trainer.ScalingConfig{}, "--nodes=1 --ntasks=1 --cpus-per-task=1"},
+		{"half CPUs", trainer.ScalingConfig{NumWorkers: 3, CPUsPerWorker: 0.5}, "--nodes=1 --ntasks=1 --cpus-per-task=2"},
+		{"memory and GPUs", trainer.ScalingConfig{NumWorkers: 2, CPUsPerWorker: 4, GPUsPerWorker: 0.5, MemoryPerWorker: 3 * workers.GiB},
+			"--nodes=1 --ntasks=1 --cpus-per-task=8 --mem=6144M --gpus=1"},
+		{"elastic, at its largest", trainer.ScalingConfig{MinWorkers: 1, MaxWorkers: 4, CPUsPerWorker: 2}, "--nodes=1 --ntasks=1 --cpus-per-task=8"},
+		{"spread", trainer.ScalingConfig{NumWorkers: 4, CPUsPerWorker: 8, GPUsPerWorker: 2, MemoryPerWorker: 1536 * workers.MiB, Placement: workers.Spread},
+			"--nodes=4 --ntasks-per-node=1 --cpus-per-task=8 --mem=1536M --gpus-per-node=2"},
+		{"spread of one", trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 2, Placement: workers.Spread}, "--nodes=1 --ntasks=1 --cpus-per-task=2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := strings.Join(groupResources(tt.scaling), " "); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
 	}
 }
