@@ -86,6 +86,23 @@ const TagVar = "GOTUNE_TAG"
 // reading until the new process is registered, the reaper for writing.
 var startMu sync.RWMutex
 
+// RunCommand runs cmd and waits for it, as cmd.Run does, also in a
+// program that called Subreap, whose reaper would otherwise take the
+// command's exit before cmd.Wait sees it.
+func RunCommand(cmd *exec.Cmd) error {
+	startMu.RLock()
+	err := cmd.Start()
+	if err == nil {
+		register(cmd.Process.Pid)
+	}
+	startMu.RUnlock()
+	if err != nil {
+		return err
+	}
+	defer unregister(cmd.Process.Pid)
+	return cmd.Wait()
+}
+
 // tailLines is how many of a process's last log lines are kept in memory
 // for error messages.
 const tailLines = 20

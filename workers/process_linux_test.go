@@ -154,3 +154,29 @@ func TestSubreap(t *testing.T) {
 	st, _ := readProcStat(pid)
 	t.Errorf("the orphan %d is still there, in state %c", pid, st.state)
 }
+
+// TestRunCommandUnderSubreap runs short commands in a program that called
+// Subreap: RunCommand gets every exit status, none taken by the reaper.
+func TestRunCommandUnderSubreap(t *testing.T) {
+	if os.Getenv("GOTUNE_TEST_SUBREAP") != "1" {
+		if _, err := os.Stat("/proc/self/stat"); err != nil {
+			t.Skip("needs /proc")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRunCommandUnderSubreap$", "-test.v")
+		cmd.Env = append(os.Environ(), "GOTUNE_TEST_SUBREAP=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return
+	}
+	if err := Subreap(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		err := RunCommand(exec.Command("sh", "-c", "exit 3"))
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+			t.Fatalf("run %d: %v, want exit status 3", i, err)
+		}
+	}
+}

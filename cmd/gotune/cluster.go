@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotune/gotune/cmd/gotune/sweepfile"
 	"github.com/gotune/gotune/tuner"
 	"github.com/gotune/gotune/workers"
 )
@@ -49,6 +51,18 @@ func listenFlags() []cli.Flag {
 		&cli.StringFlag{Name: "host", Usage: "with --listen: the address of this node that agents' workers reach it at (default: the --listen host, else the address agents reach it at)"},
 		&cli.BoolFlag{Name: "head-workers", Value: true, Usage: "with --listen: run workers on this node too; --head-workers=false leaves them all to the agents (then give --agents)"},
 	}, tlsFlags("head")...)
+}
+
+// startCluster starts what runs the sweep's groups beyond this process:
+// the Slurm jobs of [cluster] launcher = "slurm" (see startSlurm), or the
+// head --listen asks for (see listen). It returns the context the sweep
+// runs under, the tuner's options and the function that stops it all.
+func startCluster(ctx context.Context, c *cli.Context, sweep sweepfile.Sweep, cfg tuner.Config) (context.Context, []tuner.Option, func(), error) {
+	if sweep.Cluster.Slurm() {
+		return startSlurm(ctx, c, sweep, cfg)
+	}
+	opts, stop, err := listen(ctx, c, cfg.Resources)
+	return ctx, opts, stop, err
 }
 
 // listen starts the head --listen asks for, waits for the agents --agents
@@ -97,10 +111,15 @@ func listen(ctx context.Context, c *cli.Context, resources workers.Declared) ([]
 	return []tuner.Option{tuner.WithCluster(h)}, func() { h.Close() }, nil
 }
 
-// logTo writes timestamped "gotune:" lines to w.
+// logTo writes timestamped "gotune:" lines to w, one at a time, since
+// the head logs from several goroutines.
 func logTo(w io.Writer) func(string, ...any) {
+	var mu sync.Mutex
 	return func(format string, args ...any) {
-		fmt.Fprintf(w, "%s gotune: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+		line := fmt.Sprintf("%s gotune: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+		mu.Lock()
+		defer mu.Unlock()
+		io.WriteString(w, line)
 	}
 }
 

@@ -57,7 +57,7 @@ func runCommand() *cli.Command {
 			out := c.App.Writer
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts, closeHead, err := listen(ctx, c, cfg.Resources)
+			ctx, opts, closeHead, err := startCluster(ctx, c, sweep, cfg)
 			if err != nil {
 				return err
 			}
@@ -119,6 +119,9 @@ func runCommand() *cli.Command {
 				return badInput(err)
 			case errors.Is(err, tuner.ErrAllTrialsFailed), errors.Is(err, tuner.ErrObjectiveNeverReported), errors.Is(err, tuner.ErrNoFeasibleTrial):
 				return &exitError{exitFailed, err}
+			case errors.Is(err, context.Canceled) && context.Cause(ctx) != nil && !errors.Is(context.Cause(ctx), context.Canceled):
+				// The cluster's jobs stopped the sweep (see startSlurm).
+				return &exitError{exitFailed, fmt.Errorf("%w; completed reports are in %s", context.Cause(ctx), t.Config().Storage)}
 			case errors.Is(err, context.Canceled):
 				return &exitError{exitFailed, fmt.Errorf("interrupted: completed reports are in %s; run the same command again to continue", t.Config().Storage)}
 			}

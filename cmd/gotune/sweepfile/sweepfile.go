@@ -60,6 +60,7 @@ type file struct {
 	Trainer   trainer.Config        `toml:"trainer"`
 	Resources *workers.Declared     `toml:"resources"`
 	MLflow    MLflow                `toml:"mlflow"`
+	Cluster   Cluster               `toml:"cluster"`
 }
 
 // MLflow is a sweep file's [mlflow] section: the tracking server to log
@@ -77,6 +78,8 @@ type Sweep struct {
 	Config tuner.Config
 	// MLflow is the [mlflow] section, zero when absent.
 	MLflow MLflow
+	// Cluster is the [cluster] section, zero when absent.
+	Cluster Cluster
 }
 
 // fileObjective is the [objective] section, whose metric and mode are a
@@ -186,7 +189,7 @@ func DecodeSweep(name string, data []byte) (Sweep, error) {
 	if err != nil {
 		return Sweep{}, err
 	}
-	return Sweep{Config: cfg, MLflow: f.MLflow}, nil
+	return Sweep{Config: cfg, MLflow: f.MLflow, Cluster: f.Cluster}, nil
 }
 
 // decode decodes and checks a sweep file's contents into the tuner's
@@ -256,6 +259,9 @@ func decode(name string, data []byte) (tuner.Config, *file, error) {
 	}
 	if _, set := lines["mlflow.experiment"]; set && f.MLflow.Experiment == "" {
 		return tuner.Config{}, nil, at("mlflow.experiment", errors.New("must not be empty (leave it out to use the sweep's name)"))
+	}
+	if key, err := f.Cluster.check(func(k string) bool { _, ok := lines[k]; return ok }); err != nil {
+		return tuner.Config{}, nil, at(key, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		var ce *tuner.ConfigError
