@@ -261,7 +261,7 @@ func gdbStack(ctx context.Context, gdb string, pid int) (string, error) {
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	err := cmd.Run()
+	err := RunCommand(cmd)
 	text := out.String()
 	if !strings.Contains(text, "Thread ") {
 		if err == nil {
