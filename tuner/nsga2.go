@@ -241,22 +241,9 @@ func (s *NSGA2) OnTrialEnd(trial int, end TrialEnd) {
 // Replay implements Replayer: the trial counts as running with config.
 // Each trial draws from its own generator, so nothing is re-drawn.
 func (s *NSGA2) Replay(trial int, config map[string]any) error {
-	xs := make([]float64, len(s.params))
-	for i := range s.params {
-		p := &s.params[i]
-		v, ok := config[p.name]
-		switch {
-		case p.blind || !ok && p.conditional:
-			xs[i] = math.NaN()
-			continue
-		case !ok:
-			return fmt.Errorf("nsga2: the configuration has no value for %s", p.name)
-		}
-		x, err := p.modelValue(v)
-		if err != nil {
-			return fmt.Errorf("nsga2: %w", err)
-		}
-		xs[i] = x
+	xs, err := modelValues(s.params, config)
+	if err != nil {
+		return fmt.Errorf("nsga2: %w", err)
 	}
 	s.pending[trial] = xs
 	return nil

@@ -246,6 +246,30 @@ func (p *tpeParam) modelValue(v any) (float64, error) {
 	return min(max(x, p.low), p.high), nil
 }
 
+// modelValues maps a configuration to model space, parameter by
+// parameter: NaN for a parameter that is not modelled, or absent because
+// its condition does not hold.
+func modelValues(params []tpeParam, config map[string]any) ([]float64, error) {
+	xs := make([]float64, len(params))
+	for i := range params {
+		p := &params[i]
+		v, ok := config[p.name]
+		switch {
+		case p.blind || !ok && p.conditional:
+			xs[i] = math.NaN()
+			continue
+		case !ok:
+			return nil, fmt.Errorf("the configuration has no value for %s", p.name)
+		}
+		x, err := p.modelValue(v)
+		if err != nil {
+			return nil, err
+		}
+		xs[i] = x
+	}
+	return xs, nil
+}
+
 // Suggest implements Searcher.
 func (t *TPE) Suggest(trial int) (map[string]any, error) {
 	cfg := make(map[string]any, len(t.params)+len(t.consts))
@@ -518,22 +542,9 @@ func (t *TPE) learn(trial int, end TrialEnd, xs []float64) {
 // configuration it ran with, and joins the history when it ends. Since
 // each trial draws from its own generator, nothing needs re-drawing.
 func (t *TPE) Replay(trial int, config map[string]any) error {
-	xs := make([]float64, len(t.params))
-	for i := range t.params {
-		p := &t.params[i]
-		v, ok := config[p.name]
-		switch {
-		case p.blind || !ok && p.conditional:
-			xs[i] = math.NaN()
-			continue
-		case !ok:
-			return fmt.Errorf("tpe: the configuration has no value for %s", p.name)
-		}
-		x, err := p.modelValue(v)
-		if err != nil {
-			return fmt.Errorf("tpe: %w", err)
-		}
-		xs[i] = x
+	xs, err := modelValues(t.params, config)
+	if err != nil {
+		return fmt.Errorf("tpe: %w", err)
 	}
 	t.pending[trial] = xs
 	return nil
