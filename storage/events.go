@@ -60,22 +60,10 @@ VALUES (coalesce(?1, (SELECT experiment_id FROM trials WHERE id = ?2)), ?2, ?3, 
 // with database id trialID (Trial.ID) when trialID is not 0, in which case
 // expID may be 0. data is encoded as JSON; nil records none.
 func (db *DB) AddEvent(ctx context.Context, expID, trialID int64, kind, message string, data any) error {
-	if expID == 0 && trialID == 0 {
-		return errors.New("record event: name an experiment or a trial")
+	apply, err := db.eventWrite(expID, trialID, kind, message, data)
+	if err == nil {
+		err = db.write(ctx, apply)
 	}
-	var d any
-	if data != nil {
-		b, err := json.Marshal(data)
-		if err != nil {
-			return fmt.Errorf("encode %s event: %w", kind, err)
-		}
-		d = string(b)
-	}
-	now := unixSeconds(db.now())
-	err := db.write(ctx, func(tx *wtx) error {
-		_, err := tx.exec(insertEvent, nullID(expID), nullID(trialID), now, kind, message, d)
-		return err
-	})
 	if err != nil {
 		return fmt.Errorf("record %s event: %w", kind, err)
 	}
@@ -89,29 +77,38 @@ func (db *DB) AddEvent(ctx context.Context, expID, trialID int64, kind, message 
 // them. For a scheduler's decisions, which its journaled inputs can
 // replay. It returns the failure of an earlier queued write, if one failed.
 func (db *DB) QueueEvent(expID, trialID int64, kind, message string, data any) error {
-	if expID == 0 && trialID == 0 {
-		return errors.New("record event: name an experiment or a trial")
+	apply, err := db.eventWrite(expID, trialID, kind, message, data)
+	if err == nil && db.w == nil {
+		err = ErrReadOnly
 	}
-	if db.w == nil {
-		return ErrReadOnly
+	if err == nil {
+		err = db.w.enqueue(apply)
+	}
+	if err != nil {
+		return fmt.Errorf("record %s event: %w", kind, err)
+	}
+	return nil
+}
+
+// eventWrite is the write that records an event (see AddEvent), stamped
+// with the time now.
+func (db *DB) eventWrite(expID, trialID int64, kind, message string, data any) (func(tx *wtx) error, error) {
+	if expID == 0 && trialID == 0 {
+		return nil, errors.New("name an experiment or a trial")
 	}
 	var d any
 	if data != nil {
 		b, err := json.Marshal(data)
 		if err != nil {
-			return fmt.Errorf("encode %s event: %w", kind, err)
+			return nil, fmt.Errorf("encode: %w", err)
 		}
 		d = string(b)
 	}
 	now := unixSeconds(db.now())
-	err := db.w.enqueue(func(tx *wtx) error {
+	return func(tx *wtx) error {
 		_, err := tx.exec(insertEvent, nullID(expID), nullID(trialID), now, kind, message, d)
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("record %s event: %w", kind, err)
-	}
-	return nil
+	}, nil
 }
 
 // nullID maps the zero id to SQL NULL.
