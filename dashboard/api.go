@@ -324,12 +324,18 @@ func (p trialPage) setHeaders(h http.Header) { h.Set("X-Total-Count", strconv.It
 // maxCurves bounds the trials one curves request may ask for.
 const maxCurves = 100
 
+// DefaultCurvePoints is the most points a curve has when a curves request
+// does not name its own bound with points=.
+const DefaultCurvePoints = 500
+
 // Curve is one trial's values of a metric against x.
 type Curve struct {
 	Number int `json:"trial_id"`
 	// Points are [x, y] pairs in report order, from the reports that carry
-	// both as finite numbers.
+	// both as finite numbers, downsampled to the request's bound.
 	Points [][2]float64 `json:"points"`
+	// Dropped counts the points left out by downsampling.
+	Dropped int `json:"dropped"`
 }
 
 // Curves answers a curves request.
@@ -339,9 +345,10 @@ type Curves struct {
 	Curves []Curve `json:"curves"`
 }
 
-// GET /api/experiments/{exp}/curves?metric=M&trials=1,2[&x=X]: each
-// trial's values of metric M against X: "iteration" (the default), "time"
-// (seconds since the experiment was created) or another metric.
+// GET /api/experiments/{exp}/curves?metric=M&trials=1,2[&x=X][&points=N]:
+// each trial's values of metric M against X: "iteration" (the default),
+// "time" (seconds since the experiment was created) or another metric, with
+// at most N points a curve (DefaultCurvePoints unless given; see downsample).
 func (s *Server) curves(r *http.Request, db *storage.DB) (any, error) {
 	name := r.PathValue("exp")
 	metric, x := r.FormValue("metric"), r.FormValue("x")
@@ -350,6 +357,14 @@ func (s *Server) curves(r *http.Request, db *storage.DB) (any, error) {
 	}
 	if x == "" {
 		x = "iteration"
+	}
+	limit := DefaultCurvePoints
+	if p := r.FormValue("points"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 4 {
+			return nil, badRequest("points must be a whole number of at least 4, got %q", p)
+		}
+		limit = n
 	}
 	var numbers []int
 	for f := range strings.SplitSeq(r.FormValue("trials"), ",") {
@@ -371,12 +386,9 @@ func (s *Server) curves(r *http.Request, db *storage.DB) (any, error) {
 	}
 	out := Curves{Metric: metric, X: x, Curves: []Curve{}}
 	for _, n := range numbers {
-		reps, err := db.Reports(r.Context(), name, n)
-		if err != nil {
-			return nil, err
-		}
-		c := Curve{Number: n, Points: [][2]float64{}}
-		for _, rep := range reps {
+		// Reports stream from the database; only the points are held.
+		points := [][2]float64{}
+		err := db.EachTrialReport(r.Context(), name, n, func(rep storage.Report) error {
 			y, ok := rep.Metrics[metric]
 			var xv float64
 			switch x {
@@ -389,12 +401,50 @@ func (s *Server) curves(r *http.Request, db *storage.DB) (any, error) {
 				xv, ok = v, ok && has
 			}
 			if ok && finite(xv) && finite(y) {
-				c.Points = append(c.Points, [2]float64{xv, y})
+				points = append(points, [2]float64{xv, y})
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		out.Curves = append(out.Curves, c)
+		kept := downsample(points, limit)
+		out.Curves = append(out.Curves, Curve{Number: n, Points: kept, Dropped: len(points) - len(kept)})
 	}
 	return out, nil
+}
+
+// downsample keeps at most limit (at least 4) of points, in order, by the
+// min/max-per-bucket rule: the first and last points always stay; the
+// points between are cut into (limit-2)/2 buckets of consecutive points,
+// and each bucket keeps its lowest and its highest point. The curve's
+// lowest and highest points, so its best point whichever the mode, always
+// stay, and so does every spike.
+func downsample(points [][2]float64, limit int) [][2]float64 {
+	if len(points) <= limit {
+		return points
+	}
+	inner := points[1 : len(points)-1]
+	buckets := (limit - 2) / 2
+	out := make([][2]float64, 0, limit)
+	out = append(out, points[0])
+	for b := range buckets {
+		part := inner[b*len(inner)/buckets : (b+1)*len(inner)/buckets]
+		lo, hi := 0, 0
+		for i, p := range part {
+			if p[1] < part[lo][1] {
+				lo = i
+			}
+			if p[1] > part[hi][1] {
+				hi = i
+			}
+		}
+		out = append(out, part[min(lo, hi)])
+		if lo != hi {
+			out = append(out, part[max(lo, hi)])
+		}
+	}
+	return append(out, points[len(points)-1])
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

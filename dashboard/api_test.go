@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,17 +135,24 @@ func TestCurvesAPI(t *testing.T) {
 	var c Curves
 	getJSON(t, srv.URL+"/api/experiments/digits/curves?metric=val_loss&trials=1,3,4", &c)
 	want := Curves{Metric: "val_loss", X: "iteration", Curves: []Curve{
-		{1, [][2]float64{{1, 1}, {2, 0.5}, {3, 1.0 / 3}, {4, 0.25}, {5, 0.2}}},
-		{3, [][2]float64{{1, 3}}}, // the NaN is left out
-		{4, [][2]float64{{1, 0.9}, {2, 0.7}}},
+		{1, [][2]float64{{1, 1}, {2, 0.5}, {3, 1.0 / 3}, {4, 0.25}, {5, 0.2}}, 0},
+		{3, [][2]float64{{1, 3}}, 0}, // the NaN is left out
+		{4, [][2]float64{{1, 0.9}, {2, 0.7}}, 0},
 	}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("curves: got %+v, want %+v", c, want)
 	}
 	getJSON(t, srv.URL+"/api/experiments/digits/curves?metric=acc&x=time&trials=2", &c)
-	want = Curves{Metric: "acc", X: "time", Curves: []Curve{{2, [][2]float64{{201, 0.4}, {202, 0.4}, {203, 0.4}}}}}
+	want = Curves{Metric: "acc", X: "time", Curves: []Curve{{2, [][2]float64{{201, 0.4}, {202, 0.4}, {203, 0.4}}, 0}}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("curves against time: got %+v, want %+v", c, want)
+	}
+	// Four points: the first, the last, and the highest and lowest of the
+	// three between.
+	getJSON(t, srv.URL+"/api/experiments/digits/curves?metric=val_loss&trials=1&points=4", &c)
+	want = Curves{Metric: "val_loss", X: "iteration", Curves: []Curve{{1, [][2]float64{{1, 1}, {2, 0.5}, {4, 0.25}, {5, 0.2}}, 1}}}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("curves with points=4: got %+v, want %+v", c, want)
 	}
 	getJSON(t, srv.URL+"/api/experiments/digits/curves?metric=acc&x=epoch&trials=3", &c)
 	if len(c.Curves) != 1 || len(c.Curves[0].Points) != 0 {
@@ -153,6 +161,8 @@ func TestCurvesAPI(t *testing.T) {
 	for query, code := range map[string]int{
 		"digits/curves?trials=1":                                               http.StatusBadRequest,
 		"digits/curves?metric=acc&trials=x":                                    http.StatusBadRequest,
+		"digits/curves?metric=acc&trials=1&points=3":                           http.StatusBadRequest,
+		"digits/curves?metric=acc&trials=1&points=many":                        http.StatusBadRequest,
 		"digits/curves?metric=acc&trials=9":                                    http.StatusNotFound,
 		"nope/curves?metric=acc&trials=1":                                      http.StatusNotFound,
 		"digits/curves?metric=acc&trials=" + strings.Repeat("1,", maxCurves+1): http.StatusBadRequest,
@@ -346,5 +356,37 @@ func TestListen(t *testing.T) {
 	}
 	if _, err := Listen("a:b:c"); err == nil {
 		t.Error("a malformed address was accepted")
+	}
+}
+
+func TestDownsample(t *testing.T) {
+	// A falling curve of 100,000 points with one spike up and one dip
+	// below its end.
+	var points [][2]float64
+	for i := range 100000 {
+		points = append(points, [2]float64{float64(i), 1 / float64(i+1)})
+	}
+	points[31337][1] = 5
+	points[77777][1] = -1
+	for _, limit := range []int{4, 5, 500, 1001} {
+		got := downsample(points, limit)
+		if len(got) > limit || len(got) < limit-1 {
+			t.Errorf("limit %d: %d points", limit, len(got))
+		}
+		if got[0] != points[0] || got[len(got)-1] != points[len(points)-1] {
+			t.Errorf("limit %d: first or last point lost", limit)
+		}
+		has := func(p [2]float64) bool { return slices.Contains(got, p) }
+		if !has(points[31337]) || !has(points[77777]) {
+			t.Errorf("limit %d: the highest or the lowest point lost", limit)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i][0] <= got[i-1][0] {
+				t.Fatalf("limit %d: points out of order at %d", limit, i)
+			}
+		}
+	}
+	if got := downsample(points[:10], 10); len(got) != 10 {
+		t.Errorf("a curve within the bound: %d points, want all 10", len(got))
 	}
 }

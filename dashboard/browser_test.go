@@ -3,7 +3,10 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,6 +209,12 @@ func browser(t *testing.T, exe string) context.Context {
 // trial order), lr = i and act alternating relu, tanh; it returns the
 // database.
 func largeExperiment(t *testing.T, n int) *storage.DB {
+	return largeExperimentWithCurve(t, n, 1)
+}
+
+// largeExperimentWithCurve is largeExperiment whose trial 1 reports long
+// times, its val_loss falling as 1/iteration.
+func largeExperimentWithCurve(t *testing.T, n, long int) *storage.DB {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "gotune.db")
 	db, err := storage.Open(path)
@@ -217,17 +226,22 @@ func largeExperiment(t *testing.T, n int) *storage.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Concurrent writers share commits.
+	// Concurrent writers share commits, so many writers build it fast.
+	const writers = 64
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
+	errs := make(chan error, writers)
+	for w := range writers {
 		wg.Go(func() {
-			for i := w + 1; i <= n; i += 8 {
+			for i := w + 1; i <= n; i += writers {
 				act := []string{"tanh", "relu"}[i%2]
 				tr, err := db.CreateTrial(t.Context(), exp.ID, i, map[string]any{"lr": float64(i), "act": act})
-				if err == nil {
-					loss := float64(i)
-					err = db.AddReport(t.Context(), tr.ID(), storage.Report{Iteration: 1, Time: time.Now(), Metrics: map[string]float64{"val_loss": loss}}, &loss)
+				reports := 1
+				if i == 1 {
+					reports = long
+				}
+				for it := 1; it <= reports && err == nil; it++ {
+					loss := float64(i) / float64(it)
+					err = db.AddReport(t.Context(), tr.ID(), storage.Report{Iteration: it, Time: time.Now(), Metrics: map[string]float64{"val_loss": loss}}, &loss)
 				}
 				if err == nil {
 					err = db.FinishTrial(t.Context(), tr.ID(), storage.TrialTerminated, "")
@@ -311,5 +325,87 @@ func TestBrowserPagesALargeExperiment(t *testing.T) {
 	filtered := look("filter", `document.querySelector('#trial-count').textContent.includes('matching')`)
 	if filtered.Rows != 100 || filtered.First != "2002" || filtered.Count != "1–100 of 500 matching of 3000 trials" {
 		t.Errorf("filtered: %+v; want the first 100 of the 500 even trials above 2000", filtered)
+	}
+}
+
+// TestBrowserDrawsAHugeExperiment: with 100,000 trials, one of them with
+// 2,000 reports, the experiment page shows the first page of the trial list
+// with the right total, the parallel coordinates of the best 500 trials,
+// and the learning curves, the long one cut to 500 points. It prints how
+// long the build, each request the page makes and the page itself take.
+func TestBrowserDrawsAHugeExperiment(t *testing.T) {
+	const n, long = 100000, 2000
+	start := time.Now()
+	db := largeExperimentWithCurve(t, n, long)
+	t.Logf("built %d trials and a %d-report curve in %v", n, long, time.Since(start).Round(time.Millisecond))
+	srv := httptest.NewServer(New(db))
+	defer srv.Close()
+	for _, q := range []string{
+		"experiments",
+		"experiments/large",
+		"experiments/large/trials?order=best&limit=500",
+		"experiments/large/trials?order=trial&offset=0&limit=100",
+		"experiments/large/trials?order=-best&offset=50000&limit=100",
+		"experiments/large/trials?order=trial&offset=0&limit=100&param=" + url.QueryEscape("act=tanh") + "&where=" + url.QueryEscape("trial>90000"),
+		"experiments/large/events?limit=200",
+		"experiments/large/resources",
+		"experiments/large/curves?metric=val_loss&trials=1,2,3,4,5,6,7,8",
+		"experiments/large/trials/1",
+	} {
+		start := time.Now()
+		resp, err := http.Get(srv.URL + "/api/" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %v %.200s", q, resp.StatusCode, err, body)
+		}
+		total := ""
+		if c := resp.Header.Get("X-Total-Count"); c != "" {
+			total = ", X-Total-Count " + c
+		}
+		t.Logf("GET /api/%s: %d bytes%s in %v", q, len(body), total, time.Since(start).Round(time.Millisecond))
+	}
+
+	exe := chromium(t)
+	ctx := browser(t, exe)
+	type shown struct {
+		Rows        int      `json:"rows"`
+		First       string   `json:"first"`
+		Count       string   `json:"count"`
+		PCLines     int      `json:"pcLines"`
+		Curves      int      `json:"curves"`
+		CurvePoints int      `json:"curvePoints"`
+		Legend      []string `json:"legend"`
+	}
+	start = time.Now()
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/#/e/large"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`))); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	ready := `document.querySelectorAll('#trials tbody tr').length > 0 && document.querySelectorAll('#curves path.curve').length > 0`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](ready, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("experiment page: %v", err)
+	}
+	t.Logf("experiment page of %d trials drawn in %v", n, time.Since(start).Round(time.Millisecond))
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[shown](`({
+		rows: document.querySelectorAll('#trials tbody tr').length,
+		first: document.querySelector('#trials tbody tr').dataset.trial,
+		count: document.querySelector('#trial-count').textContent,
+		pcLines: document.querySelectorAll('#parallel path.pc-line').length,
+		curves: document.querySelectorAll('#curves path.curve').length,
+		curvePoints: (document.querySelector('#curves path.curve[data-trial="1"]').getAttribute('d').match(/[ML]/g) || []).length,
+		legend: [...document.querySelectorAll('#curves-legend span')].map((e) => e.textContent),
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("1–100 of %d trials", n)
+	if s.Rows != 100 || s.First != "1" || s.Count != want || s.PCLines != 500 {
+		t.Errorf("trials: %+v; want 100 rows from trial 1, %q, 500 lines in the parallel coordinates", s, want)
+	}
+	if s.Curves != 8 || s.CurvePoints != DefaultCurvePoints || len(s.Legend) == 0 || s.Legend[0] != "trial 1 (500 of 2000 points)" {
+		t.Errorf("curves: %+v; want 8 curves, trial 1's of %d of its %d points", s, DefaultCurvePoints, long)
 	}
 }

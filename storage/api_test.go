@@ -757,3 +757,34 @@ func TestSetTrialParams(t *testing.T) {
 		t.Errorf("unknown trial: got %v, want ErrNotFound", err)
 	}
 }
+
+// TestEachTrialReport: one trial's reports, in order, and only its own;
+// a trial that does not exist is ErrNotFound; fn's error stops the walk.
+func TestEachTrialReport(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 2)
+	for it := 1; it <= 3; it++ {
+		f.report(t, 1, it, 1/float64(it))
+		f.report(t, 2, it, 2)
+	}
+	var got []int
+	err := db.EachTrialReport(ctx, "e", 1, func(r Report) error {
+		if r.Metrics["loss"] != 1/float64(r.Iteration) {
+			t.Errorf("iteration %d: loss %v", r.Iteration, r.Metrics["loss"])
+		}
+		got = append(got, r.Iteration)
+		return nil
+	})
+	if err != nil || !slices.Equal(got, []int{1, 2, 3}) {
+		t.Errorf("trial 1: iterations %v, %v; want 1 2 3", got, err)
+	}
+	if err := db.EachTrialReport(ctx, "e", 9, func(Report) error { return nil }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("trial 9: got %v, want ErrNotFound", err)
+	}
+	stop := errors.New("stop")
+	calls := 0
+	if err := db.EachTrialReport(ctx, "e", 2, func(Report) error { calls++; return stop }); err != stop || calls != 1 {
+		t.Errorf("fn's error: got %v after %d calls, want it after 1", err, calls)
+	}
+}

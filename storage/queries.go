@@ -460,6 +460,16 @@ func (db *DB) Reports(ctx context.Context, exp string, n int) ([]Report, error) 
 	return out, err
 }
 
+// EachTrialReport calls fn with every report of trial number n of
+// experiment exp, in order, streaming them from the database; it fails with
+// ErrNotFound when there is no such trial and stops at fn's first error.
+func (db *DB) EachTrialReport(ctx context.Context, exp string, n int, fn func(r Report) error) error {
+	if _, err := db.Trial(ctx, exp, n); err != nil {
+		return err
+	}
+	return db.eachReport(ctx, `AND t.number = ?`, []any{exp, n}, func(_ int, r Report) error { return fn(r) })
+}
+
 // EachReport calls fn with every report of every trial of experiment exp,
 // by trial number and iteration, streaming them from the database; it stops
 // at fn's first error and returns it.

@@ -427,12 +427,15 @@ async function renderCurves(force) {
     state.curves = await api(q);
     state.curvesKey = key;
   }
-  const series = state.curves.curves.map((c) => ({id: c.trial_id, color: colorOf(c.trial_id), points: c.points}));
+  // The server keeps at most 500 points a curve (the first, the last, and
+  // the lowest and highest of each stretch) and says how many it dropped.
+  const series = state.curves.curves.map((c) => ({id: c.trial_id, color: colorOf(c.trial_id), points: c.points, dropped: c.dropped || 0}));
   drawLines($('curves'), series, {
     xLabel: state.curveX === 'time' ? 'seconds since start' : state.curveX,
     yLabel: state.curveMetric, logY: state.logY,
   });
-  $('curves-legend').replaceChildren(...series.map((s) => el('span', {}, el('i', {style: 'background:' + s.color}), 'trial ' + s.id)));
+  $('curves-legend').replaceChildren(...series.map((s) => el('span', {}, el('i', {style: 'background:' + s.color}), 'trial ' + s.id +
+    (s.dropped ? ` (${s.points.length} of ${s.points.length + s.dropped} points)` : ''))));
 }
 
 // ---- scales and axes
