@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -407,5 +408,90 @@ func TestBrowserDrawsAHugeExperiment(t *testing.T) {
 	}
 	if s.Curves != 8 || s.CurvePoints != DefaultCurvePoints || len(s.Legend) == 0 || s.Legend[0] != "trial 1 (500 of 2000 points)" {
 		t.Errorf("curves: %+v; want 8 curves, trial 1's of %d of its %d points", s, DefaultCurvePoints, long)
+	}
+}
+
+// TestBrowserParetoFront opens a two-objective experiment and checks that
+// the front plot marks its three front trials and its infeasible one,
+// that the importance chart has a bar per parameter, and that a
+// single-objective experiment shows no front; it saves a screenshot as
+// TestBrowser does.
+func TestBrowserParetoFront(t *testing.T) {
+	exe := chromium(t)
+	db, err := storage.OpenReadOnly(twoObjectiveExperiment(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	srv := httptest.NewServer(New(db))
+	defer srv.Close()
+	ctx := browser(t, exe)
+	type drawn struct {
+		FrontHidden bool     `json:"frontHidden"`
+		Points      int      `json:"points"`
+		OnFront     []string `json:"onFront"`
+		Infeasible  []string `json:"infeasible"`
+		Line        bool     `json:"line"`
+		Bars        []string `json:"bars"`
+		Axes        []string `json:"axes"`
+	}
+	const read = `({
+		frontHidden: document.getElementById('front-panel').hidden,
+		points: document.querySelectorAll('#front circle.front-point').length,
+		onFront: [...document.querySelectorAll('#front circle.on-front')].map((e) => e.dataset.trial).sort(),
+		infeasible: [...document.querySelectorAll('#front path.infeasible')].map((e) => e.dataset.trial),
+		line: !!document.querySelector('#front path.front-line'),
+		bars: [...document.querySelectorAll('#importance rect.imp-bar')].map((e) => e.dataset.param),
+		axes: [document.getElementById('front-x').value, document.getElementById('front-y').value],
+	})`
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/e/multi"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#front circle.on-front`)),
+		chromedp.WaitVisible(chromedp.CSS(`#importance rect.imp-bar`)),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	page, err := chromedp.Run(ctx, chromedp.Evaluate[drawn](read))
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	// Trials 1 to 7 reported; 5 is infeasible, 8 has not reported.
+	want := drawn{Points: 6, OnFront: []string{"1", "2", "3"}, Infeasible: []string{"5"}, Line: true,
+		Bars: []string{"lr", "width"}, Axes: []string{"loss", "latency"}}
+	if !reflect.DeepEqual(page, want) {
+		t.Errorf("multi: drew %+v, want %+v", page, want)
+	}
+	dir := os.Getenv("GOTUNE_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "dashboard-front.png")
+	if err := os.WriteFile(file, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", file, len(shot))
+	// "young" has one objective: no front, and too few trials to rank.
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/e/young"),
+		chromedp.WaitVisible(chromedp.CSS(`#importance text.nodata`)),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	young, err := chromedp.Run(ctx, chromedp.Evaluate[drawn](read))
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if !young.FrontHidden || len(young.Bars) != 0 {
+		t.Errorf("young: drew %+v, want no front and no bars", young)
 	}
 }

@@ -76,6 +76,8 @@ func New(db *storage.DB, opts ...Option) *Server {
 	s.mux.HandleFunc("GET /api/experiments/{exp}/curves", s.api(s.curves))
 	s.mux.HandleFunc("GET /api/experiments/{exp}/events", s.api(s.events))
 	s.mux.HandleFunc("GET /api/experiments/{exp}/resources", s.api(s.resources))
+	s.mux.HandleFunc("GET /api/experiments/{exp}/front", s.api(s.front))
+	s.mux.HandleFunc("GET /api/experiments/{exp}/importance", s.api(s.importance))
 	s.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{http.StatusNotFound, fmt.Errorf("no API endpoint %s %s", r.Method, r.URL.Path)})
 	})

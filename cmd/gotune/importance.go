@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
-	toml "github.com/pelletier/go-toml/v2"
 	"github.com/urfave/cli/v2"
 
 	"github.com/gotune/gotune/searchspace"
@@ -48,7 +46,7 @@ func importanceCommand(dbFlag cli.Flag) *cli.Command {
 				if err != nil {
 					return err
 				}
-				if space, err = recordedSpace(exp.Config); err != nil {
+				if space, err = tuner.RecordedSpace(exp.Config); err != nil {
 					return fmt.Errorf("experiment %q: %w", name, err)
 				}
 				metric, mode = exp.Metric, exp.Mode
@@ -59,7 +57,7 @@ func importanceCommand(dbFlag cli.Flag) *cli.Command {
 					}
 					metric, mode = m, exp.Objectives[i].Mode
 				}
-				scored, err = scoredTrials(c, s, name, metric, mode)
+				scored, err = tuner.ScoredTrials(c.Context, s, name, metric, mode)
 				return err
 			})
 			if err != nil {
@@ -86,61 +84,4 @@ func importanceCommand(dbFlag cli.Flag) *cli.Command {
 			return tw.Flush()
 		},
 	}
-}
-
-// scoredTrials reads the trials of exp that ran to their end or were
-// stopped, are feasible and reported metric in their last report, scored
-// lower is better.
-func scoredTrials(c *cli.Context, s *storage.DB, exp, metric, mode string) ([]tuner.ScoredConfig, error) {
-	trials, err := s.QueryTrials(c.Context, exp, storage.TrialQuery{Status: []string{storage.TrialTerminated, storage.TrialStopped}, Feasible: true})
-	if err != nil {
-		return nil, err
-	}
-	last := map[int]map[string]float64{}
-	err = s.EachReport(c.Context, exp, func(trial int, r storage.Report) error {
-		last[trial] = r.Metrics
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []tuner.ScoredConfig
-	for _, t := range trials {
-		v, ok := last[t.Number][metric]
-		if !ok {
-			continue
-		}
-		if mode == "max" {
-			v = -v
-		}
-		out = append(out, tuner.ScoredConfig{Config: t.Params, Score: v})
-	}
-	return out, nil
-}
-
-// recordedSpace rebuilds an experiment's search space from the
-// configuration recorded with it, whose "space" renders each parameter
-// in sweep-file syntax.
-func recordedSpace(config json.RawMessage) (*searchspace.Space, error) {
-	var rec struct {
-		Space map[string]string `json:"space"`
-	}
-	if err := json.Unmarshal(config, &rec); err != nil {
-		return nil, fmt.Errorf("read the recorded search space: %w", err)
-	}
-	space := &searchspace.Space{}
-	for name, text := range rec.Space {
-		var doc map[string]any
-		if err := toml.Unmarshal([]byte("v = "+text), &doc); err != nil {
-			return nil, fmt.Errorf("recorded parameter %s = %s: %w", name, text, err)
-		}
-		d, when, err := searchspace.ParseConditional(doc["v"])
-		if err != nil {
-			return nil, fmt.Errorf("recorded parameter %s = %s: %w", name, text, err)
-		}
-		if err := space.AddParam(searchspace.Param{Name: name, Domain: d, When: when}); err != nil {
-			return nil, err
-		}
-	}
-	return space, space.Check()
 }

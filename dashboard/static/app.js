@@ -174,6 +174,7 @@ async function refresh(full) {
       renderEvents(events);
       await renderCurves(full);
       renderParallel();
+      await renderSearch(full);
       await renderTrial();
     }
     $('live').textContent = 'updated ' + new Date().toLocaleTimeString([], {hour12: false});
@@ -839,6 +840,130 @@ function renderEvents(events) {
     el('td', {}, fmtTime(e.time)), el('td', {class: 'num'}, e.trial_id || ''), el('td', {}, e.kind), el('td', {class: 'msg'}, msgCell(e)))));
 }
 
+// ---- search: the Pareto front of several objectives, and importance
+
+const search = {exp: '', front: null, imp: null, impError: '', x: '', y: '', impMetric: ''};
+
+// loadSearch reads the front and the importance of the selected
+// experiment; the importance only now and then, as it costs more.
+async function loadSearch(full) {
+  const name = encodeURIComponent(state.exp);
+  if (search.exp !== state.exp) {
+    Object.assign(search, {exp: state.exp, front: null, imp: null, impError: '', x: '', y: '', impMetric: ''});
+    full = true;
+  }
+  search.front = await api('experiments/' + name + '/front');
+  if (full || !search.imp && !search.impError || state.tick % 5 === 0) {
+    const q = search.impMetric ? '?metric=' + encodeURIComponent(search.impMetric) : '';
+    try {
+      search.imp = await api('experiments/' + name + '/importance' + q);
+      search.impError = '';
+    } catch (err) {
+      search.imp = null;
+      search.impError = err.message;
+    }
+  }
+}
+
+async function renderSearch(full) {
+  await loadSearch(full);
+  renderFront();
+  renderImportance();
+}
+
+// renderFront plots two of the objectives of an experiment that has
+// several, one point per trial, the front's trials dark and joined.
+function renderFront() {
+  const objs = search.front ? search.front.objectives : [];
+  $('front-panel').hidden = objs.length < 2;
+  if (objs.length < 2) return;
+  const names = objs.map((o) => o.metric);
+  if (!names.includes(search.x)) search.x = names[0];
+  if (!names.includes(search.y) || search.y === search.x) search.y = names.find((n) => n !== search.x);
+  const labels = Object.fromEntries(objs.map((o) => [o.metric, `${o.metric} (${o.mode})`]));
+  fillSelect($('front-x'), names, search.x, labels);
+  fillSelect($('front-y'), names, search.y, labels);
+  const mode = new Map(objs.map((o) => [o.metric, o.mode]));
+  const c = newChart($('front'));
+  const pts = search.front.trials
+    .map((t) => ({t, x: num(t.values[search.x]), y: num(t.values[search.y])}))
+    .filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y));
+  if (!pts.length) {
+    noData(c, `no trial has reported ${search.x} and ${search.y} yet`);
+    return;
+  }
+  const m = {l: 58, r: 14, t: 10, b: 36};
+  const [x0, x1] = extent(pts.map((p) => p.x));
+  const [y0, y1] = extent(pts.map((p) => p.y));
+  const xp = (x1 - x0) * 0.05 || Math.abs(x0) * 0.05 || 1, yp = (y1 - y0) * 0.05 || Math.abs(y0) * 0.05 || 1;
+  const x = linear(x0 - xp, x1 + xp, m.l, c.w - m.r);
+  const y = linear(y0 - yp, y1 + yp, c.h - m.b, m.t);
+  const grid = svg('g', {class: 'grid'}, c.root);
+  const axis = svg('g', {class: 'axis'}, c.root);
+  for (const v of y.ticks(6)) {
+    svg('line', {x1: m.l, x2: c.w - m.r, y1: y(v), y2: y(v)}, grid);
+    svg('text', {x: m.l - 6, y: y(v) + 4, 'text-anchor': 'end'}, axis).textContent = fmt(v);
+  }
+  for (const v of x.ticks(8)) {
+    svg('line', {x1: x(v), x2: x(v), y1: c.h - m.b, y2: c.h - m.b + 4}, axis);
+    svg('text', {x: x(v), y: c.h - m.b + 16, 'text-anchor': 'middle'}, axis).textContent = fmt(v);
+  }
+  svg('line', {x1: m.l, x2: c.w - m.r, y1: c.h - m.b, y2: c.h - m.b}, axis);
+  svg('line', {x1: m.l, x2: m.l, y1: m.t, y2: c.h - m.b}, axis);
+  const better = (n) => `${n} (${mode.get(n) === 'max' ? 'higher' : 'lower'} is better)`;
+  svg('text', {x: (m.l + c.w - m.r) / 2, y: c.h - 4, 'text-anchor': 'middle'}, axis).textContent = better(search.x);
+  svg('text', {x: 12, y: (m.t + c.h - m.b) / 2, 'text-anchor': 'middle', transform: `rotate(-90 12 ${(m.t + c.h - m.b) / 2})`}, axis).textContent = better(search.y);
+  // The front of all the objectives, joined in x order where there are two.
+  const front = pts.filter((p) => p.t.on_front).sort((a, b) => a.x - b.x || a.y - b.y);
+  if (objs.length === 2 && front.length > 1) {
+    svg('path', {class: 'front-line', d: front.map((p, i) => (i ? 'L' : 'M') + x(p.x).toFixed(1) + ',' + y(p.y).toFixed(1)).join('')}, c.root);
+  }
+  const dots = svg('g', {}, c.root);
+  // Front last, so that it lies on top.
+  for (const p of [...pts].sort((a, b) => a.t.on_front - b.t.on_front)) {
+    const cx = x(p.x), cy = y(p.y), n = p.t.trial_id;
+    let mark;
+    if (p.t.feasible === false) {
+      mark = svg('path', {class: 'infeasible', d: `M${cx - 4},${cy - 4}L${cx + 4},${cy + 4}M${cx - 4},${cy + 4}L${cx + 4},${cy - 4}`, 'data-trial': n}, dots);
+    } else {
+      mark = svg('circle', {cx, cy, r: p.t.on_front ? 5 : 4, class: 'front-point' + (p.t.on_front ? ' on-front' : '') + (n === state.trial ? ' selected' : ''), 'data-trial': n}, dots);
+    }
+    svg('title', {}, mark).textContent = `trial ${n}: ${search.x} ${fmt(p.x)}, ${search.y} ${fmt(p.y)}` +
+      (p.t.on_front ? '\non the Pareto front' : '') + (p.t.feasible === false ? '\ninfeasible' : '');
+    mark.addEventListener('click', () => go(state.exp, n));
+  }
+}
+
+// renderImportance draws the parameters' importance as horizontal bars,
+// largest first.
+function renderImportance() {
+  const objs = search.front ? search.front.objectives.map((o) => o.metric) : [];
+  const sel = $('imp-metric');
+  sel.parentElement.hidden = objs.length < 2;
+  if (objs.length) fillSelect(sel, objs, search.impMetric || objs[0]);
+  const c = newChart($('importance'));
+  const params = search.imp ? search.imp.params : [];
+  if (!params.length) {
+    noData(c, search.impError || 'no parameter to rank');
+    return;
+  }
+  const m = {l: 110, r: 50, t: 8, b: 22};
+  const band = (c.h - m.t - m.b) / params.length;
+  const bh = Math.min(22, band * 0.7);
+  const x = linear(0, Math.max(...params.map((p) => p.importance), 1e-9), m.l, c.w - m.r);
+  const axis = svg('g', {class: 'axis'}, c.root);
+  svg('line', {x1: m.l, x2: m.l, y1: m.t, y2: c.h - m.b}, axis);
+  svg('text', {x: (m.l + c.w - m.r) / 2, y: c.h - 4, 'text-anchor': 'middle'}, axis).textContent =
+    `share of importance to ${search.imp.metric} (${search.imp.trials} trials)`;
+  params.forEach((p, i) => {
+    const cy = m.t + band * (i + 0.5);
+    svg('text', {x: m.l - 6, y: cy + 4, 'text-anchor': 'end'}, axis).textContent = p.param;
+    const bar = svg('rect', {class: 'imp-bar', x: m.l, y: cy - bh / 2, width: Math.max(x(p.importance) - m.l, 1), height: bh, 'data-param': p.param}, c.root);
+    svg('title', {}, bar).textContent = `${p.param}: ${fmt(p.importance)} (${p.trials} trials have it)`;
+    svg('text', {x: x(p.importance) + 4, y: cy + 4}, axis).textContent = fmt(p.importance);
+  });
+}
+
 // ---- controls
 
 function init() {
@@ -856,10 +981,13 @@ function init() {
   $('curve-metric').addEventListener('change', (ev) => { state.curveMetric = ev.target.value; setupCurveControls(); renderCurves(true); });
   $('curve-x').addEventListener('change', (ev) => { state.curveX = ev.target.value; renderCurves(true); });
   $('curve-log').addEventListener('change', (ev) => { state.logY = ev.target.checked; renderCurves(false); });
+  $('front-x').addEventListener('change', (ev) => { search.x = ev.target.value; renderFront(); });
+  $('front-y').addEventListener('change', (ev) => { search.y = ev.target.value; renderFront(); });
+  $('imp-metric').addEventListener('change', (ev) => { search.impMetric = ev.target.value; renderSearch(true); });
   let resize = 0;
   window.addEventListener('resize', () => {
     clearTimeout(resize);
-    resize = setTimeout(() => { renderCurves(false); renderParallel(); }, 150);
+    resize = setTimeout(() => { renderCurves(false); renderParallel(); renderFront(); renderImportance(); }, 150);
   });
   route().then(() => setTimeout(poll, POLL_MS));
 }
