@@ -111,7 +111,7 @@ type ExperimentDetail struct {
 type Param struct {
 	Name string `json:"name"`
 	// Domain is the parameter's domain in sweep-file syntax, as in
-	// "loguniform(0.001, 0.1)"; a constant's value for a constant.
+	// "{ loguniform = [0.001, 0.1] }"; a constant's value for a constant.
 	Domain string `json:"domain"`
 	// Log says the domain is logarithmic (loguniform), for plotting.
 	Log bool `json:"log"`
@@ -212,7 +212,7 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 	}
 	space := parseConfig(e.Config).Space
 	for _, p := range slices.Sorted(maps.Keys(space)) {
-		d.Params = append(d.Params, Param{Name: p, Domain: space[p], Log: strings.HasPrefix(space[p], "loguniform(")})
+		d.Params = append(d.Params, Param{Name: p, Domain: space[p], Log: strings.HasPrefix(space[p], "{ loguniform = ")})
 	}
 	return d, nil
 }
@@ -227,11 +227,15 @@ type Trial struct {
 	BestMetric *storage.Number `json:"best_metric"`
 	Restarts   int             `json:"restarts"`
 	Error      string          `json:"error,omitempty"`
+	// Feasible says whether the trial meets the experiment's constraints;
+	// absent without constraints or before its first report.
+	Feasible *bool `json:"feasible,omitempty"`
 }
 
 func trialOf(t *storage.Trial) Trial {
 	return Trial{Number: t.Number, Status: t.Status, Params: t.Params, Iterations: t.Iterations,
-		LastMetric: storage.NumberPtr(t.LastMetric), BestMetric: storage.NumberPtr(t.BestMetric), Restarts: t.Restarts, Error: t.Error}
+		LastMetric: storage.NumberPtr(t.LastMetric), BestMetric: storage.NumberPtr(t.BestMetric), Restarts: t.Restarts, Error: t.Error,
+		Feasible: t.Feasible}
 }
 
 // GET /api/experiments/{exp}/trials[?status=S,S&sort=METRIC|order=COLUMN

@@ -50,7 +50,7 @@ func TestExperimentAPI(t *testing.T) {
 	if want := []string{"acc", "epoch", "val_loss"}; !reflect.DeepEqual(d.Metrics, want) {
 		t.Errorf("metrics: got %v, want %v", d.Metrics, want)
 	}
-	want := []Param{{"hidden", "choice[32 64]", false}, {"lr", "loguniform(0.001, 0.1)", true}}
+	want := []Param{{"hidden", "choice[32 64]", false}, {"lr", "{ loguniform = [0.001, 0.1] }", true}}
 	if !reflect.DeepEqual(d.Params, want) {
 		t.Errorf("params: got %v, want %v", d.Params, want)
 	}

@@ -434,8 +434,10 @@ func TestBrowserParetoFront(t *testing.T) {
 		Line        bool     `json:"line"`
 		Bars        []string `json:"bars"`
 		Axes        []string `json:"axes"`
+		Best        string   `json:"best"`
 	}
 	const read = `({
+		best: ([...document.querySelectorAll('#summary .muted')].map((e) => e.textContent).find((t) => t.startsWith('trial ')) || ''),
 		frontHidden: document.getElementById('front-panel').hidden,
 		points: document.querySelectorAll('#front circle.front-point').length,
 		onFront: [...document.querySelectorAll('#front circle.on-front')].map((e) => e.dataset.trial).sort(),
@@ -461,9 +463,10 @@ func TestBrowserParetoFront(t *testing.T) {
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	// Trials 1 to 7 reported; 5 is infeasible, 8 has not reported.
+	// Trials 1 to 7 reported; 5 is infeasible, 8 has not reported. The
+	// summary's best trial is the best feasible one, not 5.
 	want := drawn{Points: 6, OnFront: []string{"1", "2", "3"}, Infeasible: []string{"5"}, Line: true,
-		Bars: []string{"lr", "width"}, Axes: []string{"loss", "latency"}}
+		Bars: []string{"lr", "width"}, Axes: []string{"loss", "latency"}, Best: "trial 1"}
 	if !reflect.DeepEqual(page, want) {
 		t.Errorf("multi: drew %+v, want %+v", page, want)
 	}

@@ -26,7 +26,7 @@ var (
 var fixtureConfig = map[string]any{
 	"name":   "digits",
 	"search": map[string]any{"num_samples": 6, "max_concurrent": 2},
-	"space":  map[string]string{"lr": "loguniform(0.001, 0.1)", "hidden": "choice[32 64]"},
+	"space":  map[string]string{"lr": "{ loguniform = [0.001, 0.1] }", "hidden": "choice[32 64]"},
 }
 
 // writeFixture records two experiments by the storage API into a new

@@ -248,9 +248,9 @@ function renderSummary(resources) {
 
 // ---- trials table
 
+// bestTrial is the best trial that meets the experiment's constraints.
 function bestTrial() {
-  const ranked = rankedTrials();
-  return ranked.length ? ranked[0] : null;
+  return rankedTrials().find((t) => t.feasible !== false) || null;
 }
 
 // rankedTrials are the trials that have the metric, best first.
