@@ -124,7 +124,10 @@ func TestSlurmLauncher(t *testing.T) {
 		t.Errorf("the restarted trial did not start from a checkpoint:\n%s", r.out)
 	}
 
-	// Every worker ran on a job's agent, the cancelled job's among them.
+	// Every worker ran on a job's agent, the cancelled job's among them and
+	// another's. (A replacement job is submitted only while a group waits
+	// for one, so the restarted trial may run on the other job's agent
+	// once that agent is free, before any replacement is needed.)
 	code, out, qerr := runCLI("query", "--db", db, "--json", "SELECT DISTINCT node FROM workers ORDER BY node")
 	var nodes []struct{ Node string }
 	if code != 0 || json.Unmarshal([]byte(out), &nodes) != nil {
@@ -137,8 +140,8 @@ func TestSlurmLauncher(t *testing.T) {
 			t.Errorf("a worker ran on node %q, not on a Slurm job's agent", n.Node)
 		}
 	}
-	if !slices.Contains(names, "slurm-"+cancelled+"-0") || len(names) < 3 {
-		t.Errorf("workers ran on %v; want the cancelled job %s's agent and at least two more", names, cancelled)
+	if !slices.Contains(names, "slurm-"+cancelled+"-0") || len(names) < 2 {
+		t.Errorf("workers ran on %v; want the cancelled job %s's agent and at least one more", names, cancelled)
 	}
 }
 
