@@ -177,10 +177,10 @@ func TestNondominatedSort(t *testing.T) {
 // dimensions, and that selecting 2 of a front of 5 keeps the points that
 // cover most: the knee and an end, not the two ends.
 func TestHypervolumeSelect(t *testing.T) {
-	if got := hypervolume([][]float64{{0, 1}, {1, 0}, {1, 1}}, []float64{2, 2}); got != 3 {
+	if got := Hypervolume([][]float64{{0, 1}, {1, 0}, {1, 1}}, []float64{2, 2}); got != 3 {
 		t.Errorf("2-D hypervolume %g, want 3", got)
 	}
-	if got := hypervolume([][]float64{{0, 0, 1}, {1, 1, 0}}, []float64{2, 2, 2}); got != 5 {
+	if got := Hypervolume([][]float64{{0, 0, 1}, {1, 1, 0}}, []float64{2, 2, 2}); got != 5 {
 		t.Errorf("3-D hypervolume %g, want 5", got)
 	}
 	points := [][]float64{{0, 10}, {1, 3}, {2, 2}, {3, 1}, {10, 0}}

@@ -161,10 +161,10 @@ func paretoOrder(points [][]float64, violation []float64) (order []int, rank []i
 	return order, rank
 }
 
-// hypervolume is the volume that points dominate below ref, all
+// Hypervolume is the volume that points dominate below ref, all
 // minimised: exact, by slicing along the last objective (O(n²·log n) in
 // three dimensions).
-func hypervolume(points [][]float64, ref []float64) float64 {
+func Hypervolume(points [][]float64, ref []float64) float64 {
 	var in [][]float64
 	for _, p := range points {
 		below := true
@@ -208,7 +208,7 @@ func hypervolume(points [][]float64, ref []float64) float64 {
 		for j, p := range in[:i+1] {
 			slice[j] = p[:m-1]
 		}
-		hv += hypervolume(slice, ref[:m-1]) * (next - in[i][m-1])
+		hv += Hypervolume(slice, ref[:m-1]) * (next - in[i][m-1])
 	}
 	return hv
 }
@@ -238,7 +238,7 @@ func hypervolumeSelect(points [][]float64, ids []int, k int) []int {
 			if used[i] {
 				continue
 			}
-			if g := hypervolume(append(chosen, points[id]), ref) - base; g > gain {
+			if g := Hypervolume(append(chosen, points[id]), ref) - base; g > gain {
 				best, gain = i, g
 			}
 		}

@@ -448,12 +448,12 @@ func (t *TPE) contributions(good []int32) []float64 {
 		}
 		ref[j] = hi + max(0.1*(hi-lo), 1e-12)
 	}
-	total := hypervolume(points, ref)
+	total := Hypervolume(points, ref)
 	sum := 0.0
 	rest := make([][]float64, 0, len(points)-1)
 	for i := range points {
 		rest = append(append(rest[:0], points[:i]...), points[i+1:]...)
-		t.weights[i] = total - hypervolume(rest, ref)
+		t.weights[i] = total - Hypervolume(rest, ref)
 		sum += t.weights[i]
 	}
 	if !(sum > 0) {

@@ -3,6 +3,8 @@ package main
 import (
 	"math"
 	"testing"
+
+	"github.com/gotune/gotune/tuner"
 )
 
 func TestFunctionsAtTheirMinimisers(t *testing.T) {
@@ -45,8 +47,8 @@ func TestHypervolume(t *testing.T) {
 		{[][]float64{{1, 1, 1}}, []float64{2, 2, 2}, 1},
 		{[][]float64{{0, 0, 1}, {1, 1, 0}}, []float64{2, 2, 2}, 4 + 2 - 1},
 	} {
-		if got := hypervolume(c.points, c.ref); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("hypervolume(%v, %v) = %g, want %g", c.points, c.ref, got, c.want)
+		if got := tuner.Hypervolume(c.points, c.ref); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("Hypervolume(%v, %v) = %g, want %g", c.points, c.ref, got, c.want)
 		}
 	}
 }

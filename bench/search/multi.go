@@ -120,63 +120,11 @@ func solve(p problem, system string, seed int64, n int) ([][]float64, error) {
 	return points, nil
 }
 
-// hypervolume is the volume that points dominate below ref, all
-// minimised: exact, by slicing along the last objective (O(n²·log n) in
-// three dimensions).
-func hypervolume(points [][]float64, ref []float64) float64 {
-	var in [][]float64
-	for _, p := range points {
-		below := true
-		for k := range p {
-			below = below && p[k] < ref[k]
-		}
-		if below {
-			in = append(in, p)
-		}
-	}
-	m := len(ref)
-	if m == 1 || len(in) == 0 {
-		best := ref[0]
-		for _, p := range in {
-			best = min(best, p[0])
-		}
-		return ref[0] - best
-	}
-	// Sweep the last objective upwards: between consecutive levels the
-	// slice is the (m−1)-dimensional hypervolume of the points below.
-	slices.SortFunc(in, func(a, b []float64) int {
-		switch {
-		case a[m-1] < b[m-1]:
-			return -1
-		case a[m-1] > b[m-1]:
-			return 1
-		}
-		return 0
-	})
-	hv := 0.0
-	for i := range in {
-		next := ref[m-1]
-		if i+1 < len(in) {
-			next = in[i+1][m-1]
-		}
-		if next == in[i][m-1] {
-			continue
-		}
-		var slice [][]float64
-		for _, p := range in[:i+1] {
-			slice = append(slice, p[:m-1])
-		}
-		hv += hypervolume(slice, ref[:m-1]) * (next - in[i][m-1])
-	}
-	return hv
-}
-
-// hypervolumeAfter returns the hypervolume of the first c points for
 // each checkpoint c.
 func hypervolumeAfter(points [][]float64, ref []float64, checkpoints []int) map[int]float64 {
 	out := map[int]float64{}
 	for _, c := range checkpoints {
-		out[c] = hypervolume(points[:min(c, len(points))], ref)
+		out[c] = tuner.Hypervolume(points[:min(c, len(points))], ref)
 	}
 	return out
 }
