@@ -132,13 +132,7 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 	switch msg := m.Msg.(type) {
 	case *agentpb.AgentMessage_Heartbeat:
 	case *agentpb.AgentMessage_Started:
-		s.mu.Lock()
-		ch := s.starts[msg.Started.Id]
-		delete(s.starts, msg.Started.Id)
-		s.mu.Unlock()
-		if ch != nil {
-			ch <- msg.Started
-		}
+		reply(s, s.starts, msg.Started.Id, msg.Started)
 	case *agentpb.AgentMessage_Output:
 		if rp := s.proc(msg.Output.Id); rp != nil {
 			rp.events.push(procEvent{line: msg.Output.Line, report: msg.Output.Report})
@@ -158,29 +152,11 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 			rp.events.close()
 		}
 	case *agentpb.AgentMessage_Port:
-		s.mu.Lock()
-		ch := s.ports[msg.Port.Id]
-		delete(s.ports, msg.Port.Id)
-		s.mu.Unlock()
-		if ch != nil {
-			ch <- msg.Port
-		}
+		reply(s, s.ports, msg.Port.Id, msg.Port)
 	case *agentpb.AgentMessage_Stack:
-		s.mu.Lock()
-		ch := s.stacks[msg.Stack.Id]
-		delete(s.stacks, msg.Stack.Id)
-		s.mu.Unlock()
-		if ch != nil {
-			ch <- msg.Stack
-		}
+		reply(s, s.stacks, msg.Stack.Id, msg.Stack)
 	case *agentpb.AgentMessage_Usage:
-		s.mu.Lock()
-		ch := s.usages[msg.Usage.Id]
-		delete(s.usages, msg.Usage.Id)
-		s.mu.Unlock()
-		if ch != nil {
-			ch <- msg.Usage
-		}
+		reply(s, s.usages, msg.Usage.Id, msg.Usage)
 	case *agentpb.AgentMessage_FetchFailed:
 		if f := s.takeFetch(msg.FetchFailed.Id); f != nil {
 			f.finish(peerError(msg.FetchFailed.Error))
@@ -403,6 +379,19 @@ func (rp *remoteProc) usage(ctx context.Context) (ProcUsage, error) {
 		return ProcUsage{}, fmt.Errorf("node %s: %w", rp.node, peerError(r.Error))
 	}
 	return ProcUsage{PID: rp.p.pid, CPUSeconds: r.CpuSeconds, RSS: Bytes(r.RssBytes), Processes: int(r.Processes)}, nil
+}
+
+// reply hands r to the request awaiting it under id in pending, one of the
+// session's tables of replies awaited; a reply nobody awaits any more (the
+// request gave up) is dropped.
+func reply[R any](s *session, pending map[uint64]chan R, id uint64, r R) {
+	s.mu.Lock()
+	ch := pending[id]
+	delete(pending, id)
+	s.mu.Unlock()
+	if ch != nil {
+		ch <- r
+	}
 }
 
 // ask sends the agent the request msg(id) and waits for its reply, which
