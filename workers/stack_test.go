@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -13,12 +14,17 @@ import (
 	"time"
 )
 
-// startStackTarget starts args with env on top of this process's, and
-// waits until the process has had time to reach its waiting point.
+// startStackTarget starts args with env on top of this process's. A Python
+// target prints "ready" from inside the function it then waits in; the call
+// returns once that line is out, so the stack is taken at its waiting point.
 func startStackTarget(t *testing.T, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +32,23 @@ func startStackTarget(t *testing.T, env []string, args ...string) *exec.Cmd {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
+	if !strings.HasSuffix(filepath.Base(args[len(args)-1]), ".py") {
+		time.Sleep(200 * time.Millisecond)
+		return cmd
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line == "ready\n"
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("%v did not print ready", args)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%v did not start within 30 s", args)
+	}
 	return cmd
 }
 
@@ -43,8 +66,8 @@ func TestProcessStack(t *testing.T) {
 	os.WriteFile(script, []byte(`import os, sys, time
 if os.environ.get("WITH_GOTUNE"):
     import gotune
-print("ready", flush=True)
 def waiting_here():
+    print("ready", flush=True)
     time.sleep(60)
 waiting_here()
 `), 0o644)
@@ -66,8 +89,6 @@ waiting_here()
 				tc.wantMethod, tc.want = StackProc, "state S"
 			}
 			cmd := startStackTarget(t, tc.env, tc.args...)
-			// Give the interpreter time to start and reach its sleep.
-			time.Sleep(700 * time.Millisecond)
 			st, err := ProcessStack(context.Background(), cmd.Process.Pid)
 			if err != nil {
 				t.Fatal(err)
@@ -88,7 +109,6 @@ waiting_here()
 
 func TestProcStack(t *testing.T) {
 	cmd := startStackTarget(t, nil, "sleep", "60")
-	time.Sleep(200 * time.Millisecond)
 	text, err := procStack(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +142,7 @@ func TestAgentProcessStack(t *testing.T) {
 	waitAgents(t, h, 1)
 	scratch := t.TempDir()
 	script := filepath.Join(t.TempDir(), "wait.py")
-	os.WriteFile(script, []byte("import gotune, time\nprint('ready', flush=True)\ndef remote_wait():\n    time.sleep(60)\nremote_wait()\n"), 0o644)
+	os.WriteFile(script, []byte("import gotune, time\ndef remote_wait():\n    print('ready', flush=True)\n    time.sleep(60)\nremote_wait()\n"), 0o644)
 	spec := LaunchSpec{Args: []string{python, script}, Scratch: scratch,
 		Env: append(os.Environ(), "PYTHONPATH="+helper, "GOTUNE_TRIAL_ID=1", "GOTUNE_CHECKPOINT_DIR="+scratch)}
 	p, err := h.Launcher(0).Start(spec, nil)
@@ -166,7 +186,7 @@ func TestProcessStackOfAGroup(t *testing.T) {
 	}
 	helper, _ := filepath.Abs("../python")
 	script := filepath.Join(t.TempDir(), "child.py")
-	os.WriteFile(script, []byte("import gotune, time\nprint('ready', flush=True)\ndef child_waits():\n    time.sleep(60)\nchild_waits()\n"), 0o644)
+	os.WriteFile(script, []byte("import gotune, time\ndef child_waits():\n    print('ready', flush=True)\n    time.sleep(60)\nchild_waits()\n"), 0o644)
 	spec := sh(`"$PY" "$SCRIPT"; echo done`, "PY="+python, "SCRIPT="+script, "PYTHONPATH="+helper,
 		"GOTUNE_TRIAL_ID=1", "GOTUNE_CHECKPOINT_DIR="+t.TempDir())
 	p, err := StartProcess(spec, nil)
