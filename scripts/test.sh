@@ -18,7 +18,10 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
-# Packages with concurrency run under -race; the rest run plain.
+# Packages with concurrency run under -race; the rest run plain. Both sets
+# run even when the first fails, so one run reports every failure.
 race_pkgs='/(allreduce|dashboard|mlflow|schedulers|storage|trainer|tuner|workers)(/|$)'
-go test -race -timeout 20m $(go list ./... | grep -E "$race_pkgs")
-go test -timeout 20m $(go list ./... | grep -vE "$race_pkgs")
+status=0
+go test -race -timeout 20m $(go list ./... | grep -E "$race_pkgs") || status=1
+go test -timeout 20m $(go list ./... | grep -vE "$race_pkgs") || status=1
+exit $status
