@@ -24,14 +24,12 @@ func (k goroutineKind) runAttempt(a *attempt) {
 			return
 		}
 	}
+	// A rank's scratch folder is made by Worker.CheckpointDir when the
+	// function asks for one: a function that never checkpoints costs no
+	// folder.
 	scratch := make([]string, n)
 	for rank := range n {
-		dir, err := a.checkpointDir(rank)
-		if err != nil {
-			a.fail(err)
-			return
-		}
-		scratch[rank] = dir
+		scratch[rank] = a.rankScratch(rank)
 	}
 	comms := allreduce.NewLocal(n)
 	g := newGather(n, a.deliver, a.beat)

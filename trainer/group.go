@@ -327,9 +327,9 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Summary, error) {
 		scratch = dir
 	} else if err := os.RemoveAll(scratch); err != nil {
 		return Summary{}, fmt.Errorf("trainer: empty the scratch folder a killed run left: %w", err)
-	} else if err := os.MkdirAll(scratch, 0o755); err != nil {
-		return Summary{}, fmt.Errorf("trainer: scratch folder: %w", err)
 	}
+	// The scratch folder is made when a worker's folder in it is: a trial
+	// of Go functions that never checkpoint leaves the disk untouched.
 	defer os.RemoveAll(scratch)
 	if spec.LogDir != "" {
 		// The log folder, made for torch's error files, goes when no

@@ -2,10 +2,14 @@ package trainer
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -246,5 +250,55 @@ func TestRefusalOfALongPathIsBounded(t *testing.T) {
 	}
 	if got := sink.rounds(); !slices.Equal(got, []float64{1}) {
 		t.Errorf("reports %v", got)
+	}
+}
+
+// TestGoWorkersMakeNoFolderUntilTheyCheckpoint: Go functions that only
+// report leave the disk untouched; the first CheckpointDir makes the
+// scratch folder, and its checkpoint is committed as usual.
+func TestGoWorkersMakeNoFolderUntilTheyCheckpoint(t *testing.T) {
+	scratch := filepath.Join(t.TempDir(), "scratch")
+	var sawScratch atomic.Bool
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 1,
+		Scaling: ScalingConfig{NumWorkers: 2},
+		Train: func(ctx context.Context, w *Worker) error {
+			// Before the report that both ranks must reach, so before
+			// either asks for a folder.
+			if _, err := os.Stat(scratch); err == nil {
+				sawScratch.Store(true)
+			}
+			if err := w.Report(ctx, map[string]float64{"round": 1}); err != nil {
+				return err
+			}
+			dir, err := w.CheckpointDir()
+			if err != nil {
+				return err
+			}
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d", w.Rank())), []byte("x"), 0o644)
+			return w.Report(ctx, map[string]float64{"round": 2}, WithCheckpoint(dir))
+		},
+		ScratchDir: scratch,
+	}
+	var shards []string
+	sink := &collect{on: func(r Result) Action {
+		for _, dir := range r.Checkpoint {
+			if _, err := os.Stat(dir); err == nil {
+				shards = append(shards, dir)
+			}
+		}
+		return Continue
+	}}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	if sawScratch.Load() {
+		t.Error("the scratch folder was made before any worker asked for a folder")
+	}
+	if len(shards) != 2 {
+		t.Errorf("handed over %q, want both ranks' folders", shards)
+	}
+	if _, err := os.Stat(scratch); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the scratch folder outlived the run: %v", err)
 	}
 }

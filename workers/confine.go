@@ -3,6 +3,7 @@ package workers
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -35,6 +36,14 @@ func Confine(root, dir string) (string, error) {
 		return "", fmt.Errorf("%s: not an absolute path", dir)
 	}
 	realRoot, err := filepath.EvalSymlinks(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A scratch folder is made when the worker first asks for a folder
+		// in it: a worker that never did has nothing it may hand over.
+		if rel, rerr := filepath.Rel(filepath.Clean(root), filepath.Clean(dir)); rerr != nil || !filepath.IsLocal(rel) {
+			return "", fmt.Errorf("%s is outside the worker's scratch folder %s: %w", dir, root, ErrOutsideScratch)
+		}
+		return "", fmt.Errorf("%s: %w", dir, fs.ErrNotExist)
+	}
 	if err != nil {
 		return "", fmt.Errorf("the worker's scratch folder: %w", err)
 	}

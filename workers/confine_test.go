@@ -51,6 +51,9 @@ func TestConfine(t *testing.T) {
 		{root, filepath.Join(root, "inner", "..", "..", "etc"), "", true},
 		{root, root, "", true},
 		{root, filepath.Join(root, "ck", ".."), "", true},
+		// A scratch folder never made: nothing is inside it.
+		{filepath.Join(base, "unmade"), outside, "", true},
+		{filepath.Join(base, "unmade"), filepath.Join(base, "unmade", "ck"), "", false},
 		{root, filepath.Join(root, "self"), "", true},
 		{root, "/", "", true},
 		{root, filepath.Join(root, "..", "missing"), "", true},
