@@ -788,3 +788,44 @@ func TestEachTrialReport(t *testing.T) {
 		t.Errorf("fn's error: got %v after %d calls, want it after 1", err, calls)
 	}
 }
+
+// CreateTrials records a batch all or nothing, and a queued end is read
+// back once Flush has returned.
+func TestCreateTrialsAndQueuedFinish(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	exp, err := db.CreateExperiment(ctx, "e", "loss", "min", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := db.CreateTrials(ctx, exp.ID, []NewTrial{{1, map[string]any{"x": 1.0}}, {2, map[string]any{"x": 2.0}}})
+	if err != nil || len(ts) != 2 || ts[0].ID() == ts[1].ID() {
+		t.Fatalf("CreateTrials: %v, %v", ts, err)
+	}
+	// Trial 2 exists: the batch of 3 and 2 fails as a whole.
+	if _, err := db.CreateTrials(ctx, exp.ID, []NewTrial{{3, nil}, {2, nil}}); err == nil || !strings.Contains(err.Error(), "create trials 3–2") {
+		t.Errorf("a batch with a taken number: %v", err)
+	}
+	if err := db.QueueFinishTrial(ts[0].ID(), TrialTerminated, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	trials, err := db.Trials(ctx, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tr := range trials {
+		got = append(got, fmt.Sprintf("%d %s", tr.Number, tr.Status))
+	}
+	if want := []string{"1 " + TrialTerminated, "2 " + TrialRunning}; !slices.Equal(got, want) {
+		t.Errorf("trials %q, want %q", got, want)
+	}
+	// A queued end of a trial that does not exist fails, and Flush says so.
+	db.QueueFinishTrial(ts[1].ID()+100, TrialTerminated, "")
+	if err := db.Flush(ctx); err == nil {
+		t.Error("Flush after a failed queued write: no error")
+	}
+}

@@ -248,42 +248,78 @@ const (
 // status RUNNING, with a "start" event. It fails when the experiment already
 // has a trial of that number.
 func (db *DB) CreateTrial(ctx context.Context, expID int64, number int, params map[string]any) (*Trial, error) {
-	p, err := json.Marshal(params)
+	ts, err := db.CreateTrials(ctx, expID, []NewTrial{{Number: number, Params: params}})
 	if err != nil {
-		return nil, fmt.Errorf("encode params of trial %d: %w", number, err)
+		return nil, err
 	}
-	values := make(map[string]any, len(params))
-	for k, v := range params {
-		if values[k], err = paramValue(v); err != nil {
-			return nil, fmt.Errorf("encode param %s of trial %d: %w", k, number, err)
+	return ts[0], nil
+}
+
+// NewTrial is a trial for CreateTrials to record: its number and params.
+type NewTrial struct {
+	Number int
+	Params map[string]any
+}
+
+// CreateTrials records trials as CreateTrial does, all in one transaction:
+// either every one is recorded or none is. Trials that start together cost
+// one commit.
+func (db *DB) CreateTrials(ctx context.Context, expID int64, trials []NewTrial) ([]*Trial, error) {
+	type encoded struct {
+		json   string
+		values map[string]any
+	}
+	enc := make([]encoded, len(trials))
+	for i, nt := range trials {
+		p, err := json.Marshal(nt.Params)
+		if err != nil {
+			return nil, fmt.Errorf("encode params of trial %d: %w", nt.Number, err)
 		}
+		values := make(map[string]any, len(nt.Params))
+		for k, v := range nt.Params {
+			if values[k], err = paramValue(v); err != nil {
+				return nil, fmt.Errorf("encode param %s of trial %d: %w", k, nt.Number, err)
+			}
+		}
+		enc[i] = encoded{string(p), values}
 	}
 	now := unixSeconds(db.now())
-	var id int64
-	err = db.write(ctx, func(tx *wtx) error {
-		res, err := tx.exec(insertTrial, expID, number, TrialRunning, string(p), now)
-		if err != nil {
-			return err
-		}
-		if id, err = res.LastInsertId(); err != nil {
-			return err
-		}
-		if _, err := tx.exec(`INSERT INTO trial_progress (trial_id, maximize)
-SELECT ?, mode = 'max' FROM experiments WHERE id = ?`, id, expID); err != nil {
-			return err
-		}
-		for k, v := range values {
-			if _, err := tx.exec(insertParam, id, k, v); err != nil {
+	ids := make([]int64, len(trials))
+	err := db.write(ctx, func(tx *wtx) error {
+		for i, nt := range trials {
+			res, err := tx.exec(insertTrial, expID, nt.Number, TrialRunning, enc[i].json, now)
+			if err != nil {
+				return err
+			}
+			if ids[i], err = res.LastInsertId(); err != nil {
+				return err
+			}
+			if _, err := tx.exec(`INSERT INTO trial_progress (trial_id, maximize)
+SELECT ?, mode = 'max' FROM experiments WHERE id = ?`, ids[i], expID); err != nil {
+				return err
+			}
+			for k, v := range enc[i].values {
+				if _, err := tx.exec(insertParam, ids[i], k, v); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.exec(insertEvent, expID, ids[i], now, EventStart, fmt.Sprintf("trial %d started", nt.Number), nil); err != nil {
 				return err
 			}
 		}
-		_, err = tx.exec(insertEvent, expID, id, now, EventStart, fmt.Sprintf("trial %d started", number), nil)
-		return err
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create trial %d: %w", number, err)
+		if len(trials) == 1 {
+			return nil, fmt.Errorf("create trial %d: %w", trials[0].Number, err)
+		}
+		return nil, fmt.Errorf("create trials %d–%d: %w", trials[0].Number, trials[len(trials)-1].Number, err)
 	}
-	return &Trial{Number: number, Status: TrialRunning, Params: params, id: id}, nil
+	out := make([]*Trial, len(trials))
+	for i, nt := range trials {
+		out[i] = &Trial{Number: nt.Number, Status: TrialRunning, Params: nt.Params, id: ids[i]}
+	}
+	return out, nil
 }
 
 // SetTrialParams replaces the params of the trial with database id trialID,
@@ -377,6 +413,22 @@ var endEvents = map[string]string{TrialTerminated: EventComplete, TrialStopped: 
 // FinishTrial sets a trial's final status and, for ERROR, its error message,
 // and records the end as an event ("complete", "stop" or "error").
 func (db *DB) FinishTrial(ctx context.Context, trialID int64, status, errMsg string) error {
+	return db.write(ctx, db.finishWrite(trialID, status, errMsg))
+}
+
+// QueueFinishTrial is FinishTrial that returns without waiting for the
+// commit, ordered like QueueEvent: the end commits after every write made
+// or queued before it, and before any made after it. It returns the
+// failure of an earlier queued write, if one failed.
+func (db *DB) QueueFinishTrial(trialID int64, status, errMsg string) error {
+	if db.w == nil {
+		return ErrReadOnly
+	}
+	return db.w.enqueue(db.finishWrite(trialID, status, errMsg))
+}
+
+// finishWrite is the write of FinishTrial, stamped with the time now.
+func (db *DB) finishWrite(trialID int64, status, errMsg string) func(tx *wtx) error {
 	now := unixSeconds(db.now())
 	kind, ok := endEvents[status]
 	if !ok {
@@ -386,14 +438,14 @@ func (db *DB) FinishTrial(ctx context.Context, trialID int64, status, errMsg str
 	if errMsg != "" {
 		msg += ": " + errMsg
 	}
-	return db.write(ctx, func(tx *wtx) error {
+	return func(tx *wtx) error {
 		if err := mustChange(tx.exec(`UPDATE trials SET status = ?, error = nullif(?, ''), ended_at = ? WHERE id = ?`,
 			status, errMsg, now, trialID)); err != nil {
-			return err
+			return fmt.Errorf("finish trial: %w", err)
 		}
 		_, err := tx.exec(insertEvent, nil, trialID, now, kind, msg, nil)
 		return err
-	})
+	}
 }
 
 // RestartTrial records that a trial starts again from the checkpoint taken

@@ -343,6 +343,19 @@ func (t *wtx) queryRow(query string, args ...any) *sql.Row {
 	return t.tx.QueryRow(query, args...)
 }
 
+// Flush waits until every write queued so far (QueueEvent,
+// QueueFinishTrial, LogSchedulerInput) has committed, and returns the
+// failure of one that failed.
+func (db *DB) Flush(ctx context.Context) error {
+	if err := db.write(ctx, func(*wtx) error { return nil }); err != nil {
+		return err
+	}
+	if p := db.w.queuedErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // write runs apply through the writer, or fails for a read-only database.
 func (db *DB) write(ctx context.Context, apply func(tx *wtx) error) error {
 	if db.w == nil {
