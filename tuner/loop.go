@@ -110,22 +110,42 @@ func (l *loop) run(ctx context.Context) error {
 			}
 			break
 		}
-		ev := <-l.events
-		l.waiting = false
-		switch {
-		case ev.result != nil:
-			ev.reply <- l.onReport(ctx, ev.trial, *ev.result)
-		case ev.group != nil:
-			l.onGroupEvent(ctx, ev.trial, *ev.group)
-		default:
-			l.running--
-			l.onGroupEnd(ctx, ev)
+		l.handle(ctx, <-l.events)
+		// Take in what else has happened before starting trials: groups
+		// that end together are replaced together, with one commit, and
+		// the searcher suggests having seen every result there is.
+	drain:
+		for range maxDrain {
+			select {
+			case ev := <-l.events:
+				l.handle(ctx, ev)
+			default:
+				break drain
+			}
 		}
 	}
 	if l.err != nil {
 		return l.err
 	}
 	return ctx.Err()
+}
+
+// maxDrain bounds the events the loop takes in between two dispatches, so
+// that trials reporting without pause do not hold back new ones.
+const maxDrain = 1024
+
+// handle takes in one event of a trial's group.
+func (l *loop) handle(ctx context.Context, ev event) {
+	l.waiting = false
+	switch {
+	case ev.result != nil:
+		ev.reply <- l.onReport(ctx, ev.trial, *ev.result)
+	case ev.group != nil:
+		l.onGroupEvent(ctx, ev.trial, *ev.group)
+	default:
+		l.running--
+		l.onGroupEnd(ctx, ev)
+	}
 }
 
 // fail ends the run with err, the first failure winning.
@@ -146,15 +166,8 @@ func (l *loop) dispatch(ctx context.Context) {
 		}
 		l.order(ctx, ord)
 	}
-	for l.err == nil && !l.waiting && l.moreTrials() && l.hasRoom() {
-		switch err := l.startTrial(ctx); {
-		case errors.Is(err, ErrWait):
-			l.waiting = true
-		case errors.Is(err, ErrExhausted):
-			l.exhausted = true
-		case err != nil:
-			l.fail(err)
-		}
+	if l.err == nil && !l.waiting && l.moreTrials() && l.hasRoom() {
+		l.startTrials(ctx)
 	}
 }
 
@@ -168,10 +181,16 @@ func (l *loop) moreTrials() bool {
 // would only wait for resources, and a searcher suggests better when it
 // has seen more results).
 func (l *loop) hasRoom() bool {
+	return l.running < l.room()
+}
+
+// room is how many groups may run at once: max_concurrent, or without it
+// the number of groups the resources hold at once.
+func (l *loop) room() int {
 	if n := l.t.cfg.Search.MaxConcurrent; n > 0 {
-		return l.running < n
+		return n
 	}
-	return l.running < l.t.groupsThatFit()
+	return l.t.groupsThatFit()
 }
 
 // order carries out a scheduler's order about a paused trial.
@@ -203,29 +222,47 @@ func (l *loop) order(ctx context.Context, ord schedulers.Order) {
 	}
 }
 
-// startTrial asks the searcher for a configuration and starts a new trial.
-func (l *loop) startTrial(ctx context.Context) error {
+// startTrials asks the searcher for configurations while there is room
+// and starts them as new trials, recorded with one commit.
+func (l *loop) startTrials(ctx context.Context) {
 	t := l.t
-	number := l.started + 1
-	config, err := t.searcher.Suggest(number)
-	if errors.Is(err, ErrWait) || errors.Is(err, ErrExhausted) {
-		return err
+	var batch []storage.NewTrial
+	room, trials := l.room(), t.cfg.Search.Trials()
+	for l.running+len(batch) < room && l.started+len(batch) < trials {
+		number := l.started + len(batch) + 1
+		config, err := t.searcher.Suggest(number)
+		if errors.Is(err, ErrWait) {
+			l.waiting = true
+			break
+		}
+		if errors.Is(err, ErrExhausted) {
+			l.exhausted = true
+			break
+		}
+		if err != nil {
+			l.fail(fmt.Errorf("searcher: suggest trial %d: %w", number, err))
+			break
+		}
+		batch = append(batch, storage.NewTrial{Number: number, Params: config})
 	}
+	if len(batch) == 0 {
+		return
+	}
+	recs, err := t.db.CreateTrials(ctx, l.exp.ID, batch)
 	if err != nil {
-		return fmt.Errorf("searcher: suggest trial %d: %w", number, err)
+		l.fail(err)
+		return
 	}
-	rec, err := t.db.CreateTrial(ctx, l.exp.ID, number, config)
-	if err != nil {
-		return err
+	for i, rec := range recs {
+		l.started++
+		tr, err := l.newTrialRun(ctx, rec, batch[i].Params, true)
+		if err != nil {
+			l.fail(err)
+			return
+		}
+		l.addTrial(rec.Number, batch[i].Params)
+		l.launch(ctx, tr)
 	}
-	l.started++
-	tr, err := l.newTrialRun(ctx, rec, config, true)
-	if err != nil {
-		return err
-	}
-	l.addTrial(number, config)
-	l.launch(ctx, tr)
-	return nil
 }
 
 // newTrialRun opens the trial's checkpoint folder and registers the trial;
@@ -411,7 +448,10 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 		l.succeeded++
 	}
 	l.trialEnded(tr, status, msg)
-	l.record(t.db.FinishTrial(context.WithoutCancel(ctx), tr.record.ID(), status, msg))
+	// Queued like the scheduler input before it: the loop goes on to the
+	// next trial without waiting for the commit, which comes before that
+	// trial's own.
+	l.record(t.db.QueueFinishTrial(tr.record.ID(), status, msg))
 	t.searcher.OnTrialEnd(tr.number, searcherEnd(status, tr.last))
 	t.observer.OnTrialEnd(tr.number, status, err)
 	// A trial that never checkpointed leaves no empty folder behind, and

@@ -273,6 +273,11 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	runErr := l.run(ctx)
 	stopUsage()
 	stopSampling()
+	// Trials' ends and the scheduler's inputs are queued; what follows
+	// reads them back.
+	if err := t.db.Flush(context.WithoutCancel(ctx)); err != nil && runErr == nil {
+		runErr = err
+	}
 
 	status := storage.ExperimentFinished
 	if runErr != nil {
