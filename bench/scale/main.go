@@ -18,6 +18,16 @@
 //
 // Each N runs in a process of its own, so that its peak memory is its own.
 //
+// With -cli, each N runs through the gotune binary instead, built with go
+// build into a temporary folder: `gotune run sweep.toml` in a fresh folder,
+// with the same trials, once as the sweep file leaves [trainer]
+// report_files out (every trial's folder gets a TensorBoard event file and
+// reports.csv) and once with report_files = false. Its lines (mode "cli")
+// give the trial rate, wall time, CPU per trial of gotune and its workers
+// together, gotune's peak memory, and the bytes on disk per trial, all in
+// and of the trials' folders alone (trial_files_bytes_per_trial), with the
+// folders left behind.
+//
 // With -sleep D, each trial is instead a Go function that sleeps D and
 // reports once, the bookkeeping workload of Ray's scalability tests (10,000
 // trials of 1 s on 160 slots: -n 10000 -concurrent 160 -sleep 1s); the
@@ -26,6 +36,7 @@
 // it.
 //
 //	go run ./bench/scale [-n 1000,10000] [-big] [-concurrent 64] [-scheduler asha] [-sleep D] [-cpuprofile FILE]
+//	go run ./bench/scale -cli [-n 1000,10000] [-big] [-concurrent 64] [-scheduler asha]
 //
 // -big adds N = 100,000 (about 6 minutes on 2 busy cores).
 package main
@@ -65,6 +76,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the sweep to `FILE` (with a single -n)")
 	keep := flag.String("keep", "", "run in `DIR` and leave the database and folders there (with a single -n)")
 	memProfile := flag.String("memprofile", "", "write a heap profile to `FILE` when 90% of the trials have ended (with a single -n)")
+	cli := flag.Bool("cli", false, "run the sweep through the gotune binary, as gotune run sweep.toml does, once with the default report files and once with report_files = false")
 	flag.Parse()
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
@@ -77,6 +89,17 @@ func main() {
 	}
 	if *big {
 		ns = append(ns, 100_000)
+	}
+	if *cli {
+		if *sleep > 0 || *cpuProfile != "" || *keep != "" || *memProfile != "" {
+			fmt.Fprintln(os.Stderr, "bench/scale: -cli takes -n, -big, -concurrent and -scheduler only")
+			os.Exit(2)
+		}
+		if err := runCLI(ns, *concurrent, *scheduler); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/scale:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if len(ns) > 1 {
 		// One process per size, each with its own peak RSS.

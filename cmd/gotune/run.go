@@ -63,10 +63,6 @@ func runCommand() *cli.Command {
 			}
 			defer closeHead()
 			var t *tuner.Tuner
-			files := trialfiles.New(func(n int) string { return t.TrialDir(n) }, func(_ int, err error) {
-				fmt.Fprintf(c.App.ErrWriter, "warning: the TensorBoard and CSV files of %v; the sweep goes on\n", err)
-			})
-			defer files.Close()
 			progress := observers{&linePrinter{w: out, start: time.Now()}, diskNotice{c.App.ErrWriter}}
 			var live *liveView
 			var ro *storage.DB // read by the live view once started
@@ -75,7 +71,15 @@ func runCommand() *cli.Command {
 				progress = observers{live}
 			}
 			var tracker *mlflow.Tracker // set once the tuner knows its database
-			obs := append(progress, files, trackerWake{&tracker})
+			obs := progress
+			if sweep.ReportFiles == nil || *sweep.ReportFiles {
+				files := trialfiles.New(func(n int) string { return t.TrialDir(n) }, func(_ int, err error) {
+					fmt.Fprintf(c.App.ErrWriter, "warning: the TensorBoard and CSV files of %v; the sweep goes on\n", err)
+				})
+				defer files.Close()
+				obs = append(obs, files)
+			}
+			obs = append(obs, trackerWake{&tracker})
 			if w := newSharedDirWatch(cfg, c.App.ErrWriter); w != nil {
 				obs = append(obs, w)
 			}
@@ -86,6 +90,9 @@ func runCommand() *cli.Command {
 			t, err = tuner.New(cfg, opts...)
 			if err != nil {
 				return badInput(fmt.Errorf("%s: %w", path, err))
+			}
+			if msg := reportFilesNotice(t.Config().Search.Trials(), sweep.ReportFiles); msg != "" {
+				fmt.Fprintln(c.App.ErrWriter, msg)
 			}
 			if tracker, err = startTracking(c, sweep.MLflow, t.Config().Storage, t.Config().Name); err != nil {
 				return err
@@ -129,6 +136,27 @@ func runCommand() *cli.Command {
 		},
 	}
 }
+
+// reportFilesNotice is what gotune run says at the start of a sweep of
+// trials trials about the disk its TensorBoard and CSV mirror takes, when
+// the sweep is large and the sweep file leaves report_files out; "" when
+// there is nothing to say.
+func reportFilesNotice(trials int, reportFiles *bool) string {
+	if trials <= largeSweep || reportFiles != nil {
+		return ""
+	}
+	return fmt.Sprintf("gotune: %d trials: the TensorBoard and CSV files of each trial take about %d KiB of disk (%.1f GB in all); "+
+		"report_files = false in [trainer] turns them off (the reports stay in the database)",
+		trials, mirrorBytes/1024, float64(trials)*mirrorBytes/1e9)
+}
+
+// largeSweep is the number of trials above which gotune run notes the
+// disk its per-trial files take.
+const largeSweep = 10_000
+
+// mirrorBytes is the disk a trial's folder, event file and reports.csv
+// take on a file system of 4 KiB blocks: a block each.
+const mirrorBytes = 3 * 4096
 
 // linePrinter writes one plain line per report and per finished trial.
 type linePrinter struct {

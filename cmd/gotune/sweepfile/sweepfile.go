@@ -57,10 +57,18 @@ type file struct {
 	Objective fileObjective         `toml:"objective"`
 	Search    fileSearch            `toml:"search"`
 	Scheduler tuner.SchedulerConfig `toml:"scheduler"`
-	Trainer   trainer.Config        `toml:"trainer"`
+	Trainer   fileTrainer           `toml:"trainer"`
 	Resources *workers.Declared     `toml:"resources"`
 	MLflow    MLflow                `toml:"mlflow"`
 	Cluster   Cluster               `toml:"cluster"`
+}
+
+// fileTrainer is the [trainer] section: the trainer's configuration and
+// the settings of gotune run's own per-trial files, which the trainer
+// knows nothing of.
+type fileTrainer struct {
+	trainer.Config
+	ReportFiles *bool `toml:"report_files"`
 }
 
 // MLflow is a sweep file's [mlflow] section: the tracking server to log
@@ -80,6 +88,13 @@ type Sweep struct {
 	MLflow MLflow
 	// Cluster is the [cluster] section, zero when absent.
 	Cluster Cluster
+	// ReportFiles is [trainer] report_files: whether gotune run mirrors
+	// every trial's reports into a TensorBoard event file and reports.csv
+	// in the trial's folder (see package trialfiles). nil, its value when
+	// the file leaves it out, and true write them; false keeps the reports
+	// in the database only, so that a trial that writes nothing else
+	// leaves no folder.
+	ReportFiles *bool
 }
 
 // fileObjective is the [objective] section, whose metric and mode are a
@@ -189,7 +204,7 @@ func DecodeSweep(name string, data []byte) (Sweep, error) {
 	if err != nil {
 		return Sweep{}, err
 	}
-	return Sweep{Config: cfg, MLflow: f.MLflow, Cluster: f.Cluster}, nil
+	return Sweep{Config: cfg, MLflow: f.MLflow, Cluster: f.Cluster, ReportFiles: f.Trainer.ReportFiles}, nil
 }
 
 // decode decodes and checks a sweep file's contents into the tuner's
@@ -220,7 +235,7 @@ func decode(name string, data []byte) (tuner.Config, *file, error) {
 		Objective: objective,
 		Search:    f.Search.SearchConfig,
 		Scheduler: f.Scheduler,
-		Trainer:   f.Trainer,
+		Trainer:   f.Trainer.Config,
 	}
 	space := &searchspace.Space{}
 	names := make([]string, 0, len(f.Search.Space))
@@ -314,5 +329,9 @@ func friendlyType(msg string) string {
 	default:
 		want = "a table"
 	}
-	return fmt.Sprintf("wrong type: want %s, got a %s", want, m[1])
+	got := "a " + m[1]
+	if strings.ContainsRune("aeiou", rune(m[1][0])) {
+		got = "an " + m[1]
+	}
+	return fmt.Sprintf("wrong type: want %s, got %s", want, got)
 }

@@ -3,6 +3,7 @@ package sweepfile
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -128,6 +129,55 @@ func TestDecodeTrainerLogLimits(t *testing.T) {
 		var e *Error
 		if !errors.As(err, &e) || e.Line != tt.line || e.Key != tt.key {
 			t.Errorf("%s: got %v, want an error at line %d on %s", tt.limits, err, tt.line, tt.key)
+		}
+	}
+}
+
+// TestDecodeReportFiles reads [trainer] report_files: absent (nil, files
+// on), true or false, and names the line and key of a value that is not
+// a boolean.
+func TestDecodeReportFiles(t *testing.T) {
+	with := func(line string) []byte {
+		return []byte(strings.Replace(commandSweep, "kill_timeout = 5", "kill_timeout = 5\n"+line, 1))
+	}
+	for _, tt := range []struct {
+		line string
+		want string // "nil", "true" or "false"
+	}{
+		{"", "nil"},
+		{"report_files = true", "true"},
+		{"report_files = false", "false"},
+	} {
+		s, err := DecodeSweep("sweep.toml", with(tt.line))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.line, err)
+		}
+		got := "nil"
+		if s.ReportFiles != nil {
+			got = strconv.FormatBool(*s.ReportFiles)
+		}
+		if got != tt.want {
+			t.Errorf("%q: report_files %s, want %s", tt.line, got, tt.want)
+		}
+		if s.Config.Trainer.KillTimeout != 5 || len(s.Config.Trainer.Command) != 3 {
+			t.Errorf("%q: the rest of [trainer] decoded as %+v", tt.line, s.Config.Trainer)
+		}
+	}
+	for _, tt := range []struct {
+		line string
+		msg  string
+	}{
+		{`report_files = "no"`, "want a boolean, got a string"},
+		{"report_files = 0", "want a boolean, got an integer"},
+		{"report_files = [true]", "want a boolean, got an array"},
+		{"report_file = false", "unknown key"},
+	} {
+		_, err := DecodeSweep("sweep.toml", with(tt.line))
+		key := "trainer." + strings.Fields(tt.line)[0]
+		var e *Error
+		if !errors.As(err, &e) || e.Line != 14 || e.Key != key || !strings.Contains(err.Error(), tt.msg) ||
+			!strings.HasPrefix(err.Error(), "sweep.toml:14: "+key+": ") {
+			t.Errorf("%s: got %v, want sweep.toml:14: %s: …%s", tt.line, err, key, tt.msg)
 		}
 	}
 }
