@@ -42,8 +42,9 @@ type StacksReply struct {
 	Stacks     []trainer.WorkerStack `json:"stacks"`
 }
 
-// inspectors holds an Inspector for every trial that has run in this Fit,
-// by number; the control socket reads it, trials' groups write it.
+// inspectors holds an Inspector for every trial whose group runs now, by
+// number; the control socket reads it, trials' groups write it, and the
+// loop drops a trial's when its group ends, with what it reached.
 type inspectors struct {
 	mu sync.Mutex
 	m  map[int]*trainer.Inspector
@@ -62,6 +63,13 @@ func (in *inspectors) of(trial int) *trainer.Inspector {
 	return in.m[trial]
 }
 
+// drop forgets trial's inspector, when its group has ended.
+func (in *inspectors) drop(trial int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	delete(in.m, trial)
+}
+
 // all returns every trial's inspector, by number.
 func (in *inspectors) all() map[int]*trainer.Inspector {
 	in.mu.Lock()
@@ -73,7 +81,8 @@ func (in *inspectors) all() map[int]*trainer.Inspector {
 	return out
 }
 
-// lookup returns trial's inspector, nil when the trial has not run here.
+// lookup returns trial's inspector, nil when the trial's group is not
+// running here.
 func (in *inspectors) lookup(trial int) *trainer.Inspector {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -153,7 +162,7 @@ func stacks(r *http.Request, exp string, ins *inspectors) (*StacksReply, int, er
 	}
 	in := ins.lookup(trial)
 	if in == nil {
-		return nil, http.StatusNotFound, fmt.Errorf("trial %d of %q has not run in this run of the sweep", trial, exp)
+		return nil, http.StatusConflict, fmt.Errorf("trial %d of %q is not running in this run of the sweep", trial, exp)
 	}
 	st, err := in.Stacks(r.Context(), rank)
 	switch {

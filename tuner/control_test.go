@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestControlSocketStacks(t *testing.T) {
 			for _, tc := range []struct {
 				trial, rank int
 				want        string
-			}{{1, 5, "no rank 5"}, {9, -1, "has not run"}} {
+			}{{1, 5, "no rank 5"}, {9, -1, "is not running"}} {
 				if _, err := TrialStacks(ctx, cfg.Storage, cfg.Name, tc.trial, tc.rank); err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Errorf("trial %d rank %d: got %v, want %q", tc.trial, tc.rank, err, tc.want)
 				}
@@ -126,4 +127,30 @@ func TestHungTrialEventHasStacks(t *testing.T) {
 		return
 	}
 	t.Errorf("no %q event in %+v", storage.EventHung, events)
+}
+
+// A trial's inspector, which reaches its group's workers, goes when the
+// group ends: a long sweep keeps only the running trials'.
+func TestInspectorsOfRunningTrialsOnly(t *testing.T) {
+	cfg := testConfig(t, 6)
+	cfg.Search.MaxConcurrent = 1
+	var tu *Tuner
+	var most atomic.Int64
+	tu, err := New(cfg, WithTrainFunc(func(ctx context.Context, w *trainer.Worker) error {
+		if w.Rank() == 0 {
+			n := int64(len(tu.inspectors.all()))
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+		}
+		return w.Report(ctx, map[string]float64{"loss": 1, "step": 1})
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := most.Load(); got != 1 {
+		t.Errorf("up to %d inspectors held with one trial running at a time, want 1", got)
+	}
 }

@@ -144,6 +144,7 @@ func (l *loop) handle(ctx context.Context, ev event) {
 		l.onGroupEvent(ctx, ev.trial, *ev.group)
 	default:
 		l.running--
+		l.t.inspectors.drop(ev.trial.number)
 		l.onGroupEnd(ctx, ev)
 	}
 }
