@@ -829,3 +829,27 @@ func TestCreateTrialsAndQueuedFinish(t *testing.T) {
 		t.Error("Flush after a failed queued write: no error")
 	}
 }
+
+// QueueWorkers records a group's workers in one queued write and tells
+// their ids, the ids SetWorker would return.
+func TestQueueWorkers(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 1)
+	id := f.trials[0].ID()
+	learned := map[int]int64{}
+	ws := []WorkerRecord{{Rank: 0, Node: "n", PID: 10, Status: "RUNNING"}, {Rank: 1, Node: "n", PID: 11, Status: "RUNNING"}}
+	if err := db.QueueWorkers(id, ws, func(rank int, id int64) { learned[rank] = id }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := db.SetWorker(ctx, id, WorkerRecord{Rank: 1, Node: "n", PID: 11, Status: "EXITED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(learned) != 2 || learned[0] == learned[1] || learned[1] != again {
+		t.Errorf("learned %v; rank 1 is %d", learned, again)
+	}
+}

@@ -57,6 +57,35 @@ func (db *DB) SetWorker(ctx context.Context, trialID int64, w WorkerRecord) (int
 	return id, nil
 }
 
+// QueueWorkers records workers ws of the trial with database id trialID as
+// SetWorker does, in one write that returns without waiting for the commit
+// (ordered like QueueEvent). learned, when not nil, is told each worker's
+// id, from the writer's goroutine, before the write commits; it must not
+// block. It returns the failure of an earlier queued write, if one failed.
+func (db *DB) QueueWorkers(trialID int64, ws []WorkerRecord, learned func(rank int, id int64)) error {
+	if db.w == nil {
+		return ErrReadOnly
+	}
+	now := unixSeconds(db.now())
+	err := db.w.enqueue(func(tx *wtx) error {
+		for _, w := range ws {
+			var id int64
+			if err := tx.queryRow(upsertWorker, trialID, w.Rank, w.Node, nullInt(w.PID), w.Status,
+				nullString(w.LogPath), nullFloat(w.StepRate), now).Scan(&id); err != nil {
+				return fmt.Errorf("record worker %d: %w", w.Rank, err)
+			}
+			if learned != nil {
+				learned(w.Rank, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record workers: %w", err)
+	}
+	return nil
+}
+
 // EndRunningWorkers sets status on the workers of experiment expID that
 // are still recorded as RUNNING, and returns how many there were. A run
 // that continues an interrupted experiment calls it: the workers of the
