@@ -113,15 +113,14 @@ func (w *gpuWatch) record(samples []workers.GPUSample) {
 }
 
 // recordWorkers records the status of a trial's workers; it runs in the
-// trial's goroutine.
+// trial's goroutine, which goes on without waiting for the commit.
 func (t *Tuner) recordWorkers(ctx context.Context, tr *trialRun, ws []trainer.WorkerStatus) error {
-	for _, w := range ws {
-		id, err := t.db.SetWorker(ctx, tr.record.ID(), storage.WorkerRecord{Rank: w.Rank, Node: w.Node, PID: w.PID,
-			Status: w.State, LogPath: w.LogPath, StepRate: w.StepRate})
-		if err != nil {
-			return err
-		}
-		t.gpus.worker(tr.number, w.Rank, id)
+	recs := make([]storage.WorkerRecord, len(ws))
+	for i, w := range ws {
+		recs[i] = storage.WorkerRecord{Rank: w.Rank, Node: w.Node, PID: w.PID, Status: w.State, LogPath: w.LogPath, StepRate: w.StepRate}
+	}
+	if err := t.db.QueueWorkers(tr.record.ID(), recs, func(rank int, id int64) { t.gpus.worker(tr.number, rank, id) }); err != nil {
+		return err
 	}
 	return t.recordStragglers(ctx, tr, ws)
 }
