@@ -246,7 +246,7 @@ func (l *loop) startTrials(ctx context.Context) {
 		}
 		batch = append(batch, storage.NewTrial{Number: number, Params: config})
 	}
-	if len(batch) == 0 {
+	if len(batch) == 0 || l.err != nil {
 		return
 	}
 	recs, err := t.db.CreateTrials(ctx, l.exp.ID, batch)
