@@ -1,0 +1,205 @@
+package schedulers
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// The schedulers keep indexes so that a decision costs O(log n) after n
+// trials. The tests here play random histories and check every decision
+// against a straightforward computation from the scheduler's plain state:
+// sorting a rung's records, scanning every trial.
+
+// sortedRecords is a rung's records best first, ties to the earlier one,
+// by sorting them.
+func sortedRecords(rg *ashaRung) []*ashaRecord {
+	out := slices.Clone(rg.Records)
+	slices.SortStableFunc(out, func(x, y *ashaRecord) int { return cmp.Compare(x.Score, y.Score) })
+	return out
+}
+
+// refGetJob is get_job by a scan of every rung's sorted records.
+func refGetJob(a *asha, self int, drain bool) (bracket, rung int, rec *ashaRecord, ok bool) {
+	best := -1.0
+	for b, rungs := range a.st.Brackets {
+		for k := len(rungs) - 1; k >= 0; k-- {
+			if ok && rungs[k].Milestone <= best {
+				break
+			}
+			top := sortedRecords(rungs[k])
+			top = top[:a.quota(len(top), drain)]
+			for _, r := range top {
+				if !r.Promoted && (r.Trial == self || a.st.Trials[r.Trial].State == paused) {
+					bracket, rung, rec, ok, best = b, k, r, true, rungs[k].Milestone
+					break
+				}
+			}
+		}
+	}
+	return bracket, rung, rec, ok
+}
+
+// refStopCutoff is the cutoff of stop mode at rung rg by sorting, and
+// whether the rung has one.
+func refStopCutoff(a *asha, rg *ashaRung) (float64, bool) {
+	if len(rg.Records) == 0 {
+		return 0, false
+	}
+	var scores []float64
+	for _, r := range sortedRecords(rg) {
+		scores = append(scores, float64(r.Score))
+	}
+	return quantile(scores, 1/a.c.ReductionFactor), true
+}
+
+// randomScore draws a score with many ties, and now and then a diverged
+// or infinite one.
+func randomScore(rng *rand.Rand) float64 {
+	switch rng.IntN(20) {
+	case 0:
+		return math.NaN()
+	case 1:
+		return math.Inf(1)
+	case 2:
+		return math.Inf(-1)
+	}
+	return float64(rng.IntN(30)) / 10
+}
+
+func TestASHAIndexesMatchSorting(t *testing.T) {
+	for _, mode := range []string{"stop", "promote"} {
+		for seed := range uint64(6) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			cfg := Config{Kind: "asha", Mode: mode, MaxT: 30, GracePeriod: 1, ReductionFactor: 2 + float64(seed%3), Brackets: 1 + int(seed%2)}
+			a := mustNew(t, cfg, Env{Checkpoints: true}).(*asha)
+			times := map[int]float64{}
+			nextTrial := 1
+			for step := range 1500 {
+				switch op := rng.IntN(20); {
+				case op < 3 || len(times) == 0:
+					// A new trial; now and then a number seen before.
+					n := nextTrial
+					if rng.IntN(30) == 0 && nextTrial > 1 {
+						n = 1 + rng.IntN(nextTrial-1)
+					} else {
+						nextTrial++
+					}
+					a.OnTrialAdd(n, nil)
+					times[n] = 0
+				case op < 5:
+					n := pickKey(rng, times)
+					a.OnTrialEnd(n)
+					delete(times, n)
+				case op < 8:
+					c := Capacity{CanResume: rng.IntN(4) > 0, MoreTrials: rng.IntN(3) > 0}
+					drain := !c.MoreTrials && a.running == 0
+					_, _, want, wantOK := refGetJob(a, -1, drain)
+					o, ok := a.Next(c)
+					if mode == "promote" && c.CanResume && (ok != wantOK || ok && (o.Trial != want.Trial || !want.Promoted)) {
+						t.Fatalf("%s seed %d step %d: Next ordered %v %+v, want %v trial %v", mode, seed, step, ok, o, wantOK, want)
+					}
+					if ok {
+						times[o.Trial] = times[o.Trial] // it runs on
+					}
+				default:
+					n := pickKey(rng, times)
+					// On by one to three rungs' worth, or back a little.
+					times[n] = math.Max(0, times[n]+float64(rng.IntN(8)-1))
+					r := Result{Trial: n, Time: times[n], Score: randomScore(rng)}
+					tr := a.st.Trials[n]
+					var rg *ashaRung
+					if tr != nil && !reached(r.Time, a.c.MaxT) {
+						rungs := a.st.Brackets[tr.Bracket]
+						for k := len(rungs) - 1; k > tr.Rung; k-- {
+							if reached(r.Time, rungs[k].Milestone) {
+								rg = rungs[k]
+								break
+							}
+						}
+					}
+					var cutoff float64
+					var hasCutoff bool
+					if rg != nil && mode == "stop" {
+						cutoff, hasCutoff = refStopCutoff(a, rg)
+					}
+					d := a.OnResult(r)
+					if rg != nil && mode == "stop" {
+						pass := !hasCutoff || worstIfNaN(r.Score) <= cutoff
+						if (d.Action == Continue) != pass || d.HasCutoff != (hasCutoff && !math.IsInf(cutoff, 0) && !math.IsNaN(cutoff)) || d.HasCutoff && d.Cutoff != cutoff {
+							t.Fatalf("%s seed %d step %d: %s (cutoff %g %v), want pass %v with cutoff %g %v",
+								mode, seed, step, d.Action, d.Cutoff, d.HasCutoff, pass, cutoff, hasCutoff)
+						}
+					}
+					if d.Action == Stop {
+						a.OnTrialEnd(n)
+						delete(times, n)
+					}
+				}
+				checkGetJob(t, a, rng, step)
+				if step%250 == 0 {
+					// A restored scheduler rebuilds the same indexes.
+					data, err := a.Snapshot()
+					if err != nil {
+						t.Fatal(err)
+					}
+					b := mustNew(t, cfg, Env{Checkpoints: true}).(*asha)
+					if err := b.Restore(data); err != nil {
+						t.Fatal(err)
+					}
+					checkGetJob(t, b, rng, step)
+					a = b
+				}
+			}
+		}
+	}
+}
+
+// checkGetJob compares getJob with refGetJob for a few trials deciding.
+func checkGetJob(t *testing.T, a *asha, rng *rand.Rand, step int) {
+	t.Helper()
+	selves := []int{-1, 1 + rng.IntN(a.st.Added+1)}
+	for n := range a.unpromoted {
+		selves = append(selves, n)
+		break
+	}
+	if !a.promote {
+		selves = nil // getJob is promote mode's
+	}
+	for _, self := range selves {
+		for _, drain := range []bool{false, true} {
+			b, k, rec, ok := a.getJob(self, drain)
+			wb, wk, wrec, wok := refGetJob(a, self, drain)
+			if b != wb || k != wk || rec != wrec || ok != wok {
+				t.Fatalf("step %d: getJob(%d, %v) = %d %d %+v %v, want %d %d %+v %v", step, self, drain, b, k, rec, ok, wb, wk, wrec, wok)
+			}
+		}
+	}
+	for _, rungs := range a.st.Brackets {
+		for _, rg := range rungs {
+			sorted := sortedRecords(rg)
+			if len(sorted) == 0 {
+				continue
+			}
+			i := rng.IntN(len(sorted))
+			if got := a.kth(rg, i); got != sorted[i] {
+				t.Fatalf("step %d: kth(%d) = %+v, want %+v", step, i, got, sorted[i])
+			}
+			if !a.inTop(rg, sorted[i], i+1) || a.inTop(rg, sorted[i], i) {
+				t.Fatalf("step %d: inTop puts record %d of %d out of place", step, i, len(sorted))
+			}
+		}
+	}
+}
+
+// pickKey draws one of m's keys; m must not be empty.
+func pickKey[V any](rng *rand.Rand, m map[int]V) int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys[rng.IntN(len(keys))]
+}
