@@ -5,7 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/searchspace"
 )
 
 // The schedulers keep indexes so that a decision costs O(log n) after n
@@ -202,4 +205,117 @@ func pickKey[V any](rng *rand.Rand, m map[int]V) int {
 	}
 	slices.Sort(keys)
 	return keys[rng.IntN(len(keys))]
+}
+
+func TestPBTRankingMatchesSorting(t *testing.T) {
+	space, err := searchspace.New(searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := 0
+	for seed := range int64(4) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 13))
+		qf := []float64{0.25, 0.5, 0.1, 0.3}[seed]
+		p := mustNew(t, Config{Kind: "pbt", PerturbationInterval: 2, QuantileFraction: qf}, Env{Checkpoints: true, Space: space, Seed: seed}).(*pbt)
+		times := map[int]float64{}
+		nextTrial := 1
+		for step := range 2000 {
+			switch op := rng.IntN(20); {
+			case op < 2 || len(times) == 0:
+				p.OnTrialAdd(nextTrial, space.Sample(rng))
+				times[nextTrial] = 0
+				nextTrial++
+			case op < 3:
+				n := pickKey(rng, times)
+				p.OnTrialEnd(n)
+				delete(times, n)
+			default:
+				n := pickKey(rng, times)
+				times[n] += float64(rng.IntN(3))
+				r := Result{Trial: n, Time: times[n], Score: randomScore(rng), Checkpoint: rng.IntN(3) == 0}
+				// The reference: every live trial ranked by sorting, as if
+				// the result had been taken in.
+				self := *p.st.Trials[n]
+				self.State, self.HasScore, self.Score = running, true, fnum(worstIfNaN(r.Score))
+				if r.Checkpoint {
+					self.HasCkpt = true
+				}
+				perturbs := reached(r.Time, self.LastPerturb+p.c.PerturbationInterval)
+				var live []int
+				for m, o := range p.st.Trials {
+					if m == n {
+						o = &self
+					}
+					if o.State != ended && o.HasScore {
+						live = append(live, m)
+					}
+				}
+				score := func(m int) fnum {
+					if m == n {
+						return self.Score
+					}
+					return p.st.Trials[m].Score
+				}
+				slices.SortFunc(live, func(a, b int) int {
+					if c := cmp.Compare(score(a), score(b)); c != 0 {
+						return c
+					}
+					return a - b
+				})
+				q := min(int(math.Ceil(float64(len(live))*qf-relTol)), len(live)/2)
+				bottom := perturbs && q > 0 && slices.Contains(live[len(live)-q:], n)
+				var donors []int
+				if bottom {
+					for _, m := range live[:q] {
+						if m != n && p.st.Trials[m].HasCkpt {
+							donors = append(donors, m)
+						}
+					}
+				}
+				rngState, err := p.st.Rand.MarshalJSON()
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := p.OnResult(r)
+				switch {
+				case !bottom:
+					if d.Action != Continue || d.Reason != "" {
+						t.Fatalf("seed %d step %d: trial %d outside the bottom %d of %d: %s (%s)", seed, step, n, q, len(live), d.Action, d.Reason)
+					}
+				case len(donors) == 0:
+					if d.Action != Continue || !strings.Contains(d.Reason, "none of the top trials has a checkpoint") {
+						t.Fatalf("seed %d step %d: no donor: %s (%s)", seed, step, d.Action, d.Reason)
+					}
+				default:
+					ref := newSeededRand(0, 0)
+					if err := ref.UnmarshalJSON(rngState); err != nil {
+						t.Fatal(err)
+					}
+					want := donors[ref.IntN(len(donors))]
+					if d.Action != Restart || d.Exploit.From != want {
+						t.Fatalf("seed %d step %d: %s from %+v, want a restart from trial %d", seed, step, d.Action, d.Exploit, want)
+					}
+					restarts++
+				}
+				if bottom {
+					cutoff := float64(score(live[len(live)-q]))
+					if c := d.Cutoff; c != cutoff && !(math.IsInf(cutoff, 0) && !d.HasCutoff) {
+						t.Fatalf("seed %d step %d: cutoff %g, want %g", seed, step, c, cutoff)
+					}
+				}
+			}
+			if step%500 == 0 {
+				data, err := p.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Restore(data); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if restarts < 100 {
+		t.Errorf("only %d restarts: the comparison proves little", restarts)
+	}
 }
