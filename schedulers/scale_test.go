@@ -2,6 +2,7 @@ package schedulers
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -317,5 +318,70 @@ func TestPBTRankingMatchesSorting(t *testing.T) {
 	}
 	if restarts < 100 {
 		t.Errorf("only %d restarts: the comparison proves little", restarts)
+	}
+}
+
+// TestHyperBandOnlyTheLastBracketIsOpen plays random histories: a
+// decision names its trial's bracket, only the last bracket ever takes
+// trials, and once no more trials come none does.
+func TestHyperBandOnlyTheLastBracketIsOpen(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 17))
+	h := mustNew(t, Config{Kind: "hyperband", MaxT: 9}, Env{Checkpoints: true}).(*hyperBand)
+	times := map[int]float64{}
+	more := true
+	decided := 0
+	checkReason := func(step, trial int, d Decision) {
+		t.Helper()
+		if d.Reason == "" || strings.Contains(d.Reason, "max_t (") {
+			return
+		}
+		decided++
+		if want := fmt.Sprintf("of bracket %d", h.st.Trials[trial].Bracket+1); !strings.Contains(d.Reason, want) {
+			t.Fatalf("step %d: trial %d: %q does not say %q", step, trial, d.Reason, want)
+		}
+	}
+	for step := range 3000 {
+		switch op := rng.IntN(10); {
+		case (op < 2 || len(times) == 0) && more:
+			n := step + 1
+			h.OnTrialAdd(n, nil)
+			times[n] = 0
+		case op < 3 && len(times) > 0:
+			n := pickKey(rng, times)
+			h.OnTrialEnd(n)
+			delete(times, n)
+		case op < 6:
+			if step > 2500 {
+				more = false
+			}
+			o, ok := h.Next(Capacity{CanResume: true, MoreTrials: more})
+			if ok {
+				checkReason(step, o.Trial, o.Decision)
+				if o.Action == Stop {
+					h.OnTrialEnd(o.Trial)
+					delete(times, o.Trial)
+				}
+			}
+			if !more && slices.ContainsFunc(h.st.Brackets, (*hbBracket).open) {
+				t.Fatalf("step %d: a bracket is open after no more trials", step)
+			}
+		case len(times) > 0:
+			n := pickKey(rng, times)
+			times[n] += float64(1 + rng.IntN(3))
+			d := h.OnResult(Result{Trial: n, Time: times[n], Score: randomScore(rng)})
+			checkReason(step, n, d)
+			if d.Action == Stop {
+				h.OnTrialEnd(n)
+				delete(times, n)
+			}
+		}
+		for i, b := range h.st.Brackets[:max(0, len(h.st.Brackets)-1)] {
+			if b.open() {
+				t.Fatalf("step %d: bracket %d of %d is open", step, i+1, len(h.st.Brackets))
+			}
+		}
+	}
+	if decided < 100 || len(h.st.Brackets) < 20 {
+		t.Errorf("%d decisions over %d brackets: the test proves little", decided, len(h.st.Brackets))
 	}
 }
