@@ -385,3 +385,137 @@ func TestHyperBandOnlyTheLastBracketIsOpen(t *testing.T) {
 		t.Errorf("%d decisions over %d brackets: the test proves little", decided, len(h.st.Brackets))
 	}
 }
+
+// TestMedianIndexMatchesAScan plays random histories — times that recur
+// and times that do not, results that go back to a checkpoint, numbers
+// used again, diverged scores — and checks every decision against the
+// median of a pass over every other trial.
+func TestMedianIndexMatchesAScan(t *testing.T) {
+	stops, indexed := 0, 0
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 19))
+		m := mustNew(t, Config{Kind: "median", GracePeriod: 2, MinSamplesRequired: 1 + int(seed)}, Env{}).(*medianRule)
+		times := map[int]float64{}
+		nextTrial := 1
+		for step := range 4000 {
+			switch op := rng.IntN(20); {
+			case op < 2 || len(times) == 0:
+				n := nextTrial
+				if rng.IntN(20) == 0 && nextTrial > 1 {
+					n = 1 + rng.IntN(nextTrial-1) // a number used again
+				} else {
+					nextTrial++
+				}
+				m.OnTrialAdd(n, nil)
+				times[n] = 0
+			case op < 3:
+				n := pickKey(rng, times)
+				m.OnTrialEnd(n)
+				delete(times, n)
+			default:
+				n := pickKey(rng, times)
+				switch k := rng.IntN(20); {
+				case k == 0:
+					times[n] = math.Max(0, times[n]-float64(rng.IntN(4))) // back to a checkpoint
+				case k == 1:
+					times[n] += rng.Float64() // a time that never recurs
+				case k == 2:
+					times[n] = math.Round(times[n]) + 1 + relTol/2 // within tolerance of a whole time
+				default:
+					times[n] = math.Floor(times[n]) + float64(1+rng.IntN(2))
+				}
+				r := Result{Trial: n, Time: times[n], Score: randomScore(rng)}
+				d := m.OnResult(r)
+				// The reference, from the state after the result.
+				self := m.st.Trials[n]
+				var means []float64
+				for o, ot := range m.st.Trials {
+					if o == n || len(ot.Times) == 0 || !reached(ot.Times[len(ot.Times)-1], r.Time) {
+						continue
+					}
+					if mean, ok := ot.meanUpTo(r.Time); ok {
+						means = append(means, mean)
+					}
+				}
+				want := Continue
+				var med float64
+				if reached(r.Time, m.c.GracePeriod) && len(means) >= m.c.MinSamplesRequired {
+					med = median(means)
+					if !(float64(self.Best) <= med) {
+						want = Stop
+					}
+				}
+				if d.Action != want {
+					t.Fatalf("seed %d step %d: trial %d at %g: %s (%s), want %s against the median %g of %d", seed, step, n, r.Time, d.Action, d.Reason, want, med, len(means))
+				}
+				if want == Stop {
+					stops++
+					if !strings.Contains(d.Reason, fmt.Sprintf("the median of %d other", len(means))) ||
+						d.HasCutoff != (!math.IsNaN(med) && !math.IsInf(med, 0)) || d.HasCutoff && d.Cutoff != med {
+						t.Fatalf("seed %d step %d: %q (cutoff %g %v), want the median %g of %d", seed, step, d.Reason, d.Cutoff, d.HasCutoff, med, len(means))
+					}
+					m.OnTrialEnd(n)
+					delete(times, n)
+				}
+			}
+			if step == 2000 {
+				indexed += len(m.times)
+				data, err := m.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Restore(data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if step%500 == 0 {
+				checkMedianIndex(t, m, step)
+			}
+		}
+		indexed += len(m.times)
+	}
+	if stops < 200 || indexed < 20 {
+		t.Errorf("%d stops, %d times indexed: the comparison proves little", stops, indexed)
+	}
+}
+
+// checkMedianIndex checks each indexed time's ranking against the trials'
+// standings there.
+func checkMedianIndex(t *testing.T, m *medianRule, step int) {
+	t.Helper()
+	entries := 0
+	for _, at := range m.times {
+		var want []trialMean
+		for n, tr := range m.st.Trials {
+			if mean, ok := tr.standing(at); ok {
+				want = append(want, trialMean{mean, n})
+			}
+		}
+		slices.SortFunc(want, func(a, b trialMean) int {
+			if lessMean(a, b) {
+				return -1
+			}
+			return 1
+		})
+		ranked := m.at[at]
+		if ranked.Len() != len(want) {
+			t.Fatalf("step %d: time %g ranks %d trials, want %d", step, at, ranked.Len(), len(want))
+		}
+		for i, w := range want {
+			if got := ranked.At(i); got.trial != w.trial || !(got.mean == w.mean || math.IsNaN(got.mean) && math.IsNaN(w.mean)) {
+				t.Fatalf("step %d: time %g, place %d: %+v, want %+v", step, at, i, got, w)
+			}
+		}
+		entries += len(want)
+	}
+	if entries != m.entries {
+		t.Fatalf("step %d: %d entries counted, want %d", step, m.entries, entries)
+	}
+	reports := 0
+	for _, tr := range m.st.Trials {
+		reports += len(tr.Times)
+	}
+	if reports != m.reports {
+		t.Fatalf("step %d: %d results counted, want %d", step, m.reports, reports)
+	}
+}
