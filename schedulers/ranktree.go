@@ -14,20 +14,21 @@ package schedulers
 type rankTree[T any] struct {
 	root *rankNode[T]
 	less func(a, b T) bool
-	seed uint64
+	seed uint32
 }
 
 type rankNode[T any] struct {
 	item        T
-	prio        uint64
 	left, right *rankNode[T]
-	// size and marks count the subtree's items and marked items.
-	size, marks int
+	prio        uint32
+	// size and marks count the subtree's items and marked items; 32 bits
+	// keep a node small, for trees of up to 2³¹ items.
+	size, marks int32
 	mark        bool
 }
 
 func newRankTree[T any](less func(a, b T) bool) *rankTree[T] {
-	return &rankTree[T]{less: less, seed: 0x9e3779b97f4a7c15}
+	return &rankTree[T]{less: less, seed: 0x9e3779b9}
 }
 
 func (n *rankNode[T]) fix() {
@@ -49,14 +50,14 @@ func sizeOf[T any](n *rankNode[T]) int {
 	if n == nil {
 		return 0
 	}
-	return n.size
+	return int(n.size)
 }
 
 func marksOf[T any](n *rankNode[T]) int {
 	if n == nil {
 		return 0
 	}
-	return n.marks
+	return int(n.marks)
 }
 
 // Len is the number of items.
@@ -67,10 +68,10 @@ func (t *rankTree[T]) Marked() int { return marksOf(t.root) }
 
 // Insert adds item, marked or not.
 func (t *rankTree[T]) Insert(item T, mark bool) {
-	// xorshift64: the priorities only shape the tree.
+	// xorshift32: the priorities only shape the tree.
 	t.seed ^= t.seed << 13
-	t.seed ^= t.seed >> 7
-	t.seed ^= t.seed << 17
+	t.seed ^= t.seed >> 17
+	t.seed ^= t.seed << 5
 	n := &rankNode[T]{item: item, prio: t.seed, mark: mark}
 	n.fix()
 	l, r := t.split(t.root, item)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -17,7 +18,8 @@ import (
 // directly, so that setting it up does not cost n decisions) and is
 // restored from it every restoreEvery operations, so that the history the
 // operations add stays small next to n; a few decisions after each
-// restore are not timed.
+// restore are not timed. B/trial is the heap a scheduler holding the
+// history takes, per trial of it.
 func BenchmarkDecisionAtHistory(b *testing.B) {
 	for _, kind := range []string{"asha-stop", "asha-promote", "hyperband", "median", "pbt"} {
 		for _, n := range []int{1_000, 10_000, 100_000} {
@@ -33,9 +35,26 @@ func BenchmarkDecisionAtHistory(b *testing.B) {
 					}
 					h.op()
 				}
+				b.StopTimer()
+				b.ReportMetric(heapPerTrial(b, kind, n), "B/trial")
 			})
 		}
 	}
+}
+
+// heapPerTrial measures the heap a scheduler restored from a history of
+// n trials takes, less its snapshot, per trial.
+func heapPerTrial(b *testing.B, kind string, n int) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	h := newHistoryBench(b, kind, n)
+	h.restore(b)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := float64(after.HeapAlloc) - float64(before.HeapAlloc) - float64(len(h.snapshot))
+	runtime.KeepAlive(h)
+	return held / float64(n)
 }
 
 // restoreEvery is how many operations run on one restored history.
