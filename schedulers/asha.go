@@ -34,6 +34,11 @@ import (
 // the best paused trials of each rung until they reach max_t.
 //
 // A trial that reaches max_t is stopped.
+//
+// With one objective each rung keeps its records ranked, so that a
+// decision or a promotion costs O(log n) for n records at a rung. With
+// several objectives a decision ranks the rung afresh by non-dominated
+// sorting, O(n²·m) for m objectives.
 type asha struct {
 	c       Config
 	v       view
