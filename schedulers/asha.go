@@ -47,8 +47,8 @@ type asha struct {
 	// running counts the trials of st.Trials in state running, so that
 	// Next knows whether the experiment drains without a pass over them.
 	running int
-	// unpromoted holds, in promote mode, each trial number's records that
-	// have not been promoted: they are the ones whose standing changes
+	// unpromoted holds, in promote mode, the records not promoted of each
+	// trial that has not ended: they are the ones whose standing changes
 	// when the trial pauses or runs again.
 	unpromoted map[int][]*ashaRecord
 	// metrics and modes are the objectives of a multi-objective
@@ -137,11 +137,16 @@ func (a *asha) OnTrialAdd(trial int, _ map[string]any) { a.add(trial) }
 func (a *asha) add(trial int) *ashaTrial {
 	t := &ashaTrial{Bracket: a.st.Added % len(a.st.Brackets), Rung: -1}
 	a.st.Added++
-	if old := a.st.Trials[trial]; old != nil {
+	old := a.st.Trials[trial]
+	if old != nil {
 		a.setState(trial, old, ended)
 	}
 	a.st.Trials[trial] = t
 	a.running++ // a new trial is running
+	if old != nil && a.promote {
+		// A number used again: its records count as the new trial's.
+		a.findUnpromoted(trial)
+	}
 	return t
 }
 
@@ -155,12 +160,39 @@ func (a *asha) setState(trial int, t *ashaTrial, s trialState) {
 	if s == running {
 		a.running++
 	}
+	if t.State == ended && s != ended && a.promote {
+		// A trial that reports after it ended (which the tuner never
+		// does): its records are found again.
+		a.findUnpromoted(trial)
+	}
 	if (t.State == paused) != (s == paused) {
 		for _, rec := range a.unpromoted[trial] {
 			rec.setMarked(s == paused)
 		}
 	}
+	if s == ended {
+		// Its records can be promoted no more.
+		delete(a.unpromoted, trial)
+	}
 	t.State = s
+}
+
+// findUnpromoted collects trial's records not promoted, by a pass over
+// every rung.
+func (a *asha) findUnpromoted(trial int) {
+	var recs []*ashaRecord
+	for _, rungs := range a.st.Brackets {
+		for _, rg := range rungs {
+			for _, rec := range rg.Records {
+				if rec.Trial == trial && !rec.Promoted {
+					recs = append(recs, rec)
+				}
+			}
+		}
+	}
+	if len(recs) > 0 {
+		a.unpromoted[trial] = recs
+	}
 }
 
 // setMarked marks the record promotable or not.
@@ -504,8 +536,10 @@ func (a *asha) Restore(data []byte) error {
 					if t == nil {
 						return fmt.Errorf("restore asha scheduler: a record of rung %s names trial %d, which it does not know", num(rg.Milestone), rec.Trial)
 					}
-					rec.marked = t.State == paused
-					a.unpromoted[rec.Trial] = append(a.unpromoted[rec.Trial], rec)
+					if t.State != ended {
+						rec.marked = t.State == paused
+						a.unpromoted[rec.Trial] = append(a.unpromoted[rec.Trial], rec)
+					}
 				}
 				rg.add(rec)
 			}

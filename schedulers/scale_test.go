@@ -164,10 +164,23 @@ func TestASHAIndexesMatchSorting(t *testing.T) {
 // checkGetJob compares getJob with refGetJob for a few trials deciding.
 func checkGetJob(t *testing.T, a *asha, rng *rand.Rand, step int) {
 	t.Helper()
-	selves := []int{-1, 1 + rng.IntN(a.st.Added+1)}
+	// The trial deciding is running: none, one drawn, one with records
+	// not promoted.
+	selves := []int{-1}
+	live := map[int]bool{}
+	for n, tr := range a.st.Trials {
+		if tr.State == running {
+			live[n] = true
+		}
+	}
+	if len(live) > 0 {
+		selves = append(selves, pickKey(rng, live))
+	}
 	for n := range a.unpromoted {
-		selves = append(selves, n)
-		break
+		if live[n] {
+			selves = append(selves, n)
+			break
+		}
 	}
 	if !a.promote {
 		selves = nil // getJob is promote mode's
