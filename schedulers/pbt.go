@@ -151,6 +151,9 @@ func newPBT(c Config, v view, env Env) (*pbt, error) {
 
 // OnTrialAdd implements Scheduler.
 func (p *pbt) OnTrialAdd(trial int, config map[string]any) {
+	if old := p.st.Trials[trial]; old != nil && old.ranked() {
+		p.live.Remove(pbtRank{old.Score, trial}) // a number used again
+	}
 	p.st.Trials[trial] = &pbtTrial{Config: maps.Clone(config)}
 }
 

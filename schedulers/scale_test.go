@@ -236,9 +236,14 @@ func TestPBTRankingMatchesSorting(t *testing.T) {
 		for step := range 2000 {
 			switch op := rng.IntN(20); {
 			case op < 2 || len(times) == 0:
-				p.OnTrialAdd(nextTrial, space.Sample(rng))
-				times[nextTrial] = 0
-				nextTrial++
+				n := nextTrial
+				if rng.IntN(20) == 0 && len(times) > 0 {
+					n = pickKey(rng, times) // a number used again
+				} else {
+					nextTrial++
+				}
+				p.OnTrialAdd(n, space.Sample(rng))
+				times[n] = 0
 			case op < 3:
 				n := pickKey(rng, times)
 				p.OnTrialEnd(n)
