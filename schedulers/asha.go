@@ -1,12 +1,10 @@
 package schedulers
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -36,6 +34,11 @@ import (
 // the best paused trials of each rung until they reach max_t.
 //
 // A trial that reaches max_t is stopped.
+//
+// With one objective each rung keeps its records ranked, so that a
+// decision or a promotion costs O(log n) for n records at a rung. With
+// several objectives a decision ranks the rung afresh by non-dominated
+// sorting, O(n²·m) for m objectives.
 type asha struct {
 	c       Config
 	v       view
@@ -44,6 +47,10 @@ type asha struct {
 	// running counts the trials of st.Trials in state running, so that
 	// Next knows whether the experiment drains without a pass over them.
 	running int
+	// unpromoted holds, in promote mode, the records not promoted of each
+	// trial that has not ended: they are the ones whose standing changes
+	// when the trial pauses or runs again.
+	unpromoted map[int][]*ashaRecord
 	// metrics and modes are the objectives of a multi-objective
 	// experiment; nil for one.
 	metrics, modes []string
@@ -61,30 +68,27 @@ type ashaRung struct {
 	Milestone float64 `json:"milestone"`
 	// Records are the trials' scores at this rung in arrival order.
 	Records []*ashaRecord `json:"records"`
-	// byScore holds Records best first, ties in arrival order; built from
-	// Records when first needed (after a Restore too) and kept in order by
-	// add, so that no decision sorts the rung again.
-	byScore []*ashaRecord
+	// byScore holds Records best first by score, ties in arrival order,
+	// so that a decision finds the k-th best in O(log n). A record is
+	// marked when it is promotable by Next: not promoted, and its trial
+	// paused.
+	byScore *rankTree[*ashaRecord]
+}
+
+func newASHARung(milestone float64) *ashaRung {
+	return &ashaRung{Milestone: milestone, byScore: newRankTree(betterRecord)}
+}
+
+// betterRecord orders a rung's records best first, ties to the earlier.
+func betterRecord(x, y *ashaRecord) bool {
+	return x.Score < y.Score || (x.Score == y.Score && x.seq < y.seq)
 }
 
 // add records rec at the rung.
 func (rg *ashaRung) add(rec *ashaRecord) {
-	if rg.byScore != nil {
-		// After every record of an equal score: ties go to the earlier.
-		i := sort.Search(len(rg.byScore), func(i int) bool { return rg.byScore[i].Score > rec.Score })
-		rg.byScore = slices.Insert(rg.byScore, i, rec)
-	}
+	rec.rung, rec.seq = rg, len(rg.Records)
 	rg.Records = append(rg.Records, rec)
-}
-
-// ranked returns the rung's records best first; ties go to the earlier
-// one. The caller must not change the slice.
-func (rg *ashaRung) ranked() []*ashaRecord {
-	if rg.byScore == nil {
-		rg.byScore = slices.Clone(rg.Records)
-		slices.SortStableFunc(rg.byScore, func(x, y *ashaRecord) int { return cmp.Compare(x.Score, y.Score) })
-	}
-	return rg.byScore
+	rg.byScore.Insert(rec, rec.marked)
 }
 
 type ashaRecord struct {
@@ -94,6 +98,11 @@ type ashaRecord struct {
 	// better (+Inf for one the result lacks).
 	Scores   []fnum `json:"scores,omitempty"`
 	Promoted bool   `json:"promoted,omitempty"`
+	// rung is where the record is, seq its place in the rung's Records;
+	// marked mirrors its mark in the rung's byScore.
+	rung   *ashaRung
+	seq    int
+	marked bool
 }
 
 type ashaTrial struct {
@@ -110,11 +119,12 @@ var (
 )
 
 func newASHA(c Config, v view) (*asha, error) {
-	a := &asha{c: c, v: v, promote: c.Mode == "promote", st: ashaState{Trials: map[int]*ashaTrial{}}}
+	a := &asha{c: c, v: v, promote: c.Mode == "promote", st: ashaState{Trials: map[int]*ashaTrial{}},
+		unpromoted: map[int][]*ashaRecord{}}
 	for s := range c.Brackets {
 		var rungs []*ashaRung
 		for _, m := range milestones(c.GracePeriod, c.ReductionFactor, c.MaxT, s) {
-			rungs = append(rungs, &ashaRung{Milestone: m})
+			rungs = append(rungs, newASHARung(m))
 		}
 		a.st.Brackets = append(a.st.Brackets, rungs)
 	}
@@ -127,23 +137,90 @@ func (a *asha) OnTrialAdd(trial int, _ map[string]any) { a.add(trial) }
 func (a *asha) add(trial int) *ashaTrial {
 	t := &ashaTrial{Bracket: a.st.Added % len(a.st.Brackets), Rung: -1}
 	a.st.Added++
-	if old := a.st.Trials[trial]; old != nil {
-		a.setState(old, ended)
+	old := a.st.Trials[trial]
+	if old != nil {
+		a.setState(trial, old, ended)
 	}
 	a.st.Trials[trial] = t
 	a.running++ // a new trial is running
+	if old != nil && a.promote {
+		// A number used again: its records count as the new trial's.
+		a.findUnpromoted(trial)
+	}
 	return t
 }
 
-// setState moves trial t to state s, keeping count of the running trials.
-func (a *asha) setState(t *ashaTrial, s trialState) {
+// setState moves trial t, numbered trial, to state s, keeping count of
+// the running trials and marking the trial's unpromoted records
+// promotable while it is paused.
+func (a *asha) setState(trial int, t *ashaTrial, s trialState) {
 	if t.State == running {
 		a.running--
 	}
 	if s == running {
 		a.running++
 	}
+	if t.State == ended && s != ended && a.promote {
+		// A trial that reports after it ended (which the tuner never
+		// does): its records are found again.
+		a.findUnpromoted(trial)
+	}
+	if (t.State == paused) != (s == paused) {
+		for _, rec := range a.unpromoted[trial] {
+			rec.setMarked(s == paused)
+		}
+	}
+	if s == ended {
+		// Its records can be promoted no more.
+		delete(a.unpromoted, trial)
+	}
 	t.State = s
+}
+
+// findUnpromoted collects trial's records not promoted, by a pass over
+// every rung.
+func (a *asha) findUnpromoted(trial int) {
+	var recs []*ashaRecord
+	for _, rungs := range a.st.Brackets {
+		for _, rg := range rungs {
+			for _, rec := range rg.Records {
+				if rec.Trial == trial && !rec.Promoted {
+					recs = append(recs, rec)
+				}
+			}
+		}
+	}
+	if len(recs) > 0 {
+		a.unpromoted[trial] = recs
+	}
+}
+
+// setMarked marks the record promotable or not.
+func (rec *ashaRecord) setMarked(m bool) {
+	if rec.marked != m {
+		rec.marked = m
+		rec.rung.byScore.SetMark(rec, m)
+	}
+}
+
+// record adds rec, a result of trial, at rung rg.
+func (a *asha) record(rg *ashaRung, rec *ashaRecord) {
+	rg.add(rec)
+	if a.promote {
+		a.unpromoted[rec.Trial] = append(a.unpromoted[rec.Trial], rec)
+	}
+}
+
+// promoted marks rec promoted.
+func (a *asha) promoted(rec *ashaRecord) {
+	rec.Promoted = true
+	rec.setMarked(false)
+	recs := slices.DeleteFunc(a.unpromoted[rec.Trial], func(x *ashaRecord) bool { return x == rec })
+	if len(recs) == 0 {
+		delete(a.unpromoted, rec.Trial)
+	} else {
+		a.unpromoted[rec.Trial] = recs
+	}
 }
 
 // OnResult implements Scheduler.
@@ -153,7 +230,7 @@ func (a *asha) OnResult(r Result) Decision {
 		// A result before OnTrialAdd: the trial joins as if just added.
 		t = a.add(r.Trial)
 	}
-	a.setState(t, running)
+	a.setState(r.Trial, t, running)
 	if reached(r.Time, a.c.MaxT) {
 		return Decision{Action: Stop, Rung: a.c.MaxT,
 			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", a.v.timeAttr, num(a.c.MaxT))}
@@ -177,19 +254,19 @@ func (a *asha) OnResult(r Result) Decision {
 	if !a.promote {
 		if a.metrics != nil {
 			d := a.stopDecisionMulti(rg, rec)
-			rg.add(rec)
+			a.record(rg, rec)
 			return d
 		}
 		d := a.stopDecision(rg, score)
-		rg.add(rec)
+		a.record(rg, rec)
 		return d
 	}
-	rg.add(rec)
+	a.record(rg, rec)
 	if b, rk, rec2, ok := a.getJob(r.Trial, false); ok && b == t.Bracket && rk == k && rec2 == rec {
-		rec.Promoted = true
+		a.promoted(rec)
 		return a.promotion(Continue, t.Bracket, k, rec, false, "promoted at ")
 	}
-	a.setState(t, paused)
+	a.setState(r.Trial, t, paused)
 	return a.pauseDecision(t.Bracket, k, rec)
 }
 
@@ -201,18 +278,18 @@ func (a *asha) stopDecision(rg *ashaRung, score float64) Decision {
 		d.Reason = fmt.Sprintf("passed %s: %s %s is the first result recorded there", where, a.v.metric, num(a.v.value(score)))
 		return d
 	}
-	ranked := rg.ranked()
-	cutoff := quantileAt(len(ranked), 1/a.c.ReductionFactor, func(i int) float64 { return float64(ranked[i].Score) })
+	n := rg.byScore.Len()
+	cutoff := quantileAt(n, 1/a.c.ReductionFactor, func(i int) float64 { return float64(rg.byScore.At(i).Score) })
 	c := a.v.value(cutoff)
 	d.setCutoff(c)
 	if score <= cutoff {
 		d.Reason = fmt.Sprintf("passed %s: %s %s is within the best 1/%s of the %d results recorded there (cutoff %s)",
-			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), len(ranked), num(c))
+			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), n, num(c))
 		return d
 	}
 	d.Action = Stop
 	d.Reason = fmt.Sprintf("stopped at %s: %s %s is %s than the cutoff %s, the best 1/%s of the %d results recorded there",
-		where, a.v.metric, num(a.v.value(score)), a.v.worse(), num(c), num(a.c.ReductionFactor), len(ranked))
+		where, a.v.metric, num(a.v.value(score)), a.v.worse(), num(c), num(a.c.ReductionFactor), n)
 	return d
 }
 
@@ -257,19 +334,33 @@ func (a *asha) stopDecisionMulti(rg *ashaRung, rec *ashaRecord) Decision {
 	return d
 }
 
-// ranked returns a rung's records best first: by score, ties to the
-// earlier one; with several objectives, by non-dominated sorting. The
-// caller must not change the slice.
+// ranked returns the records of a rung of a multi-objective experiment
+// best first, by non-dominated sorting. It ranks the whole rung, O(n²·m)
+// for n records of m objectives.
 func (a *asha) ranked(rg *ashaRung) []*ashaRecord {
-	if a.metrics == nil {
-		return rg.ranked()
-	}
 	order, _ := paretoRank(rg.Records)
 	out := make([]*ashaRecord, len(order))
 	for i, j := range order {
 		out[i] = rg.Records[j]
 	}
 	return out
+}
+
+// kth returns the (i+1)-th best record of a rung: by score, ties to the
+// earlier one; with several objectives, by non-dominated sorting.
+func (a *asha) kth(rg *ashaRung, i int) *ashaRecord {
+	if a.metrics != nil {
+		return a.ranked(rg)[i]
+	}
+	return rg.byScore.At(i)
+}
+
+// inTop reports whether rec is among the q best records of its rung.
+func (a *asha) inTop(rg *ashaRung, rec *ashaRecord, q int) bool {
+	if a.metrics != nil {
+		return slices.Contains(a.ranked(rg)[:q], rec)
+	}
+	return rg.byScore.Rank(rec) < q
 }
 
 // quota is how many of a rung's n records may be promoted: ⌊n/η⌋, or
@@ -286,6 +377,9 @@ func (a *asha) quota(n int, drain bool) int {
 // (across brackets; ties to the lower bracket), best first. A record is
 // promotable when it is in its rung's top quota, not yet promoted, and its
 // trial is paused or is self (the trial deciding now).
+//
+// With one objective it looks at O(log n) records of each rung: the best
+// record marked promotable, and self's unpromoted ones.
 func (a *asha) getJob(self int, drain bool) (bracket, rung int, rec *ashaRecord, ok bool) {
 	best := -1.0
 	for b, rungs := range a.st.Brackets {
@@ -293,20 +387,40 @@ func (a *asha) getJob(self int, drain bool) (bracket, rung int, rec *ashaRecord,
 			if ok && rungs[k].Milestone <= best {
 				break
 			}
-			top := a.ranked(rungs[k])
-			top = top[:a.quota(len(top), drain)]
-			for _, r := range top {
-				if r.Promoted {
-					continue
-				}
-				if t := a.st.Trials[r.Trial]; r.Trial == self || t.State == paused {
-					bracket, rung, rec, ok, best = b, k, r, true, rungs[k].Milestone
-					break
-				}
+			if r := a.promotable(rungs[k], self, drain); r != nil {
+				bracket, rung, rec, ok, best = b, k, r, true, rungs[k].Milestone
 			}
 		}
 	}
 	return bracket, rung, rec, ok
+}
+
+// promotable returns the best promotable record of rung rg, or nil.
+func (a *asha) promotable(rg *ashaRung, self int, drain bool) *ashaRecord {
+	q := a.quota(len(rg.Records), drain)
+	if a.metrics != nil {
+		for _, r := range a.ranked(rg)[:q] {
+			if !r.Promoted && (r.Trial == self || a.st.Trials[r.Trial].State == paused) {
+				return r
+			}
+		}
+		return nil
+	}
+	var found *ashaRecord
+	at := q // only a place within the quota counts
+	if rg.byScore.Marked() > 0 {
+		if r, i := rg.byScore.MarkedAt(0); i < at {
+			found, at = r, i
+		}
+	}
+	for _, r := range a.unpromoted[self] {
+		if r.rung == rg {
+			if i := rg.byScore.Rank(r); i < at {
+				found, at = r, i
+			}
+		}
+	}
+	return found
 }
 
 // pauseDecision explains why a trial waits at rung k.
@@ -322,10 +436,9 @@ func (a *asha) pauseDecision(b, k int, rec *ashaRecord) Decision {
 			where, a.v.metric, val, int(a.c.ReductionFactor+1-relTol), n)
 		return d
 	}
-	top := a.ranked(rg)[:q]
-	c := a.v.value(float64(top[q-1].Score))
+	c := a.v.value(float64(a.kth(rg, q-1).Score))
 	d.setCutoff(c)
-	if slices.Contains(top, rec) {
+	if a.inTop(rg, rec, q) {
 		d.Reason = fmt.Sprintf("paused at %s with %s %s, among the best %d of the %d results recorded there (cutoff %s): a promotion from a higher rung goes first",
 			where, a.v.metric, val, q, n, num(c))
 		return d
@@ -341,13 +454,12 @@ func (a *asha) promotion(act Action, b, k int, rec *ashaRecord, drain bool, verb
 	rg := rungs[k]
 	n := len(rg.Records)
 	q := a.quota(n, drain)
-	top := a.ranked(rg)[:q]
 	next := fmt.Sprintf("max_t %s", num(a.c.MaxT))
 	if k+1 < len(rungs) {
 		next = fmt.Sprintf("the rung at %s", num(rungs[k+1].Milestone))
 	}
 	d := Decision{Action: act, Rung: rg.Milestone}
-	c := a.v.value(float64(top[q-1].Score))
+	c := a.v.value(float64(a.kth(rg, q-1).Score))
 	d.setCutoff(c)
 	d.Reason = fmt.Sprintf("%s%s to %s: %s %s is among the best %d of the %d results recorded there (cutoff %s)",
 		verb, a.rungName(rg.Milestone), next, a.v.metric, num(a.v.value(float64(rec.Score))), q, n, num(c))
@@ -365,7 +477,7 @@ func (a *asha) rungName(m float64) string {
 // are still measured against them.
 func (a *asha) OnTrialEnd(trial int) {
 	if t := a.st.Trials[trial]; t != nil {
-		a.setState(t, ended)
+		a.setState(trial, t, ended)
 	}
 }
 
@@ -379,8 +491,8 @@ func (a *asha) Next(c Capacity) (Order, bool) {
 	if !ok {
 		return Order{}, false
 	}
-	rec.Promoted = true
-	a.setState(a.st.Trials[rec.Trial], running)
+	a.promoted(rec)
+	a.setState(rec.Trial, a.st.Trials[rec.Trial], running)
 	return Order{Trial: rec.Trial, Decision: a.promotion(Continue, b, k, rec, drain, "promoted from ")}, true
 }
 
@@ -404,6 +516,33 @@ func (a *asha) Restore(data []byte) error {
 	for _, t := range st.Trials {
 		if t.State == running {
 			a.running++
+		}
+	}
+	a.unpromoted = map[int][]*ashaRecord{}
+	for _, rungs := range st.Brackets {
+		for k, rg := range rungs {
+			if rg == nil {
+				return fmt.Errorf("restore asha scheduler: rung %d of a bracket is null", k)
+			}
+			records := rg.Records
+			rg.Records, rg.byScore = nil, newRankTree(betterRecord)
+			for _, rec := range records {
+				if rec == nil {
+					return fmt.Errorf("restore asha scheduler: rung %s has a null record", num(rg.Milestone))
+				}
+				rec.marked = false
+				if a.promote && !rec.Promoted {
+					t := st.Trials[rec.Trial]
+					if t == nil {
+						return fmt.Errorf("restore asha scheduler: a record of rung %s names trial %d, which it does not know", num(rg.Milestone), rec.Trial)
+					}
+					if t.State != ended {
+						rec.marked = t.State == paused
+						a.unpromoted[rec.Trial] = append(a.unpromoted[rec.Trial], rec)
+					}
+				}
+				rg.add(rec)
+			}
 		}
 	}
 	return nil

@@ -135,7 +135,7 @@ func (h *hyperBand) OnResult(r Result) Decision {
 			Reason: fmt.Sprintf("paused at %s of bracket %d with %s %s: waiting for %d more of its trials to get there",
 				h.rungName(b, b.Rung), t.Bracket+1, h.v.metric, num(h.v.value(r.Score)), h.waiting(b))}
 	}
-	d := h.halve(b, r.Trial)
+	d := h.halve(t.Bracket, r.Trial)
 	if d.Action == Continue {
 		// The trial may already be past the next rung.
 		if again := h.OnResult(r); again.Action != Continue || again.Reason != "" {
@@ -166,10 +166,11 @@ func (h *hyperBand) rungDone(b *hbBracket) bool {
 	return b.Rung < len(b.Milestones)-1 && h.waiting(b) == 0 && len(b.Records) > 0
 }
 
-// halve applies successive halving to the bracket's current rung: orders
-// for the paused trials are queued, the decision for self (the trial
-// deciding now, or -1) is returned.
-func (h *hyperBand) halve(b *hbBracket, self int) Decision {
+// halve applies successive halving to the current rung of bracket bi:
+// orders for the paused trials are queued, the decision for self (the
+// trial deciding now, or -1) is returned.
+func (h *hyperBand) halve(bi int, self int) Decision {
+	b := h.st.Brackets[bi]
 	var live []hbRecord
 	for _, rec := range b.Records {
 		if h.st.Trials[rec.Trial].State != ended {
@@ -199,7 +200,7 @@ func (h *hyperBand) halve(b *hbBracket, self int) Decision {
 	if b.Rung+1 == len(b.Milestones)-1 {
 		next = fmt.Sprintf("max_t %s", num(h.c.MaxT))
 	}
-	bn := slices.Index(h.st.Brackets, b) + 1
+	bn := bi + 1
 	var own Decision
 	for i, rec := range live {
 		d := Decision{Rung: rung}
@@ -241,22 +242,21 @@ func (h *hyperBand) OnTrialEnd(trial int) {
 		return
 	}
 	t.State = ended
-	if b := h.st.Brackets[t.Bracket]; h.rungDone(b) {
-		h.halve(b, -1)
+	if h.rungDone(h.st.Brackets[t.Bracket]) {
+		h.halve(t.Bracket, -1)
 	}
 }
 
 // Next implements Scheduler: the orders halving produced, stops first.
 // Once no more trials will come, a bracket that is not full is sealed and
-// halved with the trials it has.
+// halved with the trials it has. Only the last bracket can be open: a new
+// one is opened when the last is not, and a bracket never opens again.
 func (h *hyperBand) Next(c Capacity) (Order, bool) {
-	if !c.MoreTrials {
-		for _, b := range h.st.Brackets {
-			if b.open() {
-				b.Sealed = true
-				if h.rungDone(b) {
-					h.halve(b, -1)
-				}
+	if last := len(h.st.Brackets) - 1; !c.MoreTrials && last >= 0 {
+		if b := h.st.Brackets[last]; b.open() {
+			b.Sealed = true
+			if h.rungDone(b) {
+				h.halve(last, -1)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package schedulers
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 )
@@ -14,10 +15,53 @@ import (
 // other trials that have reached t (running or ended), of their running
 // averages of the scores reported up to t — provided there are at least
 // min_samples_required such trials.
+//
+// A decision at a time the rule has compared at before costs O(log n)
+// after n trials: for each such time (up to maxIndexedTimes of them, and
+// while the index holds no more than about two entries per result kept)
+// the rule keeps the running averages of the trials that reached it
+// ranked, and updates them as results come. A time not indexed — the
+// first comparison there, or a time attribute so fine-grained that times
+// seldom recur — costs a pass over every trial, O(n), as without the
+// index. The decisions are the same either way.
 type medianRule struct {
 	c  Config
 	v  view
 	st medianState
+	// at holds the indexed times' rankings; times lists them in order.
+	at    map[float64]*rankTree[trialMean]
+	times []float64
+	// once holds times compared at once and not indexed: the next
+	// comparison there indexes them.
+	once map[float64]bool
+	// entries counts the rankings' entries, reports the results kept.
+	entries, reports int
+}
+
+// maxIndexedTimes bounds the number of times the median rule indexes;
+// maxOnce the times it remembers as compared at once.
+const (
+	maxIndexedTimes = 1024
+	maxOnce         = 4096
+)
+
+// trialMean is a trial's running average at a time, as ranked there.
+type trialMean struct {
+	mean  float64
+	trial int
+}
+
+// lessMean orders running averages as sort.Float64s does (a NaN first),
+// ties to the lower trial number.
+func lessMean(a, b trialMean) bool {
+	an, bn := math.IsNaN(a.mean), math.IsNaN(b.mean)
+	switch {
+	case an != bn:
+		return an
+	case !an && a.mean != b.mean:
+		return a.mean < b.mean
+	}
+	return a.trial < b.trial
 }
 
 type medianState struct {
@@ -39,11 +83,28 @@ var (
 )
 
 func newMedian(c Config, v view) *medianRule {
-	return &medianRule{c: c, v: v, st: medianState{Trials: map[int]*medianTrial{}}}
+	m := &medianRule{c: c, v: v, st: medianState{Trials: map[int]*medianTrial{}}}
+	m.resetIndex()
+	return m
+}
+
+// resetIndex forgets every indexed time.
+func (m *medianRule) resetIndex() {
+	m.at, m.times, m.once, m.entries = map[float64]*rankTree[trialMean]{}, nil, map[float64]bool{}, 0
 }
 
 // OnTrialAdd implements Scheduler.
 func (m *medianRule) OnTrialAdd(trial int, _ map[string]any) {
+	if old := m.st.Trials[trial]; old != nil {
+		// A number used again: the history it had is gone.
+		for _, at := range m.times {
+			if mean, ok := old.standing(at); ok {
+				m.at[at].Remove(trialMean{mean, trial})
+				m.entries--
+			}
+		}
+		m.reports -= len(old.Times)
+	}
 	m.st.Trials[trial] = &medianTrial{}
 }
 
@@ -54,31 +115,132 @@ func (m *medianRule) OnResult(r Result) Decision {
 		t = &medianTrial{}
 		m.st.Trials[r.Trial] = t
 	}
-	t.add(r.Time, worstIfNaN(r.Score))
+	m.addResult(r.Trial, t, r.Time, worstIfNaN(r.Score))
 	if !reached(r.Time, m.c.GracePeriod) {
 		return Decision{Action: Continue}
 	}
-	var means []float64
-	for n, o := range m.st.Trials {
-		if n == r.Trial || len(o.Times) == 0 || !reached(o.Times[len(o.Times)-1], r.Time) {
-			continue
-		}
-		if mean, ok := o.meanUpTo(r.Time); ok {
-			means = append(means, mean)
-		}
-	}
-	if len(means) < m.c.MinSamplesRequired {
+	count, med := m.otherMedian(r.Trial, t, r.Time)
+	if count < m.c.MinSamplesRequired {
 		return Decision{Action: Continue}
 	}
-	med := median(means)
 	if float64(t.Best) <= med {
 		return Decision{Action: Continue}
 	}
 	d := Decision{Action: Stop, Rung: r.Time}
 	d.setCutoff(m.v.value(med))
 	d.Reason = fmt.Sprintf("stopped at %s %s: best %s %s is %s than %s, the median of %d other trials' running averages up to then",
-		m.v.timeAttr, num(r.Time), m.v.metric, num(m.v.value(float64(t.Best))), m.v.worse(), num(m.v.value(med)), len(means))
+		m.v.timeAttr, num(r.Time), m.v.metric, num(m.v.value(float64(t.Best))), m.v.worse(), num(m.v.value(med)), count)
 	return d
+}
+
+// otherMedian is the median, over the trials other than self (t) that
+// reached time, of their running averages up to time, and how many they
+// are: from the ranking kept for time, or else from a pass over every
+// trial, which indexes time if it was compared at before.
+func (m *medianRule) otherMedian(self int, t *medianTrial, time float64) (int, float64) {
+	if ranked := m.at[time]; ranked != nil {
+		// The trial itself reached time: skip its place in the ranking.
+		own := 0
+		if mean, ok := t.standing(time); ok {
+			own = ranked.Rank(trialMean{mean, self})
+		} else {
+			own = ranked.Len() + 1 // it is not ranked there
+		}
+		count := ranked.Len()
+		if own <= count {
+			count--
+		}
+		if count == 0 {
+			return 0, 0
+		}
+		return count, quantileAt(count, 0.5, func(i int) float64 {
+			if i >= own {
+				i++
+			}
+			return ranked.At(i).mean
+		})
+	}
+	index := m.once[time] && len(m.times) < maxIndexedTimes && !math.IsInf(time, 0) && !math.IsNaN(time)
+	var means []float64
+	var all []trialMean
+	for n, o := range m.st.Trials {
+		mean, ok := o.standing(time)
+		if !ok {
+			continue
+		}
+		if index {
+			all = append(all, trialMean{mean, n})
+		}
+		if n != self {
+			means = append(means, mean)
+		}
+	}
+	switch {
+	case index && m.entries+len(all) <= 2*m.reports+maxOnce:
+		ranked := newRankTree(lessMean)
+		for _, e := range all {
+			ranked.Insert(e, false)
+		}
+		m.at[time] = ranked
+		i, _ := slices.BinarySearch(m.times, time)
+		m.times = slices.Insert(m.times, i, time)
+		m.entries += len(all)
+		delete(m.once, time)
+	case !index:
+		if len(m.once) >= maxOnce {
+			clear(m.once)
+		}
+		m.once[time] = true
+	}
+	if len(means) == 0 {
+		return 0, 0
+	}
+	return len(means), median(means)
+}
+
+// addResult adds a result of trial n, t, keeping the rankings of the
+// indexed times it changes in step.
+func (m *medianRule) addResult(n int, t *medianTrial, time, score float64) {
+	m.reports -= len(t.Times)
+	affected := m.times
+	if last := time; len(m.times) > 0 {
+		if len(t.Times) > 0 {
+			last = t.Times[len(t.Times)-1]
+		}
+		// The trial's standing changes at most between its last time and
+		// this one, each widened by more than reached's tolerance.
+		lo, hi := min(time, last), max(time, last)
+		if !math.IsInf(lo, 0) && !math.IsInf(hi, 0) && !math.IsNaN(lo) && !math.IsNaN(hi) {
+			lo -= 4 * relTol * math.Max(1, math.Abs(lo))
+			hi += 4 * relTol * math.Max(1, math.Abs(hi))
+			i := sort.SearchFloat64s(m.times, lo)
+			j := sort.Search(len(m.times), func(j int) bool { return m.times[j] > hi })
+			affected = m.times[i:j]
+		}
+	}
+	for _, at := range affected {
+		if mean, ok := t.standing(at); ok {
+			m.at[at].Remove(trialMean{mean, n})
+			m.entries--
+		}
+	}
+	t.add(time, score)
+	for _, at := range affected {
+		if mean, ok := t.standing(at); ok {
+			m.at[at].Insert(trialMean{mean, n}, false)
+			m.entries++
+		}
+	}
+	m.reports += len(t.Times)
+}
+
+// standing is the trial's running average up to time if it has reached
+// time; false when it has not, or reported nothing by then.
+func (t *medianTrial) standing(time float64) (float64, bool) {
+	if len(t.Times) == 0 || !reached(t.Times[len(t.Times)-1], time) {
+		return 0, false
+	}
+	return t.meanUpTo(time)
 }
 
 // add appends a result. A time at or before the last one means the trial
@@ -129,5 +291,16 @@ func (m *medianRule) Restore(data []byte) error {
 		st.Trials = map[int]*medianTrial{}
 	}
 	m.st = st
+	m.resetIndex()
+	m.reports = 0
+	for n, t := range st.Trials {
+		if t == nil {
+			return fmt.Errorf("restore median scheduler: trial %d is null", n)
+		}
+		if len(t.Scores) != len(t.Times) || len(t.Sums) != len(t.Times) {
+			return fmt.Errorf("restore median scheduler: trial %d has %d times, %d scores and %d sums", n, len(t.Times), len(t.Scores), len(t.Sums))
+		}
+		m.reports += len(t.Times)
+	}
 	return nil
 }

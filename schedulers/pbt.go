@@ -25,15 +25,46 @@ import (
 // a number multiplied by one of perturbation_factors (an integer rounded)
 // and kept inside its domain, a choice moved to a neighbouring value.
 // Ties in the ranking go to the lower trial number.
+//
+// The live trials are kept ranked, so that a perturbation costs O(log n)
+// however many trials have run; an ended trial is forgotten.
 type pbt struct {
 	c         Config
 	v         view
 	mutations []mutation
 	resample  float64
 	st        pbtState
+	// live ranks the live trials with a score, best first, ties to the
+	// lower number; a trial with a checkpoint, a possible donor, is
+	// marked.
+	live *rankTree[pbtRank]
 	// space drops the conditional parameters whose conditions an
 	// exploration made false; nil without a search space.
 	space *searchspace.Space
+}
+
+// pbtRank is a live trial's place in the ranking.
+type pbtRank struct {
+	score fnum
+	trial int
+}
+
+func betterRank(a, b pbtRank) bool {
+	return a.score < b.score || (a.score == b.score && a.trial < b.trial)
+}
+
+// ranked reports whether t takes part in the ranking.
+func (t *pbtTrial) ranked() bool { return t.State != ended && t.HasScore }
+
+// update applies change to trial n, t, keeping the ranking in step.
+func (p *pbt) update(n int, t *pbtTrial, change func()) {
+	if t.ranked() {
+		p.live.Remove(pbtRank{t.Score, n})
+	}
+	change()
+	if t.ranked() {
+		p.live.Insert(pbtRank{t.Score, n}, t.HasCkpt)
+	}
 }
 
 type mutation struct {
@@ -81,7 +112,7 @@ func newPBT(c Config, v view, env Env) (*pbt, error) {
 			return nil, err
 		}
 	}
-	p := &pbt{c: c, v: v, resample: *c.ResampleProbability,
+	p := &pbt{c: c, v: v, resample: *c.ResampleProbability, live: newRankTree(betterRank),
 		st: pbtState{Trials: map[int]*pbtTrial{}, Rand: newSeededRand(env.Seed, 0x9b7)}, space: env.Space}
 	if len(c.HyperparamMutations) == 0 {
 		if env.Space != nil {
@@ -120,6 +151,9 @@ func newPBT(c Config, v view, env Env) (*pbt, error) {
 
 // OnTrialAdd implements Scheduler.
 func (p *pbt) OnTrialAdd(trial int, config map[string]any) {
+	if old := p.st.Trials[trial]; old != nil && old.ranked() {
+		p.live.Remove(pbtRank{old.Score, trial}) // a number used again
+	}
 	p.st.Trials[trial] = &pbtTrial{Config: maps.Clone(config)}
 }
 
@@ -131,57 +165,44 @@ func (p *pbt) OnResult(r Result) Decision {
 		p.st.Trials[r.Trial] = t
 	}
 	score := worstIfNaN(r.Score)
-	t.State, t.HasScore, t.Score = running, true, fnum(score)
-	if r.Checkpoint {
-		t.HasCkpt, t.CkptTime, t.CkptScore = true, r.Time, fnum(score)
-	}
+	p.update(r.Trial, t, func() {
+		t.State, t.HasScore, t.Score = running, true, fnum(score)
+		if r.Checkpoint {
+			t.HasCkpt, t.CkptTime, t.CkptScore = true, r.Time, fnum(score)
+		}
+	})
 	if !reached(r.Time, t.LastPerturb+p.c.PerturbationInterval) {
 		return Decision{Action: Continue}
 	}
 	t.LastPerturb = r.Time
 
-	live := make([]int, 0, len(p.st.Trials))
-	for n, o := range p.st.Trials {
-		if o.State != ended && o.HasScore {
-			live = append(live, n)
-		}
-	}
-	slices.SortFunc(live, func(a, b int) int {
-		sa, sb := p.st.Trials[a].Score, p.st.Trials[b].Score
-		switch {
-		case sa < sb:
-			return -1
-		case sa > sb:
-			return 1
-		}
-		return a - b
-	})
-	n := len(live)
+	n := p.live.Len()
 	q := int(math.Ceil(float64(n)*p.c.QuantileFraction - relTol))
 	q = min(q, n/2)
-	if q == 0 || !slices.Contains(live[n-q:], r.Trial) {
+	if q == 0 || p.live.Rank(pbtRank{t.Score, r.Trial}) < n-q {
 		return Decision{Action: Continue}
 	}
+	cutoff := float64(p.live.At(n - q).score)
 	d := Decision{Rung: r.Time}
-	d.setCutoff(p.v.value(float64(p.st.Trials[live[n-q]].Score)))
+	d.setCutoff(p.v.value(cutoff))
 	where := fmt.Sprintf("at %s %s, %s %s is in the bottom %d of the %d live trials (cutoff %s)",
-		p.v.timeAttr, num(r.Time), p.v.metric, num(p.v.value(score)), q, n, num(p.v.value(float64(p.st.Trials[live[n-q]].Score))))
-	var donors []int
-	for _, m := range live[:q] {
-		if m != r.Trial && p.st.Trials[m].HasCkpt {
-			donors = append(donors, m)
-		}
-	}
-	if len(donors) == 0 {
+		p.v.timeAttr, num(r.Time), p.v.metric, num(p.v.value(score)), q, n, num(p.v.value(cutoff)))
+	// The donors are the top q with a checkpoint: the trial itself, in
+	// the bottom q, is not among them as q ≤ n/2.
+	donors := p.live.MarkedBefore(q)
+	if donors == 0 {
 		d.Reason = where + ", but none of the top trials has a checkpoint yet: it continues"
 		return d
 	}
-	from := donors[p.st.Rand.IntN(len(donors))]
+	top, _ := p.live.MarkedAt(p.st.Rand.IntN(donors))
+	from := top.trial
 	donor := p.st.Trials[from]
 	config, changes := p.explore(donor.Config)
 	t.Config = config
-	t.HasScore, t.Score = true, donor.CkptScore
-	t.HasCkpt, t.CkptTime, t.CkptScore = true, donor.CkptTime, donor.CkptScore
+	p.update(r.Trial, t, func() {
+		t.HasScore, t.Score = true, donor.CkptScore
+		t.HasCkpt, t.CkptTime, t.CkptScore = true, donor.CkptTime, donor.CkptScore
+	})
 	t.LastPerturb = donor.CkptTime
 	d.Action = Restart
 	d.Exploit = &Exploit{From: from, FromTime: donor.CkptTime, Config: maps.Clone(config)}
@@ -283,10 +304,12 @@ func asFloat(v any) (float64, bool) {
 }
 
 // OnTrialEnd implements Scheduler: an ended trial no longer ranks, so it
-// is never a donor (its checkpoints may be gone).
+// is never a donor (its checkpoints may be gone), and it reports no more:
+// nothing of it is kept.
 func (p *pbt) OnTrialEnd(trial int) {
 	if t := p.st.Trials[trial]; t != nil {
-		t.State = ended
+		p.update(trial, t, func() { t.State = ended })
+		delete(p.st.Trials, trial)
 	}
 }
 
@@ -306,6 +329,18 @@ func (p *pbt) Restore(data []byte) error {
 		st.Trials = map[int]*pbtTrial{}
 	}
 	p.st = st
+	p.live = newRankTree(betterRank)
+	for n, t := range st.Trials {
+		if t == nil {
+			return fmt.Errorf("restore pbt scheduler: trial %d is null", n)
+		}
+		switch {
+		case t.State == ended:
+			delete(st.Trials, n) // as OnTrialEnd does
+		case t.ranked():
+			p.live.Insert(pbtRank{t.Score, n}, t.HasCkpt)
+		}
+	}
 	return nil
 }
 

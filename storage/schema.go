@@ -278,6 +278,65 @@ SELECT e.name AS experiment, t.number AS trial_id, p.feasible,
             ELSE t.id IN (SELECT trial_id FROM complete) AND t.id NOT IN (SELECT trial_id FROM dominated) END AS on_front
 FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id;
 `,
+	// 5: trial_standing_v finds the Pareto front without comparing every
+	// pair of trials, which took hours for 100,000 trials; its columns
+	// and their meaning are those of version 4.
+	`
+DROP VIEW trial_standing_v;
+
+-- The same standing as version 4's, found faster. With two objectives, a
+-- trial is on the front when no trial of a lower first objective has a
+-- second as low, and no trial of an equal first has a lower second: a
+-- sort, O(n log n) for n trials. With more, the trials are swept in order
+-- of the sum of their objectives, which a trial that dominates another
+-- never exceeds, and each is kept unless a trial kept before it dominates
+-- it: O(n·f) for f kept, about the size of the front. Every trial on the
+-- front is kept; a kept trial that another kept trial dominates (their
+-- sums rounded to the same float) is not on the front.
+CREATE VIEW trial_standing_v AS
+WITH RECURSIVE obj AS MATERIALIZED (
+	SELECT t.id AS trial_id, t.experiment_id AS exp, coalesce(p.feasible, 1) AS feasible, o.key AS k,
+	       json_array_length(e.objectives_json) AS m,
+	       CASE WHEN typeof(json_extract(r.metrics_json, json_extract(o.value, '$.path'))) IN ('integer', 'real')
+	            THEN json_extract(o.value, '$.sign') * json_extract(r.metrics_json, json_extract(o.value, '$.path')) END AS v
+	FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id
+	LEFT JOIN reports r ON r.id = p.last_report_id, json_each(e.objectives_json) o
+	WHERE e.objectives_json IS NOT NULL),
+complete AS MATERIALIZED (
+	SELECT trial_id, exp, min(m) AS m, total(v) AS s,
+	       min(CASE k WHEN 0 THEN v END) AS x, min(CASE k WHEN 1 THEN v END) AS y
+	FROM obj GROUP BY trial_id HAVING count(v) = count(*) AND min(feasible) = 1),
+levels AS MATERIALIZED (
+	SELECT exp, x, min(y) AS y,
+	       min(min(y)) OVER (PARTITION BY exp ORDER BY x ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS below
+	FROM complete WHERE m = 2 GROUP BY exp, x),
+front2 AS (
+	SELECT c.trial_id FROM complete c JOIN levels l ON l.exp = c.exp AND l.x = c.x
+	WHERE c.m = 2 AND c.y = l.y AND (l.below IS NULL OR l.below > c.y)),
+ranked AS MATERIALIZED (
+	SELECT trial_id, exp, row_number() OVER (PARTITION BY exp ORDER BY s, trial_id) AS i FROM complete WHERE m > 2),
+sweep(exp, i, kept) AS (
+	SELECT DISTINCT exp, 0, '[]' FROM ranked
+	UNION ALL
+	SELECT w.exp, c.i, CASE WHEN EXISTS (
+			SELECT 1 FROM json_each(w.kept) f
+			WHERE (SELECT max(a.v > b.v) = 0 AND max(a.v < b.v) = 1
+				FROM obj a JOIN obj b ON b.trial_id = c.trial_id AND b.k = a.k WHERE a.trial_id = f.value))
+		THEN w.kept ELSE json_insert(w.kept, '$[#]', c.trial_id) END
+	FROM sweep w JOIN ranked c ON c.exp = w.exp AND c.i = w.i + 1),
+lasts AS MATERIALIZED (SELECT exp, max(i) AS i FROM ranked GROUP BY exp),
+kept AS MATERIALIZED (
+	SELECT f.value AS trial_id, w.exp FROM sweep w JOIN lasts l ON l.exp = w.exp AND l.i = w.i, json_each(w.kept) f),
+frontN AS (
+	SELECT trial_id FROM kept ka WHERE NOT EXISTS (
+		SELECT 1 FROM kept kb WHERE kb.exp = ka.exp AND kb.trial_id != ka.trial_id
+		AND (SELECT max(a.v > b.v) = 0 AND max(a.v < b.v) = 1
+			FROM obj a JOIN obj b ON b.trial_id = ka.trial_id AND b.k = a.k WHERE a.trial_id = kb.trial_id)))
+SELECT e.name AS experiment, t.number AS trial_id, p.feasible,
+       CASE WHEN e.objectives_json IS NULL THEN NULL
+            ELSE t.id IN (SELECT trial_id FROM front2 UNION ALL SELECT trial_id FROM frontN) END AS on_front
+FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id;
+`,
 }
 
 // SchemaVersion is the schema version this build of gotune reads and writes.
