@@ -109,7 +109,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if o.fullSync {
 		sync = "FULL"
 	}
-	w, err := sql.Open("sqlite3", dsn(path, "rwc", "_txlock=immediate&_synchronous="+sync))
+	w, err := sql.Open("sqlite3", dsn(path, "rwc", "_txlock=immediate&_cache_size=-16384&_synchronous="+sync))
 	if err != nil {
 		return nil, err
 	}

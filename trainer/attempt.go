@@ -39,6 +39,8 @@ type attempt struct {
 	number  int
 	slots   []Slot
 	resume  checkpointRef
+	// scratch begins the names of the ranks' scratch folders, which sit
+	// side by side in the run's (rankScratch), one level fewer to make.
 	scratch string
 	// workers tracks the workers' status for a WorkerSink.
 	workers *workerTable
@@ -250,7 +252,9 @@ func (a *attempt) cleanup() {
 		a.watchdog.close()
 	}
 	a.cancel()
-	os.RemoveAll(a.scratch)
+	for rank := range a.slots {
+		os.RemoveAll(a.rankScratch(rank))
+	}
 }
 
 // deliver numbers one report of the group, commits its checkpoint, hands it

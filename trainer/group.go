@@ -483,7 +483,7 @@ func (r *runner) summary(o Outcome) Summary {
 		Iterations: r.delivered, Restarts: r.restarts}
 }
 
-// attemptScratch is the scratch folder of attempt number.
+// attemptScratch begins the names of attempt number's scratch folders.
 func (r *runner) attemptScratch(number int) string {
 	return filepath.Join(r.scratch, fmt.Sprintf("attempt-%d", number))
 }

@@ -21,7 +21,7 @@ import (
 
 // rankScratch is rank's own scratch folder in the attempt.
 func (a *attempt) rankScratch(rank int) string {
-	return filepath.Join(a.scratch, fmt.Sprintf("rank-%d", rank))
+	return fmt.Sprintf("%s-rank-%d", a.scratch, rank)
 }
 
 // confine is workers.Confine for a checkpoint a Go function of rank handed
