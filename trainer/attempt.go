@@ -35,10 +35,10 @@ func (e attemptEnd) graceful() bool { return e.kind != endFailed }
 // they finish, the tuner stops or pauses them, or one of them fails. Its
 // context is cancelled when it ends; the first reason to end it wins.
 type attempt struct {
-	r       *runner
-	number  int
-	slots   []Slot
-	resume  checkpointRef
+	r      *runner
+	number int
+	slots  []Slot
+	resume checkpointRef
 	// scratch begins the names of the ranks' scratch folders, which sit
 	// side by side in the run's (rankScratch), one level fewer to make.
 	scratch string
