@@ -109,6 +109,9 @@ func Open(path string, opts ...Option) (*DB, error) {
 	if o.fullSync {
 		sync = "FULL"
 	}
+	// The writer keeps up to 16 MiB of pages (SQLite's default is 2 MiB):
+	// the tails of the indexes a sweep appends to stay in memory as the
+	// database grows past a few thousand trials.
 	w, err := sql.Open("sqlite3", dsn(path, "rwc", "_txlock=immediate&_cache_size=-16384&_synchronous="+sync))
 	if err != nil {
 		return nil, err
