@@ -300,3 +300,40 @@ func TestWarmStartNSGA2(t *testing.T) {
 		t.Errorf("the warm_start event names %d trials, want 150: %+v", len(data.Trials), data)
 	}
 }
+
+// TestWarmStartCMAES runs a random search of a numeric space whose
+// optimum is away from the middle of its domains, then CMA-ES sweeps
+// with and without warm start from it: a cold CMA-ES centres its first
+// generation on the middle, a warm one on the source's best trials, so
+// its first trials score better on average than the cold one's and
+// than the source's median.
+func TestWarmStartCMAES(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -1, High: 1}},
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-3, High: 10}},
+		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 1, High: 16}})
+	db := openDB(t)
+	source := fitUntil(t, db, warmConfig(t, "source", "random", 60, space), newResumeGate(), 0)
+	cold := fitUntil(t, db, warmConfig(t, "cold", "cmaes", 6, space), newResumeGate(), 0)
+	warm := warmConfig(t, "warm", "cmaes", 6, space)
+	warm.Search.WarmStart = "source"
+	warmTrials := fitUntil(t, db, warm, newResumeGate(), 0)
+
+	mean := func(trials []*storage.Trial) float64 {
+		sum := 0.0
+		for _, tr := range trials {
+			sum += resumeScore(restoreTypes(space, tr.Params))
+		}
+		return sum / float64(len(trials))
+	}
+	var scores []float64
+	for _, tr := range source {
+		scores = append(scores, resumeScore(restoreTypes(space, tr.Params)))
+	}
+	sort.Float64s(scores)
+	median := scores[len(scores)/2]
+	t.Logf("first trials' mean score: warm %.3f, cold %.3f; the source's median %.3f, best %.3f", mean(warmTrials), mean(cold), median, scores[0])
+	if w, c := mean(warmTrials), mean(cold); w >= c || w >= median {
+		t.Errorf("the warm trials score %.3f on average, the cold ones %.3f, the source's median trial %.3f: want the warm ones best", w, c, median)
+	}
+}
