@@ -24,6 +24,10 @@ import (
 // resample_probability, drawn afresh from its domain, otherwise perturbed:
 // a number multiplied by one of perturbation_factors (an integer rounded)
 // and kept inside its domain, a choice moved to a neighbouring value.
+// Conditional parameters follow their conditions: one whose condition no
+// longer holds is dropped, and one whose condition a mutation made hold
+// is drawn from its domain in the search space, also when
+// hyperparam_mutations does not name it.
 // Ties in the ranking go to the lower trial number.
 //
 // The live trials are kept ranked, so that a perturbation costs O(log n)
@@ -241,18 +245,48 @@ func (p *pbt) explore(config map[string]any) (map[string]any, []string) {
 	if p.space == nil || !p.space.Conditional() {
 		return out, changes
 	}
-	// A conditional parameter goes with its condition: drawn above when
-	// absent, it stays only where the condition now holds.
+	// A conditional parameter goes with its condition: it stays only where
+	// the condition now holds, and one the mutations do not name is drawn
+	// from its domain where a mutation made its condition hold.
 	p.space.Prune(out)
+	drawn := p.activate(out)
 	kept := changes[:0]
 	for i, m := range p.mutations {
 		if _, ok := out[m.name]; ok {
 			kept = append(kept, changes[i])
-		} else if _, had := config[m.name]; had {
-			kept = append(kept, m.name+" dropped (its condition no longer holds)")
+		}
+	}
+	for _, prm := range p.space.Params() {
+		_, had := config[prm.Name]
+		v, has := out[prm.Name]
+		switch {
+		case had && !has:
+			kept = append(kept, prm.Name+" dropped (its condition no longer holds)")
+		case slices.Contains(drawn, prm.Name):
+			kept = append(kept, fmt.Sprintf("%s %s (drawn: its condition now holds)", prm.Name, searchspace.FormatValue(v)))
 		}
 	}
 	return out, kept
+}
+
+// activate draws into cfg, from its domain in the search space, each
+// conditional parameter cfg lacks whose condition holds, until none is
+// left (one drawn may make another's condition hold), and returns their
+// names. cfg has been pruned, so no parameter it has loses its condition.
+func (p *pbt) activate(cfg map[string]any) []string {
+	var drawn []string
+	for added := true; added; {
+		added = false
+		for _, prm := range p.space.Params() {
+			if _, has := cfg[prm.Name]; has || prm.When == nil || p.space.Domain(prm.When.Param) == nil || !prm.When.Holds(cfg) {
+				continue
+			}
+			cfg[prm.Name] = prm.Domain.Sample(p.st.Rand.Rand)
+			drawn = append(drawn, prm.Name)
+			added = true
+		}
+	}
+	return drawn
 }
 
 // perturb moves value within domain; false when the domain or the value

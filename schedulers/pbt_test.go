@@ -3,6 +3,7 @@ package schedulers
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/searchspace"
@@ -129,33 +130,51 @@ func TestPBTResamples(t *testing.T) {
 }
 
 // TestPBTExploreKeepsConditions explores configurations of a space where
-// momentum exists only with opt = "sgd": whichever opt a mutation
-// leaves, momentum is there exactly when its condition holds.
+// momentum exists only with opt = "sgd", with every parameter mutated
+// and with hyperparam_mutations naming opt alone: whichever opt a
+// mutation leaves, momentum is there exactly when its condition holds,
+// with a value of its domain, drawn (and said so) when the mutation made
+// the condition hold.
 func TestPBTExploreKeepsConditions(t *testing.T) {
 	space, err := searchspace.New(
 		searchspace.Param{Name: "opt", Domain: searchspace.Choice{Values: []any{"sgd", "adam"}}},
-		searchspace.Param{Name: "momentum", Domain: searchspace.Uniform{Low: 0, High: 1},
+		searchspace.Param{Name: "momentum", Domain: searchspace.Uniform{Low: 0.5, High: 1},
 			When: &searchspace.Condition{Param: "opt", Op: "==", Values: []any{"sgd"}}},
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := mustNew(t, Config{Kind: "pbt", PerturbationInterval: 1}, Env{Checkpoints: true, Space: space, Seed: 1}).(*pbt)
-	flips := 0
-	for i := range 100 {
-		from := map[string]any{"opt": "adam"}
-		if i%2 == 0 {
-			from = map[string]any{"opt": "sgd", "momentum": 0.5}
+	for _, mutations := range []map[string]any{
+		nil, // every parameter of the space
+		{"opt": map[string]any{"choice": []any{"sgd", "adam"}}},
+	} {
+		s := mustNew(t, Config{Kind: "pbt", PerturbationInterval: 1, HyperparamMutations: mutations},
+			Env{Checkpoints: true, Space: space, Seed: 1}).(*pbt)
+		activated := 0
+		for i := range 100 {
+			from := map[string]any{"opt": "adam"}
+			if i%2 == 0 {
+				from = map[string]any{"opt": "sgd", "momentum": 0.75}
+			}
+			cfg, changes := s.explore(from)
+			m, has := cfg["momentum"]
+			if has != (cfg["opt"] == "sgd") {
+				t.Fatalf("mutations %v: explored %v into %v (%v)", mutations, from, cfg, changes)
+			}
+			if has {
+				if x, ok := m.(float64); !ok || x < 0.5 || x >= 1 {
+					t.Fatalf("mutations %v: explored %v into %v: momentum outside [0.5, 1)", mutations, from, cfg)
+				}
+			}
+			if has && from["opt"] == "adam" {
+				activated++
+				if mutations != nil && !strings.Contains(strings.Join(changes, ", "), "momentum "+searchspace.FormatValue(m)+" (drawn: its condition now holds)") {
+					t.Errorf("explored %v into %v: changes %q do not say momentum was drawn", from, cfg, changes)
+				}
+			}
 		}
-		cfg, changes := s.explore(from)
-		if _, has := cfg["momentum"]; has != (cfg["opt"] == "sgd") {
-			t.Fatalf("explored %v into %v (%v)", from, cfg, changes)
+		if activated == 0 {
+			t.Errorf("mutations %v: no exploration turned adam into sgd: the test needs some that do", mutations)
 		}
-		if cfg["opt"] != from["opt"] {
-			flips++
-		}
-	}
-	if flips == 0 {
-		t.Error("no exploration changed opt: the test needs some that do")
 	}
 }

@@ -194,7 +194,7 @@ type SearchConfig struct {
 	// WarmStart names another experiment of the same database whose
 	// finished trials the searcher learns from before its first suggestion
 	// (see WarmStarter); "" for none. Only a searcher that learns can use
-	// them: "tpe".
+	// them: "tpe", "nsga2" or "cmaes".
 	WarmStart string `toml:"warm_start" json:"warm_start,omitempty"`
 	// Space is the search space. A sweep file gives it as [search.space].
 	// nil is an empty space.
@@ -470,8 +470,8 @@ func (c Config) validateWarmStart() error {
 		return nil
 	case ws == c.Name:
 		return fieldErr("search.warm_start", "names this experiment itself: name another experiment of the database (resuming this one needs no warm start)")
-	case c.Search.Algorithm != "tpe":
-		return fieldErr("search.warm_start", "algorithm %q does not learn from other trials' results: warm start needs \"tpe\"", c.Search.Algorithm)
+	case !slices.Contains([]string{"tpe", "nsga2", "cmaes"}, c.Search.Algorithm):
+		return fieldErr("search.warm_start", "algorithm %q does not learn from other trials' results: warm start needs \"tpe\", \"nsga2\" or \"cmaes\"", c.Search.Algorithm)
 	}
 	if err := checkName(c.Search.WarmStart); err != nil {
 		return &ConfigError{Key: "search.warm_start", Err: err}

@@ -189,3 +189,58 @@ func TestHypervolumeSelect(t *testing.T) {
 		t.Errorf("selected %v, want the knee (2) among 2", got)
 	}
 }
+
+// dtlz2 is Deb, Thiele, Laumanns and Zitzler's second problem with three
+// objectives, all minimised: the front is the unit sphere's octant, where
+// x2… are 0.5.
+func dtlz2(x []float64) []float64 {
+	g := 0.0
+	for _, v := range x[2:] {
+		g += (v - 0.5) * (v - 0.5)
+	}
+	a, b := x[0]*math.Pi/2, x[1]*math.Pi/2
+	return []float64{(1 + g) * math.Cos(a) * math.Cos(b), (1 + g) * math.Cos(a) * math.Sin(b), (1 + g) * math.Sin(a)}
+}
+
+// TestMOTPEOnDTLZ2 drives MOTPE on a 7-dimensional DTLZ2 for 100 trials,
+// three seeds: the median hypervolume (reference point 1.1 in each
+// objective; the front's is 1.1³ − π/6 ≈ 0.808) exceeds 0.47. MOTPE
+// drawing only whole configurations of good trials reached 0.40 (0.36 to
+// 0.46); taking turns with drawing each parameter on its own, 0.52
+// (0.45 to 0.57).
+func TestMOTPEOnDTLZ2(t *testing.T) {
+	var params []searchspace.Param
+	for i := range 7 {
+		params = append(params, searchspace.Param{Name: string(rune('a' + i)), Domain: searchspace.Uniform{Low: 0, High: 1}})
+	}
+	space := mustSpace(t, params...)
+	obj := Objective{Metrics: []string{"f1", "f2", "f3"}, Modes: []string{"min", "min", "min"}}
+	var hvs []float64
+	for seed := range int64(3) {
+		s, err := NewTPE(space, seed, TPEObjectives(obj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var points [][]float64
+		for n := 1; n <= 100; n++ {
+			cfg, err := s.Suggest(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := make([]float64, 7)
+			for i := range x {
+				x[i] = cfg[string(rune('a'+i))].(float64)
+			}
+			fs := dtlz2(x)
+			m := map[string]float64{"f1": fs[0], "f2": fs[1], "f3": fs[2]}
+			s.OnTrialEnd(n, TrialEnd{Status: TrialCompleted, Last: &Observation{Score: fs[0], Metrics: m}})
+			points = append(points, fs)
+		}
+		hvs = append(hvs, Hypervolume(points, []float64{1.1, 1.1, 1.1}))
+	}
+	slices.Sort(hvs)
+	t.Logf("hypervolumes %.3f", hvs)
+	if hvs[1] <= 0.47 {
+		t.Errorf("median hypervolume %.3f of %.3f, want above 0.47", hvs[1], hvs)
+	}
+}

@@ -42,7 +42,8 @@ const (
 //
 // A trial's objectives are its last result's metrics; trials the
 // scheduler stopped early count like the others, failed ones and those
-// missing an objective do not. Trial n draws from TrialRand(seed, n), so
+// missing an objective do not. Warm-started (see WarmStart), the trials
+// of another experiment join the population from the start. Trial n draws from TrialRand(seed, n), so
 // a resumed experiment continues as TPE does (see Replayer).
 type NSGA2 struct {
 	params      []tpeParam
@@ -55,6 +56,9 @@ type NSGA2 struct {
 	// done holds the finished trials learnt from: their model-space
 	// values (NaN where absent), scores and violations.
 	done []nsgaMember
+	// warm counts the trials of another experiment learnt from (see
+	// WarmStart); they take the place of as many random first trials.
+	warm int
 }
 
 type nsgaMember struct {
@@ -65,6 +69,7 @@ type nsgaMember struct {
 
 var _ Searcher = (*NSGA2)(nil)
 var _ Replayer = (*NSGA2)(nil)
+var _ WarmStarter = (*NSGA2)(nil)
 
 // NewNSGA2 returns an NSGA-II searcher over space for the objectives of
 // obj (with defaults applied; one or several), with constraints. It fails,
@@ -88,7 +93,7 @@ func (s *NSGA2) Suggest(trial int) (map[string]any, error) {
 		cfg[k] = v
 	}
 	xs := make([]float64, len(s.params))
-	if trial <= NSGA2PopulationSize || len(s.done) < 2 {
+	if trial+s.warm <= NSGA2PopulationSize || len(s.done) < 2 {
 		for i := range s.params {
 			p := &s.params[i]
 			v := p.domain.Sample(r)
@@ -228,14 +233,40 @@ func (s *NSGA2) OnTrialEnd(trial int, end TrialEnd) {
 		return
 	}
 	delete(s.pending, trial)
+	s.learn(end, xs)
+}
+
+// learn adds a finished trial to those parents are chosen from, when it
+// ended with every objective; it reports whether it did.
+func (s *NSGA2) learn(end TrialEnd, xs []float64) bool {
 	if end.Status == TrialFailed || end.Last == nil {
-		return
+		return false
 	}
 	scores, ok := objectiveScores(s.objs, end.Last.Metrics)
 	if !ok || slices.ContainsFunc(scores, math.IsNaN) {
-		return
+		return false
 	}
 	s.done = append(s.done, nsgaMember{xs: xs, scores: scores, violation: Violation(s.constraints, end.Last.Metrics)})
+	return true
+}
+
+// WarmStart implements WarmStarter: the trials that ended with every
+// objective join those parents are chosen from, and stand in for as many
+// of the random first generation. With NSGA2PopulationSize or more of
+// them, the first trial is already a child of the best of them; with
+// fewer, the first NSGA2PopulationSize − k trials are random and the
+// next ones breed from the k trials and those.
+func (s *NSGA2) WarmStart(trials []PriorTrial) error {
+	for _, pt := range trials {
+		xs, err := modelValues(s.params, pt.Config)
+		if err != nil {
+			return fmt.Errorf("nsga2: warm start trial %d: %w", pt.Number, err)
+		}
+		if s.learn(pt.End, xs) {
+			s.warm++
+		}
+	}
+	return nil
 }
 
 // Replay implements Replayer: the trial counts as running with config.

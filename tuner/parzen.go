@@ -63,6 +63,10 @@ type kde struct {
 	// cumulative sum of the weights, for drawing a component.
 	logW, cum []float64
 	dims      []kdeDim
+	// independent makes sample choose a component for each parameter
+	// on its own, rather than one for the whole point: a draw then
+	// recombines the values of several observations.
+	independent bool
 	// order and acc are scratch space: the components by value, and each
 	// component's log density at the point logPDF evaluates.
 	order []int32
@@ -208,14 +212,17 @@ func (d *kdeDim) fitCategorical(choices int, col []float64, ids []int32) {
 
 // sample draws a point from the mixture into x, one model-space value
 // per parameter (a choice's index for a categorical one): a component by
-// weight, then each parameter from its kernel, a numeric one by
-// inverting its truncated normal's CDF.
+// weight (with independent set, one for each parameter), then each
+// parameter from its kernel, a numeric one by inverting its truncated
+// normal's CDF.
 func (k *kde) sample(r *rand.Rand, x []float64) {
-	u := r.Float64() * k.cum[len(k.cum)-1]
-	c := min(sort.SearchFloat64s(k.cum, math.Nextafter(u, math.Inf(1))), len(k.cum)-1)
-	prior := c == len(k.cum)-1
+	c := k.component(r)
 	for p := range k.dims {
 		d := &k.dims[p]
+		if k.independent && p > 0 {
+			c = k.component(r)
+		}
+		prior := c == len(k.cum)-1
 		if d.choices > 0 {
 			// An observation's kernel is its choice with weight 1 plus
 			// share on every choice, normalised.
@@ -237,6 +244,12 @@ func (k *kde) sample(r *rand.Rand, x []float64) {
 		z := truncnormPPF(r.Float64(), (d.low-mu)/sigma, (d.high-mu)/sigma)
 		x[p] = min(max(mu+sigma*z, d.low), d.high)
 	}
+}
+
+// component draws a component by weight.
+func (k *kde) component(r *rand.Rand) int {
+	u := r.Float64() * k.cum[len(k.cum)-1]
+	return min(sort.SearchFloat64s(k.cum, math.Nextafter(u, math.Inf(1))), len(k.cum)-1)
 }
 
 // logPDF is the logarithm of the mixture's density at x (model-space

@@ -3,6 +3,7 @@ package tuner
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 
@@ -176,7 +177,17 @@ func TPEConstraints(cs []Constraint) TPEOption { return func(t *TPE) { t.constra
 // TPEObjectives makes TPE optimise every objective of o (with defaults
 // applied) when it has several, as MOTPE does (see goodMulti): a trial's
 // objectives are its last result's metrics, and the good trials the first
-// ones in Pareto order. With one objective it changes nothing.
+// ones in Pareto order. Suggestions then take turns: an odd-numbered
+// trial draws each parameter on its own (suggestMarginal), an even one
+// draws configurations that recombine the good trials' values and keeps
+// the best of them jointly (fit). With one objective it changes nothing.
+//
+// Each way alone falls behind on some problem: in bench/search, drawing
+// each parameter on its own (as Optuna's default TPESampler does)
+// reaches a much larger hypervolume on DTLZ2 (3 objectives, the good
+// trials spread over a surface) and a smaller one on ZDT1 and ZDT2 than
+// drawing whole configurations; taking turns keeps nearly all of the
+// gain on DTLZ2 and is ahead of both on ZDT1 and ZDT2.
 func TPEObjectives(o Objective) TPEOption {
 	return func(t *TPE) {
 		if o.multi() {
@@ -289,6 +300,10 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 			}
 			cfg[p.name], xs[i] = v, x
 		}
+	} else if len(t.objs) > 1 && trial%2 == 1 {
+		if err := t.suggestMarginal(r, cfg, xs); err != nil {
+			return nil, err
+		}
 	} else {
 		t.fit()
 		t.cand = grow(t.cand, len(t.params))
@@ -348,9 +363,15 @@ func (t *TPE) prune(cfg map[string]any, xs []float64) {
 // fit fits l to the good trials, weighted by improvement, and g to the
 // newest tpeWindow of the others, weighted by age: the order of their
 // trial numbers.
+//
+// With several objectives, l draws each parameter from a component of
+// its own (see kde.independent), so that a candidate can recombine the
+// values of several good trials, which lie along a front rather than
+// around one optimum.
 func (t *TPE) fit() {
 	n := len(t.h.trial)
 	var good []int32
+	t.l.independent = len(t.objs) > 1
 	if len(t.objs) > 1 {
 		good = t.goodMulti()
 		t.l.fit(t.params, t.h.cols, good, t.contributions(good))
@@ -358,7 +379,17 @@ func (t *TPE) fit() {
 		good = t.h.best[:tpeGamma(n)]
 		t.l.fit(t.params, t.h.cols, good, t.improvements(good))
 	}
+	t.others(good)
+	t.weights = grow(t.weights, len(t.ids))
+	for k := range t.ids {
+		t.weights[k] = tpeWeight(k, len(t.ids))
+	}
+	t.g.fit(t.params, t.h.cols, t.ids, t.weights)
+}
 
+// others sets t.ids to the observations g is fitted to: the newest
+// tpeWindow of those not in good, in increasing trial number.
+func (t *TPE) others(good []int32) {
 	t.ids = t.ids[:0]
 	for k := len(t.h.byTrial) - 1; k >= 0 && len(t.ids) < tpeWindow; k-- {
 		if id := t.h.byTrial[k]; !slices.Contains(good, id) {
@@ -366,11 +397,76 @@ func (t *TPE) fit() {
 		}
 	}
 	slices.Reverse(t.ids)
-	t.weights = grow(t.weights, len(t.ids))
-	for k := range t.ids {
-		t.weights[k] = tpeWeight(k, len(t.ids))
+}
+
+// tpeMarginalCandidates is how many values suggestMarginal draws for
+// each parameter. Fewer than the joint draws' tpeCandidates: the best
+// ratio of a single parameter's densities is a sharper pick than the
+// best of joint configurations, and with more draws the values crowd
+// where l/g peaks, which loses the spread along the front. In
+// bench/search (ZDT1, ZDT2 and DTLZ2 after 100 and 200 trials, three sets
+// of five seeds), 3 was ahead of 4 in 13 of 18 comparisons, behind it on
+// ZDT2 in 4 of 6; 2 and 6 were behind 3 on ZDT1 and DTLZ2 in most, and
+// 24 fell behind on DTLZ2.
+const tpeMarginalCandidates = 3
+
+// suggestMarginal sets cfg and xs to a configuration of a multi-objective
+// sweep drawn parameter by parameter (the univariate TPE of Optuna's
+// default TPESampler): for each parameter, l and g are fitted to its own
+// values among the good trials (goodMulti, weighted as in fit) and among
+// the others that have it, and of tpeMarginalCandidates draws from l the
+// one with the largest log l − log g is kept. A parameter TPE cannot see
+// (blind) is drawn from its domain.
+func (t *TPE) suggestMarginal(r *rand.Rand, cfg map[string]any, xs []float64) error {
+	good := t.goodMulti()
+	goodW := slices.Clone(t.contributions(good))
+	t.others(good)
+	var ids []int32
+	var weights []float64
+	x := []float64{0}
+	for i := range t.params {
+		p := &t.params[i]
+		if p.blind {
+			v := p.domain.Sample(r)
+			mx, err := p.modelValue(v)
+			if err != nil {
+				return fmt.Errorf("tpe: %w", err)
+			}
+			cfg[p.name], xs[i] = v, mx
+			continue
+		}
+		col := t.h.cols[i : i+1]
+		// The observations that have the parameter.
+		ids, weights = ids[:0], weights[:0]
+		for k, id := range good {
+			if !math.IsNaN(col[0][id]) {
+				ids, weights = append(ids, id), append(weights, goodW[k])
+			}
+		}
+		t.l.independent = false
+		t.l.fit(t.params[i:i+1], col, ids, weights)
+		ids = ids[:0]
+		for _, id := range t.ids {
+			if !math.IsNaN(col[0][id]) {
+				ids = append(ids, id)
+			}
+		}
+		weights = weights[:0]
+		for k := range ids {
+			weights = append(weights, tpeWeight(k, len(ids)))
+		}
+		t.g.fit(t.params[i:i+1], col, ids, weights)
+		best := math.Inf(-1)
+		for c := range tpeMarginalCandidates {
+			t.l.sample(r, x)
+			v, mx := p.snap(x[0])
+			x[0] = mx
+			if score := t.l.logPDF(x) - t.g.logPDF(x); c == 0 || score > best {
+				best, cfg[p.name], xs[i] = score, v, mx
+			}
+		}
 	}
-	t.g.fit(t.params, t.h.cols, t.ids, t.weights)
+	return nil
 }
 
 // goodMulti returns the good observations of a multi-objective history

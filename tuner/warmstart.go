@@ -15,8 +15,8 @@ import (
 
 // WarmStarter is an optional ability of a Searcher: learning from the
 // finished trials of another experiment before its first suggestion, as
-// [search] warm_start asks. TPE has it; GridSearch, Points and Limiter
-// pass it on to the searcher they wrap.
+// [search] warm_start asks. TPE, NSGA2 and CMAES have it; GridSearch,
+// Points and Limiter pass it on to the searcher they wrap.
 type WarmStarter interface {
 	// WarmStart tells the searcher trials, in the order they were
 	// numbered in their experiment. The tuner calls it once, before any

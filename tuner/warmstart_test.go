@@ -225,3 +225,115 @@ func (n *noticeRecorder) last() string {
 	}
 	return n.notices[len(n.notices)-1]
 }
+
+// TestWarmStartNSGA2 runs a random search of two objectives, then NSGA-II
+// sweeps with and without warm start from it. A cold NSGA-II draws its
+// first generation at random; warm-started from 150 trials, its first
+// trials are already children of the source's best 50, so on average they
+// are dominated by fewer of the source's trials than the source's median
+// trial is, and the warm_start event names all 150.
+func TestWarmStartNSGA2(t *testing.T) {
+	space := warmSpace(t, -1)
+	db := openDB(t)
+	multi := func(cfg Config) Config {
+		cfg.Objective = Objective{Metrics: []string{"loss", "aux"}, Modes: []string{"min", "min"}}
+		return cfg
+	}
+	source := fitUntil(t, db, multi(warmConfig(t, "source", "random", 150, space)), newResumeGate(), 0)
+	cold := fitUntil(t, db, multi(warmConfig(t, "cold", "nsga2", 6, space)), newResumeGate(), 0)
+	warm := multi(warmConfig(t, "warm", "nsga2", 6, space))
+	warm.Search.WarmStart = "source"
+	warmTrials := fitUntil(t, db, warm, newResumeGate(), 0)
+
+	objectives := func(tr *storage.Trial) []float64 {
+		cfg := restoreTypes(space, tr.Params)
+		return []float64{resumeScore(cfg), resumeAux(cfg)}
+	}
+	var points [][]float64
+	for _, tr := range source {
+		points = append(points, objectives(tr))
+	}
+	dominatedBy := func(p []float64) int {
+		n := 0
+		for _, q := range points {
+			if dominates(q, p) {
+				n++
+			}
+		}
+		return n
+	}
+	var counts []int
+	for _, p := range points {
+		counts = append(counts, dominatedBy(p))
+	}
+	sort.Ints(counts)
+	median := counts[len(counts)/2]
+	mean := func(trials []*storage.Trial) float64 {
+		sum := 0
+		for _, tr := range trials {
+			sum += dominatedBy(objectives(tr))
+		}
+		return float64(sum) / float64(len(trials))
+	}
+	for i, tr := range warmTrials {
+		if reflect.DeepEqual(tr.Params, cold[i].Params) {
+			t.Errorf("trial %d ran %v with and without warm start", i+1, tr.Params)
+		}
+	}
+	t.Logf("source trials dominating a trial: the source's median %d, warm trials %.1f on average, cold %.1f", median, mean(warmTrials), mean(cold))
+	if m := mean(warmTrials); m >= float64(median) {
+		t.Errorf("the warm trials are dominated by %.1f of the source's trials on average, the source's median trial by %d", m, median)
+	}
+	events, err := db.Events(context.Background(), "warm", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data warmStartData
+	for _, ev := range events {
+		if ev.Kind == eventWarmStart {
+			if err := json.Unmarshal(ev.Data, &data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(data.Trials) != 150 {
+		t.Errorf("the warm_start event names %d trials, want 150: %+v", len(data.Trials), data)
+	}
+}
+
+// TestWarmStartCMAES runs a random search of a numeric space whose
+// optimum is away from the middle of its domains, then CMA-ES sweeps
+// with and without warm start from it: a cold CMA-ES centres its first
+// generation on the middle, a warm one on the source's best trials, so
+// its first trials score better on average than the cold one's and
+// than the source's median.
+func TestWarmStartCMAES(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -1, High: 1}},
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-3, High: 10}},
+		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 1, High: 16}})
+	db := openDB(t)
+	source := fitUntil(t, db, warmConfig(t, "source", "random", 60, space), newResumeGate(), 0)
+	cold := fitUntil(t, db, warmConfig(t, "cold", "cmaes", 6, space), newResumeGate(), 0)
+	warm := warmConfig(t, "warm", "cmaes", 6, space)
+	warm.Search.WarmStart = "source"
+	warmTrials := fitUntil(t, db, warm, newResumeGate(), 0)
+
+	mean := func(trials []*storage.Trial) float64 {
+		sum := 0.0
+		for _, tr := range trials {
+			sum += resumeScore(restoreTypes(space, tr.Params))
+		}
+		return sum / float64(len(trials))
+	}
+	var scores []float64
+	for _, tr := range source {
+		scores = append(scores, resumeScore(restoreTypes(space, tr.Params)))
+	}
+	sort.Float64s(scores)
+	median := scores[len(scores)/2]
+	t.Logf("first trials' mean score: warm %.3f, cold %.3f; the source's median %.3f, best %.3f", mean(warmTrials), mean(cold), median, scores[0])
+	if w, c := mean(warmTrials), mean(cold); w >= c || w >= median {
+		t.Errorf("the warm trials score %.3f on average, the cold ones %.3f, the source's median trial %.3f: want the warm ones best", w, c, median)
+	}
+}
