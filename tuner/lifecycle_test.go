@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,8 +32,8 @@ type countState struct {
 // reports loss = 1/(1+value) with a checkpoint of its state every step. It
 // resumes from its checkpoint, and reports where it resumed ("start") and
 // whose state it carries ("origin"). after, if not nil, runs after each
-// report of rank 0.
-func counting(n int, after func(w *trainer.Worker)) trainer.TrainFunc {
+// report of rank 0, with the worker's context and the step reported.
+func counting(n int, after func(ctx context.Context, w *trainer.Worker, step int)) trainer.TrainFunc {
 	return func(ctx context.Context, w *trainer.Worker) error {
 		st := countState{Origin: w.Trial()}
 		if rd := w.ResumeDir(); rd != "" {
@@ -64,7 +64,7 @@ func counting(n int, after func(w *trainer.Worker)) trainer.TrainFunc {
 				return err
 			}
 			if after != nil && w.Rank() == 0 {
-				after(w)
+				after(ctx, w, st.Step)
 			}
 		}
 		return nil
@@ -92,10 +92,14 @@ func TestResumeContinuesAnInterruptedExperiment(t *testing.T) {
 	cfg.Trainer.Checkpoint.NumToKeep = 2
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var reports atomic.Int32
-	interrupt := counting(steps, func(*trainer.Worker) {
-		if reports.Add(1) == 13 {
-			cancel()
+	// The run is interrupted at trial 3's second report, and trial 3 waits
+	// there until its group hears: on a busy machine it would otherwise
+	// report to its end meanwhile and leave nothing to resume.
+	var once sync.Once
+	interrupt := counting(steps, func(wctx context.Context, w *trainer.Worker, step int) {
+		if w.Trial() == 3 && step == 2 {
+			once.Do(cancel)
+			<-wctx.Done()
 		}
 	})
 	tu, err := New(cfg, WithTrainFunc(interrupt))
@@ -282,7 +286,7 @@ func TestPBTExploitCopiesTheCheckpoint(t *testing.T) {
 	cfg.Scheduler = schedulers.Config{Kind: "pbt", PerturbationInterval: 2, QuantileFraction: 0.5}
 	// Paced steps keep the four trials running side by side, as PBT's
 	// population must be.
-	paced := counting(8, func(*trainer.Worker) { time.Sleep(15 * time.Millisecond) })
+	paced := counting(8, func(context.Context, *trainer.Worker, int) { time.Sleep(15 * time.Millisecond) })
 	tu, err := New(cfg, WithTrainFunc(paced), WithSearcher(fixedSearcher{
 		{"x": 0.0, "steps": int64(8)}, {"x": 3.0, "steps": int64(8)}, {"x": 0.1, "steps": int64(8)}, {"x": 3.0, "steps": int64(8)},
 	}))
