@@ -51,8 +51,11 @@ func newSharedDirWatch(cfg tuner.Config, w io.Writer) *sharedDirWatch {
 	db, _ := filepath.Abs(storage)
 	s := &sharedDirWatch{dir: dir, w: w, skip: func(name string) bool {
 		path := filepath.Join(dir, name)
-		// The database with its journal files, and the folders of
-		// checkpoints, trials and logs beside it.
+		// The database with its journal files, the folders of checkpoints,
+		// trials and logs beside it, and a folder that holds them all.
+		if rel, err := filepath.Rel(path, db); err == nil && filepath.IsLocal(rel) {
+			return true
+		}
 		return strings.HasPrefix(path, db) || filepath.Dir(db) == dir && (name == "checkpoints" || name == "logs")
 	}}
 	s.before = s.scan()

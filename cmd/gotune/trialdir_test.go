@@ -83,3 +83,35 @@ cpus_per_worker = 0.1
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
 }
+
+// TestNoSharedDirWarningForTheDatabaseFolder: a database in a folder below
+// the working directory is gotune's own, and so are the checkpoints and
+// trials beside it; a command that writes nothing there is not warned of.
+func TestNoSharedDirWarningForTheDatabaseFolder(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "sweep.toml"), []byte(`name = "quiet"
+[objective]
+metric = "loss"
+[search]
+num_samples = 2
+max_concurrent = 1
+[trainer]
+command = ["sh", "-c", "echo '@gotune {\"loss\": 1}'; echo x > \"$GOTUNE_TRIAL_DIR/own.txt\""]
+[trainer.scaling]
+cpus_per_worker = 0.1
+`), 0o644)
+	os.Mkdir(filepath.Join(dir, "results"), 0o755)
+	cmd := gotune(t, "run", "--db", filepath.Join("results", "quiet.db"), "sweep.toml")
+	cmd.Dir = dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gotune run: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	if strings.Contains(errOut.String(), "share the working directory") {
+		t.Errorf("warned of gotune's own folder:\n%s", errOut.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "results", "checkpoints", "quiet", "trial_1", "own.txt")); err != nil {
+		t.Errorf("the trial's own file: %v", err)
+	}
+}
