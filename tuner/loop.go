@@ -111,28 +111,12 @@ func (l *loop) run(ctx context.Context) error {
 			break
 		}
 		l.handle(ctx, <-l.events)
-		// Take in what else has happened before starting trials: groups
-		// that end together are replaced together, with one commit, and
-		// the searcher suggests having seen every result there is.
-	drain:
-		for range maxDrain {
-			select {
-			case ev := <-l.events:
-				l.handle(ctx, ev)
-			default:
-				break drain
-			}
-		}
 	}
 	if l.err != nil {
 		return l.err
 	}
 	return ctx.Err()
 }
-
-// maxDrain bounds the events the loop takes in between two dispatches, so
-// that trials reporting without pause do not hold back new ones.
-const maxDrain = 1024
 
 // handle takes in one event of a trial's group.
 func (l *loop) handle(ctx context.Context, ev event) {
