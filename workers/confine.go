@@ -35,22 +35,20 @@ func Confine(root, dir string) (string, error) {
 	if !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("%s: not an absolute path", dir)
 	}
-	realRoot, err := filepath.EvalSymlinks(root)
-	if errors.Is(err, fs.ErrNotExist) {
-		// A scratch folder is made when the worker first asks for a folder
-		// in it: a worker that never did has nothing it may hand over.
-		if rel, rerr := filepath.Rel(filepath.Clean(root), filepath.Clean(dir)); rerr != nil || !filepath.IsLocal(rel) {
-			return "", fmt.Errorf("%s is outside the worker's scratch folder %s: %w", dir, root, ErrOutsideScratch)
-		}
-		return "", fmt.Errorf("%s: %w", dir, fs.ErrNotExist)
-	}
-	if err != nil {
-		return "", fmt.Errorf("the worker's scratch folder: %w", err)
+	// A scratch folder is made when the worker first asks for a folder in
+	// it: a worker that never did has nothing it may hand over, and any
+	// folder that exists is outside it.
+	realRoot, rootErr := filepath.EvalSymlinks(root)
+	if rootErr != nil && !errors.Is(rootErr, fs.ErrNotExist) {
+		return "", fmt.Errorf("the worker's scratch folder: %w", rootErr)
 	}
 	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		if rel, rerr := filepath.Rel(filepath.Clean(root), filepath.Clean(dir)); rerr != nil || !filepath.IsLocal(rel) {
+	if err != nil || rootErr != nil {
+		if rel, rerr := filepath.Rel(filepath.Clean(root), filepath.Clean(dir)); rerr != nil || !filepath.IsLocal(rel) || err == nil {
 			return "", fmt.Errorf("%s is outside the worker's scratch folder %s: %w", dir, root, ErrOutsideScratch)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%s: no such folder: %w", dir, err)
 		}
 		return "", err
 	}
