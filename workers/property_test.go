@@ -318,14 +318,18 @@ func TestManagerConcurrent(t *testing.T) {
 	m := NewManager(nodes, ManagerConfig{ReserveAfter: time.Millisecond})
 	var mu sync.Mutex
 	ledger := viewOf(nodes)
-	take := func(ws []Worker, sign int64) {
+	// take gives back the workers in back, then takes those in ws, as one
+	// step of the ledger.
+	take := func(ws, back []Worker) {
 		mu.Lock()
 		defer mu.Unlock()
-		for _, w := range ws {
-			ledger.cpu[w.NodeIndex] += sign * cpuUnits(w.CPUs)
-			ledger.mem[w.NodeIndex] += sign * int64(w.Memory)
-			for _, g := range w.GPUs {
-				ledger.gpu[w.NodeIndex][g.GPU.Index] += sign * gpuUnits(g.Share)
+		for sign, list := range map[int64][]Worker{1: back, -1: ws} {
+			for _, w := range list {
+				ledger.cpu[w.NodeIndex] += sign * cpuUnits(w.CPUs)
+				ledger.mem[w.NodeIndex] += sign * int64(w.Memory)
+				for _, g := range w.GPUs {
+					ledger.gpu[w.NodeIndex][g.GPU.Index] += sign * gpuUnits(g.Share)
+				}
 			}
 		}
 		for i := range ledger.cpu {
@@ -345,16 +349,18 @@ func TestManagerConcurrent(t *testing.T) {
 					continue // never fits
 				}
 				ws := a.Workers()
-				take(ws, -1)
+				take(ws, nil)
 				if r.MinWorkers > 0 && rng.IntN(2) == 0 {
 					if n, err := a.Grow(); err == nil && n > 0 {
-						grown := a.Workers()[len(ws):]
-						take(grown, -1)
-						ws = append(ws, grown...)
+						// Grow may reorder the workers (each node's stay
+						// adjacent): the ledger swaps the whole list.
+						grown := a.Workers()
+						take(grown, ws)
+						ws = grown
 					}
 				}
 				time.Sleep(time.Duration(rng.IntN(100)) * time.Microsecond)
-				take(ws, +1)
+				take(nil, ws)
 				a.Release()
 			}
 		})
