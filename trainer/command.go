@@ -185,10 +185,13 @@ type collator struct {
 	exitedRank    []bool
 	deliveredOrd  int // rank 0's last checkpoint ordinal delivered or dropped
 	firstWaitOver bool
-	timer         *time.Timer
-	closed        bool
-	done          chan struct{}
-	rank0         *workers.Process
+	// delivering: run is handing a report to the attempt; drainOver: rank
+	// 0's exit stopped waiting for its reports (see exited).
+	delivering, drainOver bool
+	timer                 *time.Timer
+	closed                bool
+	done                  chan struct{}
+	rank0                 *workers.Process
 }
 
 // lineReport is one of rank 0's reports waiting to be delivered.
@@ -278,12 +281,34 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 }
 
 // exited records that rank's process is gone.
+//
+// When rank 0 exits, the call returns once the reports it printed are
+// delivered (or exitDrainWait passes, or the attempt ends), so that a
+// worker that fails right after a report has that report counted before
+// its failure ends the attempt.
 func (c *collator) exited(rank int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.exitedRank[rank] = true
 	c.cond.Broadcast()
+	if rank != 0 {
+		return
+	}
+	waited := time.AfterFunc(exitDrainWait, func() {
+		c.mu.Lock()
+		c.drainOver = true
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer waited.Stop()
+	for (len(c.queue) > 0 || c.delivering) && !c.closed && !c.drainOver && c.a.ended().kind == endNone {
+		c.cond.Wait()
+	}
 }
+
+// exitDrainWait bounds how long rank 0's exit waits for its reports to be
+// delivered: one may wait for the shard of a rank that never hands it over.
+const exitDrainWait = 2 * time.Second
 
 // ready reports whether rep may be delivered. Called with mu held.
 func (c *collator) ready(rep *lineReport) bool {
@@ -339,26 +364,36 @@ func (c *collator) run() {
 			c.deliveredOrd = rep.ordinal
 		}
 		rank0 := c.rank0
+		c.delivering = true
 		c.mu.Unlock()
+		c.deliverOne(rep, shards, complete, rank0)
+		c.mu.Lock()
+		c.delivering = false
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}
+}
 
-		switch c.a.ended().kind {
-		case endStopped, endPaused, endResize:
-			// Reports after the decision that ended the attempt are not
-			// the trial's. After the caller gave up, deliver keeps those
-			// that hand over a checkpoint.
-			removeAll(shards)
-			continue
+// deliverOne hands one report to the attempt, with its checkpoint's
+// shards when the checkpoint is complete.
+func (c *collator) deliverOne(rep *lineReport, shards []string, complete bool, rank0 *workers.Process) {
+	switch c.a.ended().kind {
+	case endStopped, endPaused, endResize:
+		// Reports after the decision that ended the attempt are not the
+		// trial's. After the caller gave up, deliver keeps those that hand
+		// over a checkpoint.
+		removeAll(shards)
+		return
+	}
+	if !complete {
+		if len(shards) > 0 {
+			rank0.Logf("warning: the checkpoint of a report misses the shard of a rank that exited or was refused: it is not committed")
 		}
-		if !complete {
-			if len(shards) > 0 {
-				rank0.Logf("warning: the checkpoint of a report misses the shard of a rank that exited or was refused: it is not committed")
-			}
-			removeAll(shards)
-			shards = nil
-		}
-		if _, err := c.a.deliver(rep.metrics, shards); err != nil {
-			c.a.fail(err)
-		}
+		removeAll(shards)
+		shards = nil
+	}
+	if _, err := c.a.deliver(rep.metrics, shards); err != nil {
+		c.a.fail(err)
 	}
 }
 
