@@ -45,14 +45,10 @@ RETURNING id`
 // (its restart count), and returns the worker's id. Give every field each
 // time: a zero PID, LogPath or StepRate is stored as unknown.
 func (db *DB) SetWorker(ctx context.Context, trialID int64, w WorkerRecord) (int64, error) {
-	now := unixSeconds(db.now())
 	var id int64
-	err := db.write(ctx, func(tx *wtx) error {
-		return tx.queryRow(upsertWorker, trialID, w.Rank, w.Node, nullInt(w.PID), w.Status,
-			nullString(w.LogPath), nullFloat(w.StepRate), now).Scan(&id)
-	})
+	err := db.write(ctx, db.workersWrite(trialID, []WorkerRecord{w}, func(_ int, got int64) { id = got }))
 	if err != nil {
-		return 0, fmt.Errorf("record worker %d: %w", w.Rank, err)
+		return 0, err
 	}
 	return id, nil
 }
@@ -66,8 +62,17 @@ func (db *DB) QueueWorkers(trialID int64, ws []WorkerRecord, learned func(rank i
 	if db.w == nil {
 		return ErrReadOnly
 	}
+	if err := db.w.enqueue(db.workersWrite(trialID, ws, learned)); err != nil {
+		return fmt.Errorf("record workers: %w", err)
+	}
+	return nil
+}
+
+// workersWrite is the write that records workers ws (see SetWorker),
+// stamped with the time now, telling learned each one's id.
+func (db *DB) workersWrite(trialID int64, ws []WorkerRecord, learned func(rank int, id int64)) func(tx *wtx) error {
 	now := unixSeconds(db.now())
-	err := db.w.enqueue(func(tx *wtx) error {
+	return func(tx *wtx) error {
 		for _, w := range ws {
 			var id int64
 			if err := tx.queryRow(upsertWorker, trialID, w.Rank, w.Node, nullInt(w.PID), w.Status,
@@ -79,11 +84,7 @@ func (db *DB) QueueWorkers(trialID int64, ws []WorkerRecord, learned func(rank i
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("record workers: %w", err)
 	}
-	return nil
 }
 
 // EndRunningWorkers sets status on the workers of experiment expID that
