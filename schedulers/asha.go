@@ -18,8 +18,9 @@ import (
 //
 //   - mode "stop" (Ray's AsyncHyperBandScheduler): the trial goes on if its
 //     score is no worse than the 1/η-quantile of what the rung recorded
-//     before it (linear interpolation, as numpy's percentile), or if it is
-//     the first there; otherwise it stops.
+//     before it (linear interpolation, as numpy's percentile; a tie with
+//     the cutoff goes on, as in Ray), or if it is the first there;
+//     otherwise it stops.
 //   - mode "promote" (the paper's Algorithm 2): the trial pauses at the
 //     rung. When a slot frees, the paper's get_job runs: from the highest
 //     rung down, the best trial among the top ⌊n/η⌋ of a rung's n records
@@ -34,6 +35,12 @@ import (
 // the best paused trials of each rung until they reach max_t.
 //
 // A trial that reaches max_t is stopped.
+//
+// A diverged result (NaN or +Inf; with several objectives, one of them NaN,
+// infinite or missing) is the worst possible: it stops its trial at the
+// rung in either mode, even as the rung's first, and it is left out of the
+// records that cutoffs and quotas are computed from, so it never lifts
+// them (Ray likewise leaves NaN out of its cutoff).
 //
 // With one objective each rung keeps its records ranked, so that a
 // decision or a promotion costs O(log n) for n records at a rung. With
@@ -71,8 +78,12 @@ type ashaRung struct {
 	// byScore holds Records best first by score, ties in arrival order,
 	// so that a decision finds the k-th best in O(log n). A record is
 	// marked when it is promotable by Next: not promoted, and its trial
-	// paused.
+	// paused. Diverged records sort last.
 	byScore *rankTree[*ashaRecord]
+	// diverged counts the diverged records; the others, the first
+	// len(Records)−diverged of byScore, are the ones cutoffs and quotas
+	// are computed from.
+	diverged int
 }
 
 func newASHARung(milestone float64) *ashaRung {
@@ -89,6 +100,21 @@ func (rg *ashaRung) add(rec *ashaRecord) {
 	rec.rung, rec.seq = rg, len(rg.Records)
 	rg.Records = append(rg.Records, rec)
 	rg.byScore.Insert(rec, rec.marked)
+	if rec.diverged() {
+		rg.diverged++
+	}
+}
+
+// finite counts the rung's records that did not diverge.
+func (rg *ashaRung) finite() int { return len(rg.Records) - rg.diverged }
+
+// diverged reports whether the record is a diverged result: its score is
+// NaN or +Inf, or with several objectives, one of them is (or is missing).
+func (rec *ashaRecord) diverged() bool {
+	if rec.Scores != nil {
+		return slices.ContainsFunc(rec.Scores, func(x fnum) bool { return diverged(float64(x)) })
+	}
+	return diverged(float64(rec.Score))
 }
 
 type ashaRecord struct {
@@ -251,6 +277,11 @@ func (a *asha) OnResult(r Result) Decision {
 	score := worstIfNaN(r.Score)
 	rec := &ashaRecord{Trial: r.Trial, Score: fnum(score), Scores: a.scores(r.Metrics)}
 	t.Rung = k
+	if rec.diverged() {
+		d := a.divergedDecision(rg, rec)
+		a.record(rg, rec)
+		return d
+	}
 	if !a.promote {
 		if a.metrics != nil {
 			d := a.stopDecisionMulti(rg, rec)
@@ -270,26 +301,68 @@ func (a *asha) OnResult(r Result) Decision {
 	return a.pauseDecision(t.Bracket, k, rec)
 }
 
-// stopDecision measures a score against the records a rung has so far.
+// stopDecision measures a score against the records a rung has so far
+// that did not diverge. A score equal to the cutoff passes, as in Ray.
 func (a *asha) stopDecision(rg *ashaRung, score float64) Decision {
 	where := a.rungName(rg.Milestone)
 	d := Decision{Rung: rg.Milestone}
-	if len(rg.Records) == 0 {
-		d.Reason = fmt.Sprintf("passed %s: %s %s is the first result recorded there", where, a.v.metric, num(a.v.value(score)))
+	n := rg.finite()
+	if n == 0 {
+		d.Reason = fmt.Sprintf("passed %s: %s %s is the first result recorded there%s", where, a.v.metric, num(a.v.value(score)), a.divergedNote(rg))
 		return d
 	}
-	n := rg.byScore.Len()
-	cutoff := quantileAt(n, 1/a.c.ReductionFactor, func(i int) float64 { return float64(rg.byScore.At(i).Score) })
+	cutoff := a.stopCutoff(rg)
 	c := a.v.value(cutoff)
 	d.setCutoff(c)
-	if score <= cutoff {
-		d.Reason = fmt.Sprintf("passed %s: %s %s is within the best 1/%s of the %d results recorded there (cutoff %s)",
-			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), n, num(c))
+	switch {
+	case score < cutoff:
+		d.Reason = fmt.Sprintf("passed %s: %s %s is within the best 1/%s of the %d results recorded there%s (cutoff %s)",
+			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), n, a.divergedNote(rg), num(c))
+		return d
+	case score == cutoff:
+		d.Reason = fmt.Sprintf("passed %s: %s %s ties with the cutoff, the best 1/%s of the %d results recorded there%s, and a tie goes on",
+			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), n, a.divergedNote(rg))
 		return d
 	}
 	d.Action = Stop
-	d.Reason = fmt.Sprintf("stopped at %s: %s %s is %s than the cutoff %s, the best 1/%s of the %d results recorded there",
-		where, a.v.metric, num(a.v.value(score)), a.v.worse(), num(c), num(a.c.ReductionFactor), n)
+	d.Reason = fmt.Sprintf("stopped at %s: %s %s is %s than the cutoff %s, the best 1/%s of the %d results recorded there%s",
+		where, a.v.metric, num(a.v.value(score)), a.v.worse(), num(c), num(a.c.ReductionFactor), n, a.divergedNote(rg))
+	return d
+}
+
+// stopCutoff is the 1/η-quantile of the scores of a rung's records that
+// did not diverge, of which there must be at least one.
+func (a *asha) stopCutoff(rg *ashaRung) float64 {
+	return quantileAt(rg.finite(), 1/a.c.ReductionFactor, func(i int) float64 { return float64(rg.byScore.At(i).Score) })
+}
+
+// divergedNote tells, for a reason, how many of a rung's records diverged
+// and were left out of its count.
+func (a *asha) divergedNote(rg *ashaRung) string {
+	if rg.diverged == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (besides %d that diverged)", rg.diverged)
+}
+
+// divergedDecision stops a trial whose result at rung rg diverged: it is
+// the worst possible result, in either mode.
+func (a *asha) divergedDecision(rg *ashaRung, rec *ashaRecord) Decision {
+	d := Decision{Action: Stop, Rung: rg.Milestone}
+	switch {
+	case a.metrics != nil:
+	case a.promote && a.quota(rg.finite(), false) > 0:
+		d.setCutoff(a.v.value(float64(a.kth(rg, a.quota(rg.finite(), false)-1).Score)))
+	case !a.promote && rg.finite() > 0:
+		d.setCutoff(a.v.value(a.stopCutoff(rg)))
+	}
+	what := fmt.Sprintf("%s %s", a.v.metric, num(a.v.value(float64(rec.Score))))
+	if a.metrics != nil {
+		what = "an objective that is NaN, infinite or missing"
+	} else if math.IsInf(float64(rec.Score), 1) {
+		what = fmt.Sprintf("%s NaN or infinite", a.v.metric)
+	}
+	d.Reason = fmt.Sprintf("stopped at %s: its result diverged (%s), which never passes a rung", a.rungName(rg.Milestone), what)
 	return d
 }
 
@@ -319,8 +392,9 @@ func (a *asha) scores(metrics map[string]float64) []fnum {
 func (a *asha) stopDecisionMulti(rg *ashaRung, rec *ashaRecord) Decision {
 	where := a.rungName(rg.Milestone)
 	d := Decision{Rung: rg.Milestone}
-	n := len(rg.Records) + 1
-	order, front := paretoRank(append(slices.Clone(rg.Records), rec))
+	finite := slices.DeleteFunc(slices.Clone(rg.Records), (*ashaRecord).diverged)
+	n := len(finite) + 1
+	order, front := paretoRank(append(finite, rec))
 	pos := slices.Index(order, n-1)
 	keep := max(1, int(math.Ceil(float64(n)/a.c.ReductionFactor-relTol)))
 	if pos < keep {
@@ -335,13 +409,14 @@ func (a *asha) stopDecisionMulti(rg *ashaRung, rec *ashaRecord) Decision {
 }
 
 // ranked returns the records of a rung of a multi-objective experiment
-// best first, by non-dominated sorting. It ranks the whole rung, O(n²·m)
-// for n records of m objectives.
+// that did not diverge, best first, by non-dominated sorting. It ranks the
+// whole rung, O(n²·m) for n records of m objectives.
 func (a *asha) ranked(rg *ashaRung) []*ashaRecord {
-	order, _ := paretoRank(rg.Records)
+	finite := slices.DeleteFunc(slices.Clone(rg.Records), (*ashaRecord).diverged)
+	order, _ := paretoRank(finite)
 	out := make([]*ashaRecord, len(order))
 	for i, j := range order {
-		out[i] = rg.Records[j]
+		out[i] = finite[j]
 	}
 	return out
 }
@@ -363,8 +438,9 @@ func (a *asha) inTop(rg *ashaRung, rec *ashaRecord, q int) bool {
 	return rg.byScore.Rank(rec) < q
 }
 
-// quota is how many of a rung's n records may be promoted: ⌊n/η⌋, or
-// ⌈n/η⌉ when the experiment is draining.
+// quota is how many of a rung's n records that did not diverge may be
+// promoted: ⌊n/η⌋, or ⌈n/η⌉ when the experiment is draining. Diverged
+// records are never promoted and do not count.
 func (a *asha) quota(n int, drain bool) int {
 	q := int(float64(n)/a.c.ReductionFactor + relTol)
 	if drain && float64(q)*a.c.ReductionFactor < float64(n)-relTol {
@@ -397,7 +473,7 @@ func (a *asha) getJob(self int, drain bool) (bracket, rung int, rec *ashaRecord,
 
 // promotable returns the best promotable record of rung rg, or nil.
 func (a *asha) promotable(rg *ashaRung, self int, drain bool) *ashaRecord {
-	q := a.quota(len(rg.Records), drain)
+	q := a.quota(rg.finite(), drain)
 	if a.metrics != nil {
 		for _, r := range a.ranked(rg)[:q] {
 			if !r.Promoted && (r.Trial == self || a.st.Trials[r.Trial].State == paused) {
@@ -426,7 +502,7 @@ func (a *asha) promotable(rg *ashaRung, self int, drain bool) *ashaRecord {
 // pauseDecision explains why a trial waits at rung k.
 func (a *asha) pauseDecision(b, k int, rec *ashaRecord) Decision {
 	rg := a.st.Brackets[b][k]
-	n := len(rg.Records)
+	n := rg.finite()
 	q := a.quota(n, false)
 	d := Decision{Action: Pause, Rung: rg.Milestone}
 	where := a.rungName(rg.Milestone)
@@ -452,7 +528,7 @@ func (a *asha) pauseDecision(b, k int, rec *ashaRecord) Decision {
 func (a *asha) promotion(act Action, b, k int, rec *ashaRecord, drain bool, verb string) Decision {
 	rungs := a.st.Brackets[b]
 	rg := rungs[k]
-	n := len(rg.Records)
+	n := rg.finite()
 	q := a.quota(n, drain)
 	next := fmt.Sprintf("max_t %s", num(a.c.MaxT))
 	if k+1 < len(rungs) {

@@ -15,11 +15,16 @@ import (
 // order they are added, and has rungs at max_t·η^(i−s), i = 0…s. Each trial
 // pauses at the bracket's current rung. Once every live trial of a full
 // bracket has reached the rung (or ended), successive halving keeps the
-// best ⌊m/η⌋ of the m results recorded there (at least one) and stops the
-// rest; the kept trials resume and run to the next rung. A bracket that is
-// not full when no more trials will come is halved with the trials it has.
-// Ties go to the trial that reached the rung first. A trial that reaches
-// max_t is stopped.
+// best n_{i+1} = ⌊n_i/η⌋ (at least one) of the live results recorded
+// there, where n_0 = n is the bracket's size: the paper's schedule, which a
+// trial that failed or ended early does not shrink. A trial tied with the
+// last one kept is kept too. The rest stop; the kept trials resume and run
+// to the next rung. A bracket that is not full when no more trials will
+// come is halved with the trials it has (n_0 is then their number).
+//
+// A trial that reaches max_t is stopped, and a diverged result (NaN or
+// +Inf) stops its trial at the rung; either ends the trial, and the rung
+// completes without it, as it does when a trial fails or ends early.
 type hyperBand struct {
 	c    Config
 	v    view
@@ -44,6 +49,9 @@ type hbBracket struct {
 	Members    []int     `json:"members"`
 	// Rung is the index of the rung the bracket's trials are running to.
 	Rung int `json:"rung"`
+	// Nominal is n_i, the number of trials the paper's schedule has at
+	// the current rung: the bracket's size at the first, ⌊n_{i−1}/η⌋ after.
+	Nominal int `json:"nominal"`
 	// Records are the results at the current rung in arrival order.
 	Records []hbRecord `json:"records"`
 }
@@ -87,7 +95,7 @@ func (h *hyperBand) newBracket() *hbBracket {
 	for i := range ms {
 		ms[i] = h.c.MaxT / math.Pow(eta, float64(s-i))
 	}
-	b := &hbBracket{S: s, Size: size, Milestones: ms}
+	b := &hbBracket{S: s, Size: size, Nominal: size, Milestones: ms}
 	h.st.Brackets = append(h.st.Brackets, b)
 	return b
 }
@@ -119,7 +127,7 @@ func (h *hyperBand) OnResult(r Result) Decision {
 	}
 	t.State = running
 	if reached(r.Time, h.c.MaxT) {
-		t.State = ended
+		h.end(t)
 		return Decision{Action: Stop, Rung: h.c.MaxT,
 			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", h.v.timeAttr, num(h.c.MaxT))}
 	}
@@ -128,7 +136,13 @@ func (h *hyperBand) OnResult(r Result) Decision {
 		return Decision{Action: Continue}
 	}
 	t.Rung = b.Rung
-	b.Records = append(b.Records, hbRecord{Trial: r.Trial, Score: fnum(worstIfNaN(r.Score))})
+	if diverged(r.Score) {
+		h.end(t)
+		return Decision{Action: Stop, Rung: b.Milestones[b.Rung],
+			Reason: fmt.Sprintf("stopped at %s of bracket %d: its result diverged (%s NaN or infinite), which never passes a rung",
+				h.rungName(b, b.Rung), t.Bracket+1, h.v.metric)}
+	}
+	b.Records = append(b.Records, hbRecord{Trial: r.Trial, Score: fnum(r.Score)})
 	if !h.rungDone(b) {
 		t.State = paused
 		return Decision{Action: Pause, Rung: b.Milestones[b.Rung],
@@ -191,8 +205,11 @@ func (h *hyperBand) halve(bi int, self int) Decision {
 		b.Rung, b.Records = len(b.Milestones)-1, nil
 		return Decision{}
 	}
-	keep := max(1, int(float64(len(b.Records))/h.c.ReductionFactor+relTol))
-	keep = min(keep, len(live))
+	nominal := max(1, int(float64(b.Nominal)/h.c.ReductionFactor+relTol))
+	keep := min(nominal, len(live))
+	for keep < len(live) && live[keep].Score == live[keep-1].Score {
+		keep++ // a tie with the last one kept goes on too
+	}
 	rung := b.Milestones[b.Rung]
 	cutoff := h.v.value(float64(live[keep-1].Score))
 	where := h.rungName(b, b.Rung)
@@ -209,13 +226,16 @@ func (h *hyperBand) halve(bi int, self int) Decision {
 		t := h.st.Trials[rec.Trial]
 		if i < keep {
 			d.Action = Continue
-			d.Reason = fmt.Sprintf("promoted at %s of bracket %d to %s: %s %s is among the best %d of %d (cutoff %s)",
-				where, bn, next, h.v.metric, val, keep, len(b.Records), num(cutoff))
+			d.Reason = fmt.Sprintf("promoted at %s of bracket %d to %s: %s %s is among the best %d of the %d results there (cutoff %s)",
+				where, bn, next, h.v.metric, val, keep, len(live), num(cutoff))
+			if keep > nominal && rec.Score == live[keep-1].Score {
+				d.Reason += fmt.Sprintf("; the schedule keeps %d, and trials tied at the cutoff all go on", nominal)
+			}
 			t.State = running
 		} else {
 			d.Action = Stop
-			d.Reason = fmt.Sprintf("stopped at %s of bracket %d: %s %s is %s than the cutoff %s, the best %d of %d",
-				where, bn, h.v.metric, val, h.v.worse(), num(cutoff), keep, len(b.Records))
+			d.Reason = fmt.Sprintf("stopped at %s of bracket %d: %s %s is %s than the cutoff %s, the best %d of the %d results there",
+				where, bn, h.v.metric, val, h.v.worse(), num(cutoff), keep, len(live))
 			t.State = ended
 		}
 		if rec.Trial == self {
@@ -226,6 +246,7 @@ func (h *hyperBand) halve(bi int, self int) Decision {
 	}
 	b.Rung++
 	b.Records = nil
+	b.Nominal = nominal
 	return own
 }
 
@@ -237,10 +258,14 @@ func (h *hyperBand) rungName(b *hbBracket, i int) string {
 // OnTrialEnd implements Scheduler. A trial that ends before its rung may
 // complete the rung for the others.
 func (h *hyperBand) OnTrialEnd(trial int) {
-	t := h.st.Trials[trial]
-	if t == nil || t.State == ended {
-		return
+	if t := h.st.Trials[trial]; t != nil && t.State != ended {
+		h.end(t)
 	}
+}
+
+// end ends trial t, whatever ended it; a rung that was waiting only for
+// it is halved, queueing the orders for the trials paused there.
+func (h *hyperBand) end(t *hbTrial) {
 	t.State = ended
 	if h.rungDone(h.st.Brackets[t.Bracket]) {
 		h.halve(t.Bracket, -1)
@@ -254,7 +279,7 @@ func (h *hyperBand) OnTrialEnd(trial int) {
 func (h *hyperBand) Next(c Capacity) (Order, bool) {
 	if last := len(h.st.Brackets) - 1; !c.MoreTrials && last >= 0 {
 		if b := h.st.Brackets[last]; b.open() {
-			b.Sealed = true
+			b.Sealed, b.Nominal = true, len(b.Members)
 			if h.rungDone(b) {
 				h.halve(last, -1)
 			}

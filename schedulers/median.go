@@ -13,8 +13,15 @@ import (
 // MedianStoppingRule applies it: at time t ≥ grace_period, a trial stops
 // when its best score so far is strictly worse than the median, over the
 // other trials that have reached t (running or ended), of their running
-// averages of the scores reported up to t — provided there are at least
-// min_samples_required such trials.
+// averages of the scores reported from grace_period up to t — provided
+// there are at least min_samples_required such trials. A tie with the
+// median goes on.
+//
+// Diverged results (NaN or +Inf) are the worst possible: a running average
+// that takes one in is left out of the median and of the count, so it
+// never lifts the median; a trial whose every result so far diverged stops
+// at the first time past grace_period, whatever the others did (Optuna's
+// pruners do the same).
 //
 // A decision at a time the rule has compared at before costs O(log n)
 // after n trials: for each such time (up to maxIndexedTimes of them, and
@@ -69,12 +76,19 @@ type medianState struct {
 }
 
 // medianTrial is one trial's history: times ascending, each score, and
-// prefix sums of the scores for running averages.
+// for running averages from the grace period on, prefix sums of the finite
+// scores reported from then and prefix counts of the infinite ones. Scores
+// before the grace period add nothing, so that an average is one prefix
+// sum, added up in the order of the reports, never a difference of two.
 type medianTrial struct {
 	Times  []float64 `json:"times"`
 	Scores []fnum    `json:"scores"`
-	Sums   []fnum    `json:"sums"`
 	Best   fnum      `json:"best"`
+	// sums[i] adds up the finite scores of Times[:i+1] from the grace
+	// period on; bad[i] counts those that diverged and negInf[i] those at
+	// −Inf. All three are rebuilt by Restore.
+	sums        []float64
+	bad, negInf []int
 }
 
 var (
@@ -98,7 +112,7 @@ func (m *medianRule) OnTrialAdd(trial int, _ map[string]any) {
 	if old := m.st.Trials[trial]; old != nil {
 		// A number used again: the history it had is gone.
 		for _, at := range m.times {
-			if mean, ok := old.standing(at); ok {
+			if mean, ok := old.standing(at, m.c.GracePeriod); ok {
 				m.at[at].Remove(trialMean{mean, trial})
 				m.entries--
 			}
@@ -118,6 +132,10 @@ func (m *medianRule) OnResult(r Result) Decision {
 	m.addResult(r.Trial, t, r.Time, worstIfNaN(r.Score))
 	if !reached(r.Time, m.c.GracePeriod) {
 		return Decision{Action: Continue}
+	}
+	if diverged(float64(t.Best)) {
+		return Decision{Action: Stop, Rung: r.Time,
+			Reason: fmt.Sprintf("stopped at %s %s: every %s it reported diverged (NaN or infinite)", m.v.timeAttr, num(r.Time), m.v.metric)}
 	}
 	count, med := m.otherMedian(r.Trial, t, r.Time)
 	if count < m.c.MinSamplesRequired {
@@ -139,14 +157,14 @@ func (m *medianRule) OnResult(r Result) Decision {
 // trial, which indexes time if it was compared at before.
 func (m *medianRule) otherMedian(self int, t *medianTrial, time float64) (int, float64) {
 	if ranked := m.at[time]; ranked != nil {
+		// Diverged averages rank last and do not count.
+		finite := ranked.Rank(trialMean{math.Inf(1), math.MinInt})
 		// The trial itself reached time: skip its place in the ranking.
-		own := 0
-		if mean, ok := t.standing(time); ok {
+		own := finite + 1 // it is not among the finite ones
+		if mean, ok := t.standing(time, m.c.GracePeriod); ok && !diverged(mean) {
 			own = ranked.Rank(trialMean{mean, self})
-		} else {
-			own = ranked.Len() + 1 // it is not ranked there
 		}
-		count := ranked.Len()
+		count := finite
 		if own <= count {
 			count--
 		}
@@ -164,14 +182,14 @@ func (m *medianRule) otherMedian(self int, t *medianTrial, time float64) (int, f
 	var means []float64
 	var all []trialMean
 	for n, o := range m.st.Trials {
-		mean, ok := o.standing(time)
+		mean, ok := o.standing(time, m.c.GracePeriod)
 		if !ok {
 			continue
 		}
 		if index {
 			all = append(all, trialMean{mean, n})
 		}
-		if n != self {
+		if n != self && !diverged(mean) {
 			means = append(means, mean)
 		}
 	}
@@ -219,14 +237,14 @@ func (m *medianRule) addResult(n int, t *medianTrial, time, score float64) {
 		}
 	}
 	for _, at := range affected {
-		if mean, ok := t.standing(at); ok {
+		if mean, ok := t.standing(at, m.c.GracePeriod); ok {
 			m.at[at].Remove(trialMean{mean, n})
 			m.entries--
 		}
 	}
-	t.add(time, score)
+	t.add(time, score, m.c.GracePeriod)
 	for _, at := range affected {
-		if mean, ok := t.standing(at); ok {
+		if mean, ok := t.standing(at, m.c.GracePeriod); ok {
 			m.at[at].Insert(trialMean{mean, n}, false)
 			m.entries++
 		}
@@ -234,26 +252,24 @@ func (m *medianRule) addResult(n int, t *medianTrial, time, score float64) {
 	m.reports += len(t.Times)
 }
 
-// standing is the trial's running average up to time if it has reached
-// time; false when it has not, or reported nothing by then.
-func (t *medianTrial) standing(time float64) (float64, bool) {
+// standing is the trial's running average from grace up to time if it
+// has reached time; false when it has not, or reported nothing in that
+// span.
+func (t *medianTrial) standing(time, grace float64) (float64, bool) {
 	if len(t.Times) == 0 || !reached(t.Times[len(t.Times)-1], time) {
 		return 0, false
 	}
-	return t.meanUpTo(time)
+	return t.meanBetween(grace, time)
 }
 
 // add appends a result. A time at or before the last one means the trial
 // went back to a checkpoint: the later history is dropped.
-func (t *medianTrial) add(time, score float64) {
+func (t *medianTrial) add(time, score, grace float64) {
 	i := sort.SearchFloat64s(t.Times, time)
 	truncated := i < len(t.Times)
-	t.Times, t.Scores, t.Sums = append(t.Times[:i], time), append(t.Scores[:i], fnum(score)), t.Sums[:i]
-	sum := score
-	if i > 0 {
-		sum += float64(t.Sums[i-1])
-	}
-	t.Sums = append(t.Sums, fnum(sum))
+	t.Times, t.Scores = append(t.Times[:i], time), append(t.Scores[:i], fnum(score))
+	t.sums, t.bad, t.negInf = t.sums[:i], t.bad[:i], t.negInf[:i]
+	t.appendSums(time, score, grace)
 	if truncated || i == 0 {
 		t.Best = slices.Min(t.Scores)
 	} else {
@@ -261,14 +277,43 @@ func (t *medianTrial) add(time, score float64) {
 	}
 }
 
-// meanUpTo is the average of the trial's scores reported at or before
-// time; false when it reported none by then.
-func (t *medianTrial) meanUpTo(time float64) (float64, bool) {
-	n := sort.Search(len(t.Times), func(i int) bool { return !reached(time, t.Times[i]) })
-	if n == 0 {
+// appendSums extends the prefix sums and counts by the last result, score
+// at time.
+func (t *medianTrial) appendSums(time, score, grace float64) {
+	sum, bad, negInf := 0.0, 0, 0
+	if n := len(t.sums); n > 0 {
+		sum, bad, negInf = t.sums[n-1], t.bad[n-1], t.negInf[n-1]
+	}
+	switch {
+	case !reached(time, grace):
+	case diverged(score):
+		bad++
+	case math.IsInf(score, -1):
+		negInf++
+	default:
+		sum += score
+	}
+	t.sums, t.bad, t.negInf = append(t.sums, sum), append(t.bad, bad), append(t.negInf, negInf)
+}
+
+// meanBetween is the average of the trial's scores reported at times from
+// grace to time, +Inf when one of them diverged (else −Inf when one is
+// −Inf); false when it reported none then. Ray's rule averages from the grace period on: what a trial
+// did before it is not held against it, nor in its favour.
+func (t *medianTrial) meanBetween(grace, time float64) (float64, bool) {
+	from := sort.Search(len(t.Times), func(i int) bool { return reached(t.Times[i], grace) })
+	to := sort.Search(len(t.Times), func(i int) bool { return !reached(time, t.Times[i]) })
+	if to <= from {
 		return 0, false
 	}
-	return float64(t.Sums[n-1]) / float64(n), true
+	sum, bad, negInf := t.sums[to-1], t.bad[to-1], t.negInf[to-1]
+	switch {
+	case bad > 0:
+		return math.Inf(1), true
+	case negInf > 0:
+		return math.Inf(-1), true
+	}
+	return sum / float64(to-from), true
 }
 
 // OnTrialEnd implements Scheduler. An ended trial's history stays: later
@@ -297,8 +342,11 @@ func (m *medianRule) Restore(data []byte) error {
 		if t == nil {
 			return fmt.Errorf("restore median scheduler: trial %d is null", n)
 		}
-		if len(t.Scores) != len(t.Times) || len(t.Sums) != len(t.Times) {
-			return fmt.Errorf("restore median scheduler: trial %d has %d times, %d scores and %d sums", n, len(t.Times), len(t.Scores), len(t.Sums))
+		if len(t.Scores) != len(t.Times) {
+			return fmt.Errorf("restore median scheduler: trial %d has %d times and %d scores", n, len(t.Times), len(t.Scores))
+		}
+		for i, x := range t.Scores {
+			t.appendSums(t.Times[i], float64(x), m.c.GracePeriod)
 		}
 		m.reports += len(t.Times)
 	}

@@ -181,13 +181,11 @@ func newHistoryBench(b *testing.B, kind string, n int) *historyBench {
 		st := medianState{Trials: map[int]*medianTrial{}}
 		for id := 1; id <= n; id++ {
 			t := &medianTrial{Best: fnum(2)}
-			sum, last := 0.0, 1+rng.IntN(horizon)
+			last := 1 + rng.IntN(horizon)
 			for time := 1; time <= last; time++ {
 				score := rng.Float64() / float64(time)
-				sum += score
 				t.Times = append(t.Times, float64(time))
 				t.Scores = append(t.Scores, fnum(score))
-				t.Sums = append(t.Sums, fnum(sum))
 				t.Best = min(t.Best, fnum(score))
 			}
 			st.Trials[id] = t

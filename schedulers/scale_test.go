@@ -33,7 +33,7 @@ func refGetJob(a *asha, self int, drain bool) (bracket, rung int, rec *ashaRecor
 			if ok && rungs[k].Milestone <= best {
 				break
 			}
-			top := sortedRecords(rungs[k])
+			top := slices.DeleteFunc(sortedRecords(rungs[k]), (*ashaRecord).diverged)
 			top = top[:a.quota(len(top), drain)]
 			for _, r := range top {
 				if !r.Promoted && (r.Trial == self || a.st.Trials[r.Trial].State == paused) {
@@ -46,15 +46,17 @@ func refGetJob(a *asha, self int, drain bool) (bracket, rung int, rec *ashaRecor
 	return bracket, rung, rec, ok
 }
 
-// refStopCutoff is the cutoff of stop mode at rung rg by sorting, and
-// whether the rung has one.
+// refStopCutoff is the cutoff of stop mode at rung rg by sorting the
+// records that did not diverge, and whether the rung has one.
 func refStopCutoff(a *asha, rg *ashaRung) (float64, bool) {
-	if len(rg.Records) == 0 {
-		return 0, false
-	}
 	var scores []float64
 	for _, r := range sortedRecords(rg) {
-		scores = append(scores, float64(r.Score))
+		if !r.diverged() {
+			scores = append(scores, float64(r.Score))
+		}
+	}
+	if len(scores) == 0 {
+		return 0, false
 	}
 	return quantile(scores, 1/a.c.ReductionFactor), true
 }
@@ -131,7 +133,7 @@ func TestASHAIndexesMatchSorting(t *testing.T) {
 					}
 					d := a.OnResult(r)
 					if rg != nil && mode == "stop" {
-						pass := !hasCutoff || worstIfNaN(r.Score) <= cutoff
+						pass := !diverged(r.Score) && (!hasCutoff || r.Score <= cutoff)
 						if (d.Action == Continue) != pass || d.HasCutoff != (hasCutoff && !math.IsInf(cutoff, 0) && !math.IsNaN(cutoff)) || d.HasCutoff && d.Cutoff != cutoff {
 							t.Fatalf("%s seed %d step %d: %s (cutoff %g %v), want pass %v with cutoff %g %v",
 								mode, seed, step, d.Action, d.Cutoff, d.HasCutoff, pass, cutoff, hasCutoff)
@@ -451,13 +453,23 @@ func TestMedianIndexMatchesAScan(t *testing.T) {
 					if o == n || len(ot.Times) == 0 || !reached(ot.Times[len(ot.Times)-1], r.Time) {
 						continue
 					}
-					if mean, ok := ot.meanUpTo(r.Time); ok {
-						means = append(means, mean)
+					// The average from the grace period on; one with a
+					// diverged score in it does not count.
+					sum, k, bad := 0.0, 0, false
+					for i, x := range ot.Times {
+						if reached(x, m.c.GracePeriod) && reached(r.Time, x) {
+							sum, k, bad = sum+float64(ot.Scores[i]), k+1, bad || diverged(float64(ot.Scores[i]))
+						}
+					}
+					if k > 0 && !bad {
+						means = append(means, sum/float64(k))
 					}
 				}
 				want := Continue
 				var med float64
-				if reached(r.Time, m.c.GracePeriod) && len(means) >= m.c.MinSamplesRequired {
+				if reached(r.Time, m.c.GracePeriod) && diverged(float64(self.Best)) {
+					want = Stop
+				} else if reached(r.Time, m.c.GracePeriod) && len(means) >= m.c.MinSamplesRequired {
 					med = median(means)
 					if !(float64(self.Best) <= med) {
 						want = Stop
@@ -468,7 +480,11 @@ func TestMedianIndexMatchesAScan(t *testing.T) {
 				}
 				if want == Stop {
 					stops++
-					if !strings.Contains(d.Reason, fmt.Sprintf("the median of %d other", len(means))) ||
+					if diverged(float64(self.Best)) {
+						if !strings.Contains(d.Reason, "diverged") || d.HasCutoff {
+							t.Fatalf("seed %d step %d: %q (cutoff %g %v), want a stop for diverging", seed, step, d.Reason, d.Cutoff, d.HasCutoff)
+						}
+					} else if !strings.Contains(d.Reason, fmt.Sprintf("the median of %d other", len(means))) ||
 						d.HasCutoff != (!math.IsNaN(med) && !math.IsInf(med, 0)) || d.HasCutoff && d.Cutoff != med {
 						t.Fatalf("seed %d step %d: %q (cutoff %g %v), want the median %g of %d", seed, step, d.Reason, d.Cutoff, d.HasCutoff, med, len(means))
 					}
@@ -505,7 +521,7 @@ func checkMedianIndex(t *testing.T, m *medianRule, step int) {
 	for _, at := range m.times {
 		var want []trialMean
 		for n, tr := range m.st.Trials {
-			if mean, ok := tr.standing(at); ok {
+			if mean, ok := tr.standing(at, m.c.GracePeriod); ok {
 				want = append(want, trialMean{mean, n})
 			}
 		}

@@ -62,6 +62,13 @@ func worstIfNaN(x float64) float64 {
 	return x
 }
 
+// diverged reports whether a lower-is-better score is a diverged result:
+// NaN, or +Inf (a loss that overflowed, or NaN as worstIfNaN stores it).
+// Every scheduler treats such a result as the worst possible: it never
+// passes a rung or a comparison, and it is left out of the cutoffs and
+// medians other trials are measured against, so it never lifts them.
+func diverged(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 1) }
+
 // quantile is the q-quantile of sorted (ascending) values with linear
 // interpolation between neighbours, as numpy's percentile computes it.
 func quantile(sorted []float64, q float64) float64 {
