@@ -101,6 +101,12 @@ func WaitForSpace(ctx context.Context, notify func(err error)) Option {
 // it when done. It fails when the file is not a SQLite database or was
 // written by a newer gotune.
 func Open(path string, opts ...Option) (*DB, error) {
+	// The database's path names the folders beside it (locks, trials'
+	// folders), which processes running elsewhere are told of.
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)

@@ -313,6 +313,17 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
+	// Workers run in other folders (Workdir, another node's): every
+	// folder they are told of, and the one their checkpoints are confined
+	// to, is absolute, made so once here.
+	for _, dir := range []*string{&spec.ScratchDir, &spec.LogDir, &spec.TrialDir} {
+		if *dir == "" {
+			continue
+		}
+		if *dir, err = filepath.Abs(*dir); err != nil {
+			return Summary{}, fmt.Errorf("trainer: %w", err)
+		}
+	}
 	r := &runner{spec: spec, sink: sink, kind: kind}
 	r.events, _ = sink.(EventSink)
 	r.latest = checkpointRef{dir: spec.ResumeDir, iteration: spec.ResumeIteration}

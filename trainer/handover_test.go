@@ -302,3 +302,49 @@ func TestGoWorkersMakeNoFolderUntilTheyCheckpoint(t *testing.T) {
 		t.Errorf("the scratch folder outlived the run: %v", err)
 	}
 }
+
+// TestRelativeFoldersMadeAbsolute: a spec whose scratch, log and trial
+// folders are relative (as they were beside a database named "gotune.db")
+// hands its command, which runs in another folder, only absolute paths:
+// the checkpoint it hands over from GOTUNE_CHECKPOINT_DIR is committed,
+// not refused as outside a relative scratch folder, and torch's error file
+// can be written from the command's own folder.
+func TestRelativeFoldersMadeAbsolute(t *testing.T) {
+	here, elsewhere := t.TempDir(), t.TempDir()
+	t.Chdir(here)
+	script := `
+for v in "$GOTUNE_CHECKPOINT_DIR" "$GOTUNE_TRIAL_DIR" "$TORCHELASTIC_ERROR_FILE"; do
+	case "$v" in /*) ;; *) echo "not absolute: $v" >&2; exit 3 ;; esac
+done
+echo '{}' > "$TORCHELASTIC_ERROR_FILE" || exit 4
+d="$GOTUNE_CHECKPOINT_DIR/c1"; mkdir -p "$d"; echo 1 > "$d/state"
+echo "@gotune {\"round\": 1, \"checkpoint\": \"$d\"}"`
+	store := &testStore{dir: t.TempDir()}
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 1,
+		Command:     []string{"sh", "-c", script},
+		Workdir:     elsewhere,
+		Scaling:     ScalingConfig{NumWorkers: 1},
+		KillTimeout: 2 * time.Second,
+		ScratchDir:  filepath.Join("trial_1", ".scratch"),
+		LogDir:      filepath.Join("trial_1", "logs"),
+		TrialDir:    "trial_1",
+		Checkpoints: store,
+	}
+	if err := os.MkdirAll(spec.TrialDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	if refused := sink.refusals(); len(refused) > 0 {
+		t.Errorf("checkpoints refused: %q", refused)
+	}
+	if !slices.Equal(store.its, []int{1}) {
+		t.Errorf("committed iterations %v, want 1", store.its)
+	}
+	if _, err := os.Stat(filepath.Join(here, "trial_1", "logs", "worker_0.error.json")); err != nil {
+		t.Errorf("torch's error file: %v", err)
+	}
+}

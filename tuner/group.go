@@ -117,7 +117,7 @@ func (t *Tuner) retention() storage.Retention {
 }
 
 // dataRoot is the folder of the results database; checkpoints and logs go
-// beside it.
+// beside it. It is absolute (see New and storage.Open).
 func (t *Tuner) dataRoot() string {
 	if t.db != nil && t.db.Path() != "" {
 		return filepath.Dir(t.db.Path())

@@ -271,3 +271,48 @@ func TestReportOnlyTrialsLeaveNoFolders(t *testing.T) {
 		}
 	}
 }
+
+// TestRelativeDatabaseKeepsCheckpoints: with a relative database path (the
+// CLI's default, gotune.db) a command running in another folder hands
+// over checkpoints from its GOTUNE_CHECKPOINT_DIR and they are kept, with
+// no refusal; the trial's folders it is told of are absolute.
+func TestRelativeDatabaseKeepsCheckpoints(t *testing.T) {
+	here := t.TempDir()
+	t.Chdir(here)
+	cfg := testConfig(t, 1)
+	cfg.Storage = "gotune.db"
+	cfg.Trainer = trainer.Config{
+		Command: []string{"sh", "-c", `for v in "$GOTUNE_TRIAL_DIR" "$TORCHELASTIC_ERROR_FILE"; do case "$v" in /*) ;; *) echo "relative: $v"; exit 3 ;; esac; done
+for i in 1 2; do d="$GOTUNE_CHECKPOINT_DIR/c$i"; mkdir -p "$d"; echo $i > "$d/state"; echo "@gotune {\"loss\": $i, \"checkpoint\": \"$d\"}"; done`},
+		Workdir: t.TempDir(),
+		Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01},
+	}
+	tu, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(context.Background()); err != nil {
+		t.Fatalf("Fit: %v", err)
+	}
+	if want := filepath.Join(here, "gotune.db"); tu.Config().Storage != want {
+		t.Errorf("storage %q, want %q", tu.Config().Storage, want)
+	}
+	db, err := storage.Open(filepath.Join(here, "gotune.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	evs, err := db.Events(context.Background(), cfg.Name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Kind == "checkpoint_refused" {
+			t.Errorf("event %s: %s", e.Kind, e.Message)
+		}
+	}
+	recs, err := db.CheckpointRecords(context.Background(), cfg.Name, 1)
+	if err != nil || len(recs) != 2 {
+		t.Errorf("%d checkpoints recorded (%v), want 2", len(recs), err)
+	}
+}

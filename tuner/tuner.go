@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -125,6 +126,19 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 	t := &Tuner{cfg: cfg.withDefaults()}
 	for _, o := range opts {
 		o(t)
+	}
+	// Every folder derived from these (the lock, trial, scratch and log
+	// folders, torch's error files) is handed to workers that run in
+	// other folders: they are made absolute once, here.
+	for _, path := range []*string{&t.cfg.Storage, &t.checkpoints} {
+		if *path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", *path, err)
+		}
+		*path = abs
 	}
 	runners := 0
 	for _, set := range []bool{t.train != nil, t.process != "", t.cfg.Trainer.Command != nil} {

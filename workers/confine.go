@@ -16,7 +16,8 @@ var ErrOutsideScratch = errors.New("only a folder inside the worker's own scratc
 // Confine is the one check every take-over of a folder a worker hands over
 // (a checkpoint) passes, on the launching node and on a node agent alike:
 // dir, an absolute path, must name a folder strictly inside root, the
-// worker's own scratch folder (its GOTUNE_CHECKPOINT_DIR), once every
+// worker's own scratch folder (its GOTUNE_CHECKPOINT_DIR, absolute too: a
+// relative root is refused rather than compared with dir), once every
 // symbolic link and ".." in either is resolved. Root itself is refused
 // (taking it over would take the worker's scratch folder away), and so is
 // a path that is a symbolic link or passes through one to anywhere
@@ -31,6 +32,9 @@ var ErrOutsideScratch = errors.New("only a folder inside the worker's own scratc
 func Confine(root, dir string) (string, error) {
 	if root == "" {
 		return "", fmt.Errorf("%s: the worker has no scratch folder to hand folders over from: %w", dir, ErrOutsideScratch)
+	}
+	if !filepath.IsAbs(root) {
+		return "", fmt.Errorf("%s: the worker's scratch folder %s is not an absolute path", dir, root)
 	}
 	if !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("%s: not an absolute path", dir)

@@ -61,6 +61,10 @@ func TestConfine(t *testing.T) {
 		{root, filepath.Join(root, "file"), "", false},
 		{root, filepath.Join(root, "missing"), "", false},
 		{root, "ck", "", false},
+		// A relative scratch folder is the caller's mistake, never
+		// compared with an absolute path (it made every checkpoint of a
+		// sweep with a relative database "outside").
+		{"scratch", filepath.Join(root, "ck"), "", false},
 	} {
 		got, err := Confine(tt.root, tt.dir)
 		if tt.want != "" {
