@@ -295,14 +295,16 @@ func checkRungs(c Config) error {
 		return fieldErr("reduction_factor", "must exceed 1, got %g", c.ReductionFactor)
 	}
 	if !below(c.GracePeriod, c.MaxT) {
-		return fieldErr("grace_period", "must be below max_t (%g), got %g", c.MaxT, c.GracePeriod)
+		// Ray accepts it; gotune refuses a scheduler that can never stop
+		// a trial early rather than run FIFO under another name.
+		return fieldErr("grace_period", "must be below max_t (%g), got %g: with no rung below max_t no trial could stop early (use kind \"fifo\" to run every trial to the end)", c.MaxT, c.GracePeriod)
 	}
 	if c.Kind == "asha" && c.Brackets > 1 {
 		// Bracket s starts at grace·η^s; each needs a rung below max_t.
 		last := c.GracePeriod * math.Pow(c.ReductionFactor, float64(c.Brackets-1))
 		if !below(last, c.MaxT) {
 			most := len(milestones(c.GracePeriod, c.ReductionFactor, c.MaxT, 0))
-			return fieldErr("brackets", "%d brackets need max_t above grace_period·reduction_factor^%d = %g; with these settings at most %d", c.Brackets, c.Brackets-1, last, most)
+			return fieldErr("brackets", "%d brackets need max_t above grace_period·reduction_factor^%d = %g; with these settings at most %d (a bracket without a rung below max_t would run its trials to the end)", c.Brackets, c.Brackets-1, last, most)
 		}
 	}
 	return nil

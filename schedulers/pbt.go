@@ -28,7 +28,10 @@ import (
 // longer holds is dropped, and one whose condition a mutation made hold
 // is drawn from its domain in the search space, also when
 // hyperparam_mutations does not name it.
-// Ties in the ranking go to the lower trial number.
+// Ties in the ranking go to the lower trial number. A trial ranks by its
+// latest report (Ray ranks by the score at its last perturbation, which
+// can be an interval old); a diverged score (NaN or +Inf) ranks last and
+// such a trial is never a donor.
 //
 // The live trials are kept ranked, so that a perturbation costs O(log n)
 // however many trials have run; an ended trial is forgotten.
@@ -191,11 +194,13 @@ func (p *pbt) OnResult(r Result) Decision {
 	d.setCutoff(p.v.value(cutoff))
 	where := fmt.Sprintf("at %s %s, %s %s is in the bottom %d of the %d live trials (cutoff %s)",
 		p.v.timeAttr, num(r.Time), p.v.metric, num(p.v.value(score)), q, n, num(p.v.value(cutoff)))
-	// The donors are the top q with a checkpoint: the trial itself, in
-	// the bottom q, is not among them as q ≤ n/2.
-	donors := p.live.MarkedBefore(q)
+	// The donors are the top q with a checkpoint whose score did not
+	// diverge (diverged ones rank last): the trial itself, in the bottom
+	// q, is not among them as q ≤ n/2.
+	finite := p.live.Rank(pbtRank{fnum(math.Inf(1)), math.MinInt})
+	donors := p.live.MarkedBefore(min(q, finite))
 	if donors == 0 {
-		d.Reason = where + ", but none of the top trials has a checkpoint yet: it continues"
+		d.Reason = where + ", but none of the top trials has a checkpoint and a score that did not diverge yet: it continues"
 		return d
 	}
 	top, _ := p.live.MarkedAt(p.st.Rand.IntN(donors))

@@ -40,7 +40,7 @@ func TestPBTDecisions(t *testing.T) {
 	play(t, s, []ev{
 		res(1, 2, 0.1, Continue), // alone: no quantiles yet
 		// Trial 2 is the bottom half of two, but trial 1 has no checkpoint.
-		res(2, 2, 0.2, Continue).checkpointed().at(2).cut(0.2).why("none of the top trials has a checkpoint yet"),
+		res(2, 2, 0.2, Continue).checkpointed().at(2).cut(0.2).why("none of the top trials has a checkpoint"),
 		res(1, 3, 0.05, Continue).checkpointed(), // 3 < 2 + interval
 	})
 	d := s.OnResult(Result{Trial: 3, Time: 2, Score: 0.3, Checkpoint: true})

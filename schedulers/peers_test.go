@@ -2,6 +2,7 @@ package schedulers
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -210,5 +211,103 @@ func TestMedianStopsDivergedTrials(t *testing.T) {
 		res(3, 1, 0.5, Continue),
 		// Trial 1's NaN does not count: the median of trial 3's 0.5 alone.
 		res(4, 1, 0.6, Stop).at(1).cut(0.5).why("median of 1 other trials"),
+	})
+}
+
+// Ray accepts brackets without a rung (testAsyncHBAllCompletes: 10
+// brackets at max_t 10) and HyperBand at max_t 1; such a bracket runs its
+// trials to the end, FIFO under another name. gotune refuses them and
+// says what to use instead.
+func TestRunglessSettingsAreRefused(t *testing.T) {
+	tests := []struct {
+		cfg  Config
+		key  string
+		want string
+	}{
+		{Config{Kind: "asha", MaxT: 10, Brackets: 10}, "brackets", "would run its trials to the end"},
+		{Config{Kind: "hyperband", MaxT: 1}, "grace_period", `use kind "fifo"`},
+		{Config{Kind: "asha", MaxT: 1}, "grace_period", `use kind "fifo"`},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.Validate(Env{Checkpoints: true})
+		fe, ok := err.(*FieldError)
+		if !ok || fe.Key != tt.key || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: got %v, want an error on %s saying %q", tt.cfg, err, tt.key, tt.want)
+		}
+	}
+}
+
+// Ray's HyperBand halves a bracket once every live trial reached the rung,
+// full or not. gotune keeps the paper's bracket of n trials: while more
+// trials will come, a lone trial at the rung waits for the members still
+// to join (the loop starts them, as a paused trial frees its place), and
+// only a bracket whose other members ended, or that no trial will join
+// any more, is halved with what it has.
+func TestHyperBandLoneTrialWaitsForTheBracket(t *testing.T) {
+	play(t, hyperBand4(t), []ev{
+		add(1),
+		res(1, 1, 0.4, Pause).at(1).why("waiting for 3 more"),
+		next(true, true),
+		add(2), add(3), add(4),
+		end(2), end(3),
+		// Trial 4 completes the rung; n_1 = 2 and both live trials go on.
+		res(4, 1, 0.5, Continue).at(1).cut(0.5),
+		order(1, Continue, true, true).at(1).cut(0.5),
+	})
+	play(t, hyperBand4(t), []ev{
+		add(1), add(2), add(3), add(4),
+		end(2), end(3), end(4),
+		// The others ended: n_1 = ⌊4/2⌋ = 2, and trial 1 goes on at once.
+		res(1, 1, 0.4, Continue).at(1).cut(0.4).why("among the best 1 of the 1 results"),
+	})
+}
+
+// Optuna's successive halving judges a first report at step 7 (η 2) at
+// every rung it passes, 1, 2 and 4. gotune and Ray record it at the
+// highest only, where the results it is compared with are the nearest in
+// budget: here the first at rung 4, it passes although rung 1 holds a
+// better result.
+func TestASHAJudgesAtTheHighestRungPassed(t *testing.T) {
+	s := mustNew(t, Config{Kind: "asha", Mode: "stop", MaxT: 16, GracePeriod: 1, ReductionFactor: 2}, Env{Metric: "loss"})
+	play(t, s, []ev{
+		add(1), add(2),
+		res(1, 1, 0.1, Continue).at(1),
+		res(2, 7, 0.5, Continue).at(4).why("first result recorded there"),
+		add(3),
+		res(3, 1, 0.5, Stop).at(1).cut(0.1),
+	})
+}
+
+// PBT ranks by each trial's latest report; Ray ranks by the score at the
+// trial's last perturbation. Trial 1 was the best at time 4 but reports
+// 0.9 at 5: trial 4's 0.45 at 8 is not the bottom of the four any more.
+func TestPBTRanksByTheLatestReport(t *testing.T) {
+	s := mustNew(t, Config{Kind: "pbt", PerturbationInterval: 4, ResampleProbability: ptr(0.0)},
+		Env{Metric: "loss", Checkpoints: true, Space: pbtSpace(t), Seed: 1})
+	for n := 1; n <= 4; n++ {
+		s.OnTrialAdd(n, map[string]any{"lr": 0.01, "act": "relu", "layers": int64(2), "epochs": int64(10)})
+	}
+	play(t, s, []ev{
+		res(4, 4, 0.4, Continue).checkpointed(),
+		res(3, 4, 0.3, Continue).checkpointed(),
+		res(2, 4, 0.2, Continue).checkpointed(),
+		res(1, 4, 0.1, Continue).checkpointed(),
+		res(1, 5, 0.9, Continue),
+		res(4, 8, 0.45, Continue).checkpointed(),
+	})
+}
+
+// A diverged trial ranks last in PBT and is never a donor, even where the
+// top quantile would otherwise reach it.
+func TestPBTNeverCopiesADivergedTrial(t *testing.T) {
+	s := mustNew(t, Config{Kind: "pbt", PerturbationInterval: 1, QuantileFraction: 0.5},
+		Env{Metric: "loss", Checkpoints: true, Space: pbtSpace(t), Seed: 1})
+	for n := 1; n <= 2; n++ {
+		s.OnTrialAdd(n, map[string]any{"lr": 0.01, "act": "relu", "layers": int64(2), "epochs": int64(10)})
+	}
+	play(t, s, []ev{
+		res(1, 1, nan, Continue).checkpointed(),
+		// Both diverged: the top one has a checkpoint but is no donor.
+		res(2, 1, nan, Continue).checkpointed().at(1).why("did not diverge"),
 	})
 }
