@@ -174,7 +174,7 @@ func TestBrowser(t *testing.T) {
 	if err := os.WriteFile(file, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Log(fmt.Sprintf("screenshot: %s (%d bytes)", file, len(shot)))
+	t.Logf("screenshot: %s (%d bytes)", file, len(shot))
 }
 
 // browser starts headless Chromium (exe) for the test and returns its

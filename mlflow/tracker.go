@@ -55,12 +55,11 @@ type Tracker struct {
 
 	// Owned by the goroutine that sends: the background loop until Close
 	// stops it, then Close or Sync.
-	mlExp  string
-	expID  int64
-	runs   map[int]*storage.MLflowRun
-	seen   map[int]trialState
-	stats  Stats
-	warned bool
+	mlExp string
+	expID int64
+	runs  map[int]*storage.MLflowRun
+	seen  map[int]trialState
+	stats Stats
 
 	wake   chan struct{}
 	stop   chan struct{}

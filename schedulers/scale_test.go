@@ -107,9 +107,6 @@ func TestASHAIndexesMatchSorting(t *testing.T) {
 					if mode == "promote" && c.CanResume && (ok != wantOK || ok && (o.Trial != want.Trial || !want.Promoted)) {
 						t.Fatalf("%s seed %d step %d: Next ordered %v %+v, want %v trial %v", mode, seed, step, ok, o, wantOK, want)
 					}
-					if ok {
-						times[o.Trial] = times[o.Trial] // it runs on
-					}
 				default:
 					n := pickKey(rng, times)
 					// On by one to three rungs' worth, or back a little.

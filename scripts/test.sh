@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs gotune's checks: formatting, go vet, then every test, with the race
-# detector on the packages that run goroutines. Set GOTUNE_CI=1 to make the
-# tests that need system packages (PyTorch, Chromium) fail instead of skip
-# when those are missing.
+# Runs gotune's checks: formatting, go vet, staticcheck, then every test,
+# with the race detector on the packages that run goroutines. Set
+# GOTUNE_CI=1 to make the tests that need system packages (PyTorch,
+# Chromium) fail instead of skip when those are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # go-nvml's cgo preamble names NVML functions the header marks deprecated;
@@ -17,6 +17,8 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+# staticcheck at a pinned version, fetched through the module proxy.
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # Packages with concurrency run under -race; the rest run plain. Both sets
 # run even when the first fails, so one run reports every failure.

@@ -349,7 +349,7 @@ func TestEncodeMetricsMatchesEncodingJSON(t *testing.T) {
 func FuzzMetricsRoundTrip(f *testing.F) {
 	f.Add("loss", 0.5, "acc", math.Inf(1))
 	f.Add("", math.NaN(), "\x00\"<\u2028", -1e-300)
-	f.Add("a", 1e21, "b", -0.0)
+	f.Add("a", 1e21, "b", math.Copysign(0, -1))
 	f.Fuzz(func(t *testing.T, k1 string, v1 float64, k2 string, v2 float64) {
 		if !utf8.ValidString(k1) || !utf8.ValidString(k2) {
 			t.Skip("JSON keys are UTF-8; invalid bytes become U+FFFD, as with encoding/json")

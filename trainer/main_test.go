@@ -47,9 +47,7 @@ func init() {
 		return ctx.Err()
 	})
 	Register("panic", func(ctx context.Context, w *Worker) error {
-		var m map[string]int
-		m["x"] = 1
-		return nil
+		panic("deliberate")
 	})
 	Register("badconfig", func(ctx context.Context, w *Worker) error {
 		w.Int("lr", 0)

@@ -50,7 +50,7 @@ func TestProcessWorkerFailuresDoNotReachTheCaller(t *testing.T) {
 		want     string
 	}{
 		{"os.Exit", "exit3", "worker 1 (pid"},
-		{"panic", "panic", "panic: assignment to entry in nil map"},
+		{"panic", "panic", "panic: deliberate"},
 		{"config error", "badconfig", `hyperparameter "lr" is 0.5`},
 	}
 	for _, tt := range tests {

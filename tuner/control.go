@@ -116,18 +116,27 @@ func serveControl(dbPath, exp string, ins *inspectors) (*controlServer, error) {
 		}
 		sock = filepath.Join(c.tmp, "s")
 	}
+	// On failure, remove only what this call made: a file found in the
+	// way at c.path is not ours.
+	fail := func(err error) (*controlServer, error) {
+		if c.tmp != "" {
+			os.RemoveAll(c.tmp)
+		}
+		return nil, fmt.Errorf("control socket %s: %w", c.path, err)
+	}
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		c.removeFiles()
-		return nil, fmt.Errorf("control socket %s: %w", c.path, err)
+		return fail(err)
 	}
-	if err := os.Chmod(sock, 0o600); err == nil && c.tmp != "" {
-		err = os.Symlink(sock, c.path)
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close() // removes the socket
+		return fail(err)
 	}
-	if err != nil {
-		ln.Close()
-		c.removeFiles()
-		return nil, fmt.Errorf("control socket %s: %w", c.path, err)
+	if c.tmp != "" {
+		if err := os.Symlink(sock, c.path); err != nil {
+			ln.Close()
+			return fail(err)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/stacks", func(w http.ResponseWriter, r *http.Request) {

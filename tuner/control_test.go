@@ -91,6 +91,32 @@ func TestControlSocketStacks(t *testing.T) {
 	}
 }
 
+// A control socket that cannot be set up as promised (here: its link
+// beside a database too deep for a socket cannot be made, a file is in the
+// way) is an error, not a silent run without it.
+func TestControlSocketSetupFailureReported(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "gotune.db")
+	path := storage.ControlPath(db, "exp")
+	if err := os.WriteFile(path, []byte("in the way"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := serveControl(db, "exp", &inspectors{})
+	if err == nil {
+		c.Close()
+		t.Fatal("serveControl succeeded without its link")
+	}
+	if !strings.Contains(err.Error(), path) || !errors.Is(err, os.ErrExist) {
+		t.Errorf("got %v, want an error naming %s that says it exists", err, path)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "in the way" {
+		t.Errorf("the file in the way: %q, %v; want it left as it was", b, err)
+	}
+}
+
 // A hung trial's event carries its workers' stacks.
 func TestHungTrialEventHasStacks(t *testing.T) {
 	cfg := testConfig(t, 1)
