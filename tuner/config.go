@@ -191,6 +191,14 @@ type SearchConfig struct {
 	// are then drawn at random; it must leave out grid parameters, which
 	// the grid sets. The points count among the NumSamples × cells trials.
 	PointsToEvaluate []map[string]any `toml:"points_to_evaluate" json:"points_to_evaluate,omitempty"`
+	// AllowRepeats lets the searcher suggest a configuration again in a
+	// finite space (every parameter discrete), for a noisy objective where
+	// a repeat measures something new. By default random search and TPE
+	// suggest none twice, and the sweep ends, with fewer trials, once
+	// every configuration was tried. Grid parameters are outside this:
+	// with them the sweep tries each cell NumSamples times, and only the
+	// grid keeps configurations apart.
+	AllowRepeats bool `toml:"allow_repeats" json:"allow_repeats,omitempty"`
 	// WarmStart names another experiment of the same database whose
 	// finished trials the searcher learns from before its first suggestion
 	// (see WarmStarter); "" for none. Only a searcher that learns can use

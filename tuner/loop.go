@@ -34,6 +34,12 @@ type loop struct {
 	lastNext *schedulers.Capacity
 }
 
+// EventSearchExhausted is the experiment event recorded when the searcher
+// runs out of configurations (Suggest returned ErrExhausted) before the
+// sweep's planned trials; its data holds trials (those suggested) and
+// planned.
+const EventSearchExhausted = "search_exhausted"
+
 // event is a message from a trial's goroutine to the loop.
 type event struct {
 	trial *trialRun
@@ -222,6 +228,8 @@ func (l *loop) startTrials(ctx context.Context) {
 		}
 		if errors.Is(err, ErrExhausted) {
 			l.exhausted = true
+			msg := fmt.Sprintf("the searcher has no more configurations: the sweep ends after %d of its %d trials (a finite space is tried without repeats unless search.allow_repeats is set)", number-1, trials)
+			l.record(l.t.db.AddEvent(ctx, l.exp.ID, 0, EventSearchExhausted, msg, map[string]int{"trials": number - 1, "planned": trials}))
 			break
 		}
 		if err != nil {

@@ -26,6 +26,19 @@ import (
 // Scores are always lower-is-better: the tuner negates the metric of a
 // "max" objective before a searcher sees it.
 //
+// Pending trials: a trial is pending (running, or paused by the
+// scheduler) from the Suggest that returned its configuration, or the
+// Replay that restored it, until its OnTrialEnd. With room for several
+// trials at once (max_concurrent, or the resources), the tuner asks for
+// the next configuration while earlier ones are pending, a batch at a
+// time when trials start together. A searcher sees its pending trials
+// by keeping the configurations its Suggest returned (and Replay was
+// told) and dropping each at OnTrialEnd; it should let them shape the
+// next suggestion, or it will suggest the same region, even the same
+// configuration, for every slot. TPE counts them as if they had the
+// worst score (Optuna's constant liar); return ErrWait to suggest only
+// after trials end, or bound the pending trials with a Limiter.
+//
 // When an interrupted experiment is resumed, a new searcher is told the
 // recorded trials first (see Replayer, which also says what a searcher
 // must do to continue as if it had never been interrupted).
@@ -126,16 +139,37 @@ func (e TrialEnd) value() (float64, bool) {
 // The same seed yields the same sequence of configurations. It learns
 // nothing from results. Grid parameters are drawn like choices; wrap it in
 // a GridSearch to expand them instead.
+//
+// In a finite space (every parameter discrete) it suggests no
+// configuration twice, unless made with RandomAllowRepeats: a draw that
+// was suggested before is replaced by one drawn from those not yet
+// suggested, and once every configuration was suggested Suggest returns
+// ErrExhausted.
 type RandomSearch struct {
 	space *searchspace.Space
 	rng   *rand.Rand
+	// suggested holds the configurations suggested so far, in a finite
+	// space that allows no repeats; nil otherwise.
+	suggested *configSet
 }
 
 var _ Searcher = (*RandomSearch)(nil)
 
+// RandomOption customises a RandomSearch.
+type RandomOption func(*RandomSearch)
+
+// RandomAllowRepeats lets a random search suggest a configuration of a
+// finite space again, for a noisy objective where a repeat measures
+// something new.
+func RandomAllowRepeats() RandomOption { return func(s *RandomSearch) { s.suggested = nil } }
+
 // NewRandomSearch returns a random searcher over space seeded with seed.
-func NewRandomSearch(space *searchspace.Space, seed int64) *RandomSearch {
-	return &RandomSearch{space: space, rng: newRand(seed)}
+func NewRandomSearch(space *searchspace.Space, seed int64, opts ...RandomOption) *RandomSearch {
+	s := &RandomSearch{space: space, rng: newRand(seed), suggested: newConfigSet(space)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // newRand is the generator a random search draws its whole sequence from.
@@ -156,7 +190,20 @@ func TrialRand(seed int64, trial int) *rand.Rand {
 }
 
 // Suggest implements Searcher.
-func (s *RandomSearch) Suggest(int) (map[string]any, error) { return s.space.Sample(s.rng), nil }
+func (s *RandomSearch) Suggest(int) (map[string]any, error) {
+	cfg := s.space.Sample(s.rng)
+	if s.suggested == nil {
+		return cfg, nil
+	}
+	if s.suggested.has(cfg) {
+		var ok bool
+		if cfg, ok = s.suggested.unseen(s.rng); !ok {
+			return nil, ErrExhausted
+		}
+	}
+	s.suggested.add(cfg)
+	return cfg, nil
+}
 
 // OnResult implements Searcher; random search learns nothing.
 func (s *RandomSearch) OnResult(int, Observation) {}
@@ -173,13 +220,24 @@ func (s *RandomSearch) OnTrialEnd(int, TrialEnd) {}
 func newSearcher(search SearchConfig, seed int64, obj Objective) (Searcher, error) {
 	constraints := obj.constraints()
 	rest := search.Space.WithoutGrid()
+	// With grid parameters, the inner searcher's configurations repeat
+	// across cells by design.
+	repeats := search.AllowRepeats || search.Space.GridSize() > 1
 	var inner Searcher
 	var err error
 	switch search.Algorithm {
 	case "random", "grid":
-		inner = NewRandomSearch(rest, seed)
+		var opts []RandomOption
+		if repeats {
+			opts = append(opts, RandomAllowRepeats())
+		}
+		inner = NewRandomSearch(rest, seed, opts...)
 	case "tpe":
-		inner, err = NewTPE(rest, seed, TPEConstraints(constraints), TPEObjectives(obj))
+		opts := []TPEOption{TPEConstraints(constraints), TPEObjectives(obj)}
+		if repeats {
+			opts = append(opts, TPEAllowRepeats())
+		}
+		inner, err = NewTPE(rest, seed, opts...)
 	case "nsga2":
 		inner, err = NewNSGA2(rest, seed, obj, constraints)
 	case "cmaes":
