@@ -29,7 +29,11 @@ const (
 	// EventCheckpointRefused: a worker handed over a checkpoint outside its
 	// own scratch folder (or unreadable); it was left untouched.
 	EventCheckpointRefused = "checkpoint_refused"
-	EventInterrupt         = "interrupt" // the run stopped (e.g. on SIGTERM) while the trial ran; a resumed run continues it; data: iteration, checkpoint_iteration
+	// EventReportsSkipped: reports of a trial's group were not recorded;
+	// the message says how many and why (they repeated steps recorded
+	// before a restart, or came after the group ended).
+	EventReportsSkipped = "reports_skipped"
+	EventInterrupt      = "interrupt" // the run stopped (e.g. on SIGTERM) while the trial ran; a resumed run continues it; data: iteration, checkpoint_iteration
 	// EventHung: a trial's group went silent past its heartbeat timeout;
 	// data: attempt, workers, stacks (each worker's, taken before it was
 	// stopped).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -47,11 +49,15 @@ type attempt struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	// iter is the iteration of the attempt's latest report, and redoUntil
+	// iter is the iteration of the attempt's latest report, redoUntil
 	// the step up to which its reports are work redone (nil once past it),
-	// both owned by the delivering goroutine.
+	// skipped the reports not delivered since the last one delivered, and
+	// late those that came after the attempt ended: all owned by the
+	// delivering goroutine, and by cleanup once the workers are gone.
 	iter      int
-	redoUntil *float64
+	redoUntil *Step
+	skipped   skipRun
+	late      int
 
 	mu       sync.Mutex
 	end      attemptEnd
@@ -252,6 +258,8 @@ func (a *attempt) cleanup() {
 		a.watchdog.close()
 	}
 	a.cancel()
+	a.tellSkipped()
+	a.tellLate()
 	for rank := range a.slots {
 		os.RemoveAll(a.rankScratch(rank))
 	}
@@ -262,13 +270,15 @@ func (a *attempt) cleanup() {
 // kind, in report order. shards are the folders the ranks handed over, in
 // rank order, without gaps.
 //
-// A report that carries its own step (Spec.StepKey) is numbered next after
-// the last delivered. Until the attempt's first report with a step past
-// the step the group had delivered before it started (the restarted
-// workers resumed from an earlier point: their own files, a checkpoint, or
-// scratch), such reports are work redone and dropped. A report without is
-// numbered by the attempt's count from its checkpoint, and new when that
-// is past the last iteration delivered.
+// A report that carries its own step (see ReportStep), of the kind the
+// last delivered one with a step had, is numbered next after the last
+// delivered. Until the attempt's first such report with a step past the
+// step the group had delivered before it started (the restarted workers
+// resumed from an earlier point: their own files, a checkpoint, or
+// scratch), such reports are work redone and skipped. Any other report is
+// numbered by the attempt's count from its checkpoint, and skipped when
+// that is not past the last iteration delivered. Skipped reports are told
+// (EventReportsSkipped).
 func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, error) {
 	r := a.r
 	switch a.ended().kind {
@@ -286,14 +296,18 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 		// the group failed): what a worker printed before it noticed is
 		// not the trial's, since a resumed or restarted group reports it
 		// again or the scheduler has decided already.
+		a.late++
 		removeAll(shards)
 		return Continue, nil
 	}
-	step, stepped := metrics[r.spec.StepKey]
-	stepped = stepped && r.spec.StepKey != ""
+	step, hasStep := ReportStep(metrics, r.spec.StepKey)
+	// A step of a kind not delivered before (or of which the caller did
+	// not say) cannot be compared: such a report is counted.
+	stepped := hasStep && r.lastStep != nil && r.lastStep.Key == step.Key
 	var k int
 	if stepped {
-		if a.redoUntil != nil && step <= *a.redoUntil {
+		if a.redoUntil != nil && step.Value <= a.redoUntil.Value {
+			a.skipped.add(step.Key, step.Value)
 			removeAll(shards)
 			return Continue, nil
 		}
@@ -305,10 +319,12 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 		k = a.iter
 		if k <= r.delivered {
 			// Work redone after a restart: the sink has this report already.
+			a.skipped.add("", float64(k))
 			removeAll(shards)
 			return Continue, nil
 		}
 	}
+	a.tellSkipped()
 	res := Result{Iteration: k, Time: time.Now(), Metrics: metrics}
 	// Committing the checkpoint and the report may wait for space on a
 	// full disk: the group is not hung meanwhile.
@@ -333,7 +349,7 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 		return Continue, fmt.Errorf("report %d: %w", k, err)
 	}
 	r.delivered = k
-	if stepped {
+	if hasStep {
 		r.lastStep = &step
 	}
 	switch act {
@@ -368,4 +384,57 @@ func removeAll(dirs []string) {
 			os.RemoveAll(d)
 		}
 	}
+}
+
+// skipRun is a run of reports an attempt skipped as work redone: how many,
+// and the first and last step (or counted iteration) they repeated.
+type skipRun struct {
+	n           int
+	key         string // the steps' key; "" for counted iterations
+	first, last float64
+}
+
+func (s *skipRun) add(key string, at float64) {
+	if s.n == 0 {
+		s.key, s.first = key, at
+	}
+	s.n++
+	s.last = at
+}
+
+// tellSkipped tells the EventSink of the reports skipped since the last
+// one delivered, if any.
+func (a *attempt) tellSkipped() {
+	s := a.skipped
+	a.skipped = skipRun{}
+	if s.n == 0 || a.r.events == nil {
+		return
+	}
+	var cause string
+	if s.key != "" {
+		cause = fmt.Sprintf("skipped %d reports with %s %g to %g: the restarted workers redid steps the trial had recorded already", s.n, s.key, s.first, s.last)
+	} else {
+		from := "the beginning (no committed checkpoint)"
+		if a.resume.dir != "" {
+			from = fmt.Sprintf("the checkpoint of iteration %d", a.resume.iteration)
+		}
+		keys := slices.Compact(append([]string{a.r.spec.StepKey}, StepHints...))
+		cause = fmt.Sprintf("skipped %d reports, counted as iterations %g to %g, which the trial had recorded already: the restarted workers are taken to start over from %s; a report that carries its own step (%s) is placed by it instead", s.n, s.first, s.last, from, strings.Join(slices.DeleteFunc(keys, func(k string) bool { return k == "" }), ", "))
+	}
+	a.r.events.Event(a.r.ctx, Event{Kind: EventReportsSkipped, Time: time.Now(), Cause: cause, Attempt: a.number, Workers: a.size()}) // a record for people: its failure is not the trial's
+}
+
+// tellLate tells the EventSink of the reports that came after the attempt
+// ended, if any, unless the run is stopping (a resumed run reports them).
+func (a *attempt) tellLate() {
+	n := a.late
+	a.late = 0
+	end := a.ended()
+	if n == 0 || a.r.events == nil || end.kind == endCancelled {
+		return
+	}
+	why := map[endKind]string{endCompleted: "completed", endStopped: "was stopped", endPaused: "was paused", endResize: "ended to grow",
+		endFailed: "failed"}[end.kind]
+	cause := fmt.Sprintf("skipped %d reports that came after the attempt %s", n, why)
+	a.r.events.Event(a.r.ctx, Event{Kind: EventReportsSkipped, Time: time.Now(), Cause: cause, Attempt: a.number, Workers: a.size()}) // a record for people
 }

@@ -96,6 +96,13 @@ const (
 	// explains; the group goes on. Only the first few of an attempt are
 	// told; the worker's log keeps every one.
 	EventReportRefused EventKind = "report_refused"
+	// EventReportsSkipped: reports of an attempt were not delivered, and
+	// Cause says how many and why: after a restart, they repeated steps
+	// (or, without a step, iterations counted from the checkpoint) that
+	// the trial had delivered already; or they came after the attempt
+	// ended. Told once per attempt and reason, when the attempt delivers
+	// again or ends.
+	EventReportsSkipped EventKind = "reports_skipped"
 	// EventHung: the group let failure.heartbeat_timeout pass without a
 	// report (Cause says so) and is about to fail for it; Stacks holds its
 	// workers' stacks, taken just before they are stopped.
@@ -173,16 +180,18 @@ type Spec struct {
 	Delivered int
 
 	// StepKey names the report key that carries a report's own step (the
-	// scheduler's time attribute). After a restart, reports with it are
-	// dropped until one's step is past the step of the last report
-	// delivered before, so that every step is delivered once however far
-	// back the workers resume (their own files, ResumeDir, or scratch);
-	// within a group's run, steps may repeat. "" (and a report without the
-	// key) numbers reports by count (see Result).
+	// scheduler's time attribute); a report without it has its own step
+	// in an epoch or step key instead, when it has one (see ReportStep).
+	// After a restart, reports with a step are skipped until one's step
+	// is past the step of the last report delivered before, so that every
+	// step is delivered once however far back the workers resume (their
+	// own files, ResumeDir, or scratch); within a group's run, steps may
+	// repeat. A report with no step is numbered by count (see Result).
+	// Every skipped report is told (EventReportsSkipped).
 	StepKey string
-	// LastStep is the StepKey value of the trial's last delivered report
-	// that had it, for a resume; nil when none.
-	LastStep *float64
+	// LastStep is the step of the trial's last delivered report that had
+	// one, for a resume; nil when none.
+	LastStep *Step
 
 	// Checkpoints commits the checkpoints that reports hand over; nil hands
 	// the ranks' folders to the sink in Result.Checkpoint instead, and a
@@ -228,6 +237,34 @@ type Spec struct {
 	// Inspector, when set, reaches the group's workers while Run runs
 	// (their stacks); nil: nobody asks.
 	Inspector *Inspector
+}
+
+// StepHints are the report keys that carry a report's own step when it
+// lacks Spec.StepKey, in the order they are looked for: a script that
+// resumes from its own snapshot and reports its epoch is placed by it.
+var StepHints = []string{"epoch", "step"}
+
+// Step is a report's own step: the value of its metric Key.
+type Step struct {
+	Key   string
+	Value float64
+}
+
+func (s Step) String() string { return fmt.Sprintf("%s %g", s.Key, s.Value) }
+
+// ReportStep is the step a report carries (see Spec.StepKey): its stepKey
+// metric, or, when it has none, the first of StepHints it has; ok is false
+// when it has none of them. stepKey "" is not looked for.
+func ReportStep(metrics map[string]float64, stepKey string) (step Step, ok bool) {
+	if v, ok := metrics[stepKey]; ok && stepKey != "" {
+		return Step{stepKey, v}, true
+	}
+	for _, k := range StepHints {
+		if v, ok := metrics[k]; ok {
+			return Step{k, v}, true
+		}
+	}
+	return Step{}, false
 }
 
 // CheckpointStore commits a trial's checkpoints: storage.CheckpointDir,
@@ -410,7 +447,7 @@ type runner struct {
 	placement Placement
 	latest    checkpointRef
 	delivered int
-	lastStep  *float64 // see Spec.LastStep
+	lastStep  *Step // see Spec.LastStep
 	restarts  int
 }
 

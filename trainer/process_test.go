@@ -159,7 +159,10 @@ func TestKilledWorkerResumesFromCheckpoint(t *testing.T) {
 	if err != nil || sum.Outcome != Completed {
 		t.Fatalf("Run: %+v, %v", sum, err)
 	}
-	if sum.Restarts != 1 || len(sink.events) != 1 {
+	// The restart, then the restarted group's step 3, redone from the
+	// checkpoint of step 2, told as skipped.
+	if sum.Restarts != 1 || len(sink.events) != 2 || sink.events[1].Kind != EventReportsSkipped ||
+		!strings.HasPrefix(sink.events[1].Cause, "skipped 1 reports with step 3 to 3") {
 		t.Fatalf("restarts %d, events %+v", sum.Restarts, sink.events)
 	}
 	ev := sink.events[0]
@@ -199,9 +202,11 @@ func TestHungWorkerIsRestarted(t *testing.T) {
 	if err != nil || sum.Outcome != Completed || sum.Restarts != 1 {
 		t.Fatalf("Run: %+v, %v\nevents %+v\nresults %s", sum, err, sink.events, sink.series())
 	}
-	// The hang, with both workers' goroutines, then the restart.
-	if len(sink.events) != 2 || sink.events[0].Kind != EventHung || len(sink.events[0].Stacks) != 2 ||
-		sink.events[1].Kind != EventRestart || !strings.Contains(sink.events[1].Cause, "hung: no report") {
+	// The hang, with both workers' goroutines, then the restart, then
+	// step 3 redone from the checkpoint of step 2, told as skipped.
+	if len(sink.events) != 3 || sink.events[0].Kind != EventHung || len(sink.events[0].Stacks) != 2 ||
+		sink.events[1].Kind != EventRestart || !strings.Contains(sink.events[1].Cause, "hung: no report") ||
+		sink.events[2].Kind != EventReportsSkipped {
 		t.Errorf("events %+v", sink.events)
 	}
 	undisturbed := &collect{}

@@ -24,24 +24,32 @@ while [ $e -le 6 ]; do
   e=$((e + 1))
 done`
 
+// A restarted group records every step once, whether the step is in the
+// scheduler's time attribute or only in the report's epoch key, and tells
+// of the reports it skipped as work redone.
 func TestRestartsRecordEveryStepOnce(t *testing.T) {
 	once := "1:1/1 2:2/1 3:3/1 4:4/1 5:5/1 6:6/1"
 	twice := "1:1/1 2:1/2 3:2/1 4:2/2 5:3/1 6:3/2 7:4/1 8:4/2 9:5/1 10:5/2 11:6/1 12:6/2"
 	for _, tc := range []struct {
-		resume, twice string
-		want          string
+		resume, twice, stepKey string
+		want, skipped          string
 	}{
-		{"own", "0", once},
-		{"scratch", "0", once},
-		{"own", "1", twice},
-		{"scratch", "1", twice},
+		{"own", "0", "epoch", once, ""},
+		{"scratch", "0", "epoch", once, "skipped 4 reports with epoch 1 to 4"},
+		{"own", "1", "epoch", twice, ""},
+		{"scratch", "1", "epoch", twice, "skipped 8 reports with epoch 1 to 4"},
+		// The time attribute is not reported: the epoch places reports.
+		{"own", "0", "training_iteration", once, ""},
+		{"scratch", "0", "training_iteration", once, "skipped 4 reports with epoch 1 to 4"},
+		{"own", "0", "", once, ""},
+		{"own", "1", "", twice, ""},
 	} {
-		t.Run(fmt.Sprintf("resume=%s twice=%s", tc.resume, tc.twice), func(t *testing.T) {
+		t.Run(fmt.Sprintf("resume=%s twice=%s key=%s", tc.resume, tc.twice, tc.stepKey), func(t *testing.T) {
 			spec := Spec{
 				Experiment: uniqueName(t), Trial: 1,
 				Command:    []string{"sh", "-c", stepScript},
 				Failure:    FailureConfig{MaxFailures: 1},
-				StepKey:    "epoch",
+				StepKey:    tc.stepKey,
 				TrialDir:   t.TempDir(),
 				ScratchDir: filepath.Join(t.TempDir(), "scratch"),
 				Env:        []string{"RESUME=" + tc.resume, "TWICE=" + tc.twice},
@@ -61,13 +69,57 @@ func TestRestartsRecordEveryStepOnce(t *testing.T) {
 			if e := sink.events[0]; e.Recorded != len(strings.Fields(tc.want))*4/6 {
 				t.Errorf("the restart says %d reports recorded, want %d", e.Recorded, len(strings.Fields(tc.want))*4/6)
 			}
+			var skipped []string
+			for _, e := range sink.events {
+				if e.Kind == EventReportsSkipped {
+					skipped = append(skipped, e.Cause)
+				}
+			}
+			switch {
+			case tc.skipped == "" && len(skipped) > 0:
+				t.Errorf("reports were skipped: %q", skipped)
+			case tc.skipped != "" && (len(skipped) != 1 || !strings.HasPrefix(skipped[0], tc.skipped)):
+				t.Errorf("skipped events %q, want one that begins %q", skipped, tc.skipped)
+			}
 		})
+	}
+}
+
+// Without a step to place them by (the script reports "round"), the
+// reports of a restarted group are counted from its checkpoint (here, the
+// start), and those counted up to the last one recorded are skipped, with
+// an event that says so.
+func TestStepLessRestartTellsWhatItSkipped(t *testing.T) {
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 1,
+		Command:    []string{"sh", "-c", strings.ReplaceAll(stepScript, `\"epoch\"`, `\"round\"`)},
+		Failure:    FailureConfig{MaxFailures: 1},
+		TrialDir:   t.TempDir(),
+		ScratchDir: filepath.Join(t.TempDir(), "scratch"),
+		Env:        []string{"RESUME=own", "TWICE=0"},
+	}
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.series(); strings.Count(got, ":") != 4 {
+		t.Errorf("results %s: want the first attempt's 4 (the resumed script's 2 reports are counted as 1 and 2)", got)
+	}
+	var skipped []string
+	for _, e := range sink.events {
+		if e.Kind == EventReportsSkipped {
+			skipped = append(skipped, e.Cause)
+		}
+	}
+	want := "skipped 2 reports, counted as iterations 1 to 2, which the trial had recorded already"
+	if len(skipped) != 1 || !strings.HasPrefix(skipped[0], want) || !strings.Contains(skipped[0], "epoch, step") {
+		t.Errorf("skipped events %q, want one that begins %q and names the keys", skipped, want)
 	}
 }
 
 // A resumed run (a paused trial) drops the steps delivered before it.
 func TestResumedRunSkipsDeliveredSteps(t *testing.T) {
-	last := 4.0
+	last := Step{"epoch", 4}
 	spec := Spec{
 		Experiment: uniqueName(t), Trial: 1,
 		Command: []string{"sh", "-c", stepScript},

@@ -63,12 +63,12 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 	return spec
 }
 
-// stepOf is the scheduler's time attribute in a report's metrics, which
-// the trainer takes as the report's own step (see trainer.Spec.StepKey),
-// or last when the report has none.
-func (t *Tuner) stepOf(metrics map[string]float64, last *float64) *float64 {
-	if v, ok := metrics[t.cfg.Scheduler.TimeAttr]; ok {
-		return &v
+// stepOf is the step a report carries, which the trainer places a
+// restarted group's reports by (see trainer.ReportStep), or last when the
+// report has none.
+func (t *Tuner) stepOf(metrics map[string]float64, last *trainer.Step) *trainer.Step {
+	if step, ok := trainer.ReportStep(metrics, t.cfg.Scheduler.TimeAttr); ok {
+		return &step
 	}
 	return last
 }

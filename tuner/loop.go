@@ -76,7 +76,7 @@ type trialRun struct {
 	// iterations is the trial's last recorded report; resume is the
 	// committed checkpoint its group starts from next ("" for scratch).
 	iterations  int
-	lastStep    *float64 // the time attribute of its last report that had it
+	lastStep    *trainer.Step // the step of its last report that had one (trainer.ReportStep)
 	resumeDir   string
 	resumeIter  int
 	pauseReason string
