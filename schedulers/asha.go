@@ -34,7 +34,8 @@ import (
 // will come and none is running, the quota becomes ⌈n/η⌉, which promotes
 // the best paused trials of each rung until they reach max_t.
 //
-// A trial that reaches max_t is stopped.
+// A trial that reaches max_t is stopped, unless stop_last_trials is false:
+// then it runs on unjudged, as no rung lies beyond.
 //
 // A diverged result (NaN or +Inf; with several objectives, one of them NaN,
 // infinite or missing) is the worst possible: it stops its trial at the
@@ -257,7 +258,7 @@ func (a *asha) OnResult(r Result) Decision {
 		t = a.add(r.Trial)
 	}
 	a.setState(r.Trial, t, running)
-	if reached(r.Time, a.c.MaxT) {
+	if reached(r.Time, a.c.MaxT) && isTrue(a.c.StopLastTrials) {
 		return Decision{Action: Stop, Rung: a.c.MaxT,
 			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", a.v.timeAttr, num(a.c.MaxT))}
 	}

@@ -44,10 +44,22 @@ type Config struct {
 	// "stop".
 	Mode string `toml:"mode" json:"mode,omitempty"`
 
+	// StopLastTrials (asha, hyperband) says whether a trial that reaches
+	// max_t is stopped. False lets the trials that survive every rung run
+	// on past max_t until they end by themselves, as Ray's option of the
+	// same name. Nil means true.
+	StopLastTrials *bool `toml:"stop_last_trials" json:"stop_last_trials,omitempty"`
+
 	// MinSamplesRequired (median) is how many other trials must have
 	// reached a time before the median rule compares against them there.
 	// Default 3.
 	MinSamplesRequired int `toml:"min_samples_required" json:"min_samples_required,omitempty"`
+	// HardStop (median) says whether a trial the rule judges is stopped.
+	// False pauses it instead, as Ray's hard_stop = False: once no new
+	// trial will come and no other trial runs, the paused trials resume
+	// from their checkpoints one by one, oldest pause first, and run to
+	// the end unjudged. Needs trials that checkpoint. Nil means true.
+	HardStop *bool `toml:"hard_stop" json:"hard_stop,omitempty"`
 
 	// PerturbationInterval (pbt, required) is the time between two exploit
 	// and explore steps of a trial.
@@ -159,6 +171,9 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// isTrue reads an optional flag whose default is true.
+func isTrue(b *bool) bool { return b == nil || *b }
+
 func orFloat(v, def float64) float64 {
 	if v == 0 {
 		return def
@@ -242,6 +257,9 @@ func New(cfg Config, env Env) (Scheduler, error) {
 		if c.MinSamplesRequired < 1 {
 			return nil, fieldErr("min_samples_required", "must be at least 1, got %d", c.MinSamplesRequired)
 		}
+		if !isTrue(c.HardStop) && !env.Checkpoints {
+			return nil, fieldErr("hard_stop", "false pauses trials and resumes them from checkpoints, which these trials cannot do: leave it true")
+		}
 		return newMedian(c, view), nil
 	case "pbt":
 		p, err := newPBT(c, view, env)
@@ -266,6 +284,8 @@ func checkApplicable(c Config) error {
 		{"brackets", c.Brackets != 0, []string{"asha"}},
 		{"mode", c.Mode != "", []string{"asha"}},
 		{"min_samples_required", c.MinSamplesRequired != 0, []string{"median"}},
+		{"hard_stop", c.HardStop != nil, []string{"median"}},
+		{"stop_last_trials", c.StopLastTrials != nil, []string{"asha", "hyperband"}},
 		{"perturbation_interval", c.PerturbationInterval != 0, []string{"pbt"}},
 		{"quantile_fraction", c.QuantileFraction != 0, []string{"pbt"}},
 		{"resample_probability", c.ResampleProbability != nil, []string{"pbt"}},

@@ -22,8 +22,10 @@ import (
 // to the next rung. A bracket that is not full when no more trials will
 // come is halved with the trials it has (n_0 is then their number).
 //
-// A trial that reaches max_t is stopped, and a diverged result (NaN or
-// +Inf) stops its trial at the rung; either ends the trial, and the rung
+// A trial that reaches max_t is stopped (unless stop_last_trials is false:
+// then it runs on, and is judged at the bracket's current rung like any
+// trial that reaches it), and a diverged result (NaN or +Inf) stops its
+// trial at the rung; either ends the trial, and the rung
 // completes without it, as it does when a trial fails or ends early.
 type hyperBand struct {
 	c    Config
@@ -126,13 +128,14 @@ func (h *hyperBand) OnResult(r Result) Decision {
 		t = h.add(r.Trial)
 	}
 	t.State = running
-	if reached(r.Time, h.c.MaxT) {
+	if reached(r.Time, h.c.MaxT) && isTrue(h.c.StopLastTrials) {
 		h.end(t)
 		return Decision{Action: Stop, Rung: h.c.MaxT,
 			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", h.v.timeAttr, num(h.c.MaxT))}
 	}
 	b := h.st.Brackets[t.Bracket]
-	if t.Rung >= b.Rung || !reached(r.Time, b.Milestones[b.Rung]) {
+	if t.Rung >= b.Rung || !reached(r.Time, b.Milestones[b.Rung]) || b.Rung == len(b.Milestones)-1 {
+		// Short of the rung, or at max_t with stop_last_trials false.
 		return Decision{Action: Continue}
 	}
 	t.Rung = b.Rung

@@ -23,6 +23,10 @@ import (
 // at the first time past grace_period, whatever the others did (Optuna's
 // pruners do the same).
 //
+// With hard_stop false (Ray's option), a judged trial pauses instead of
+// stopping; once no new trial will come and none runs, the paused trials
+// resume one by one, oldest pause first, and run to the end unjudged.
+//
 // A decision at a time the rule has compared at before costs O(log n)
 // after n trials: for each such time (up to maxIndexedTimes of them, and
 // while the index holds no more than about two entries per result kept)
@@ -73,6 +77,12 @@ func lessMean(a, b trialMean) bool {
 
 type medianState struct {
 	Trials map[int]*medianTrial `json:"trials"`
+	// Paused lists the trials paused by the rule (hard_stop false), oldest
+	// pause first.
+	Paused []int `json:"paused,omitempty"`
+	// Draining is set once the paused trials started to resume: the
+	// trials resumed run on unjudged.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // medianTrial is one trial's history: times ascending, each score, and
@@ -84,6 +94,10 @@ type medianTrial struct {
 	Times  []float64 `json:"times"`
 	Scores []fnum    `json:"scores"`
 	Best   fnum      `json:"best"`
+	// State is where the trial stands; a trial resumed while the rule
+	// drains is Released and is not judged again.
+	State    trialState `json:"state,omitempty"`
+	Released bool       `json:"released,omitempty"`
 	// sums[i] adds up the finite scores of Times[:i+1] from the grace
 	// period on; bad[i] counts those that diverged and negInf[i] those at
 	// −Inf. All three are rebuilt by Restore.
@@ -118,6 +132,7 @@ func (m *medianRule) OnTrialAdd(trial int, _ map[string]any) {
 			}
 		}
 		m.reports -= len(old.Times)
+		m.st.Paused = slices.DeleteFunc(m.st.Paused, func(n int) bool { return n == trial })
 	}
 	m.st.Trials[trial] = &medianTrial{}
 }
@@ -129,13 +144,14 @@ func (m *medianRule) OnResult(r Result) Decision {
 		t = &medianTrial{}
 		m.st.Trials[r.Trial] = t
 	}
+	t.State = running
 	m.addResult(r.Trial, t, r.Time, worstIfNaN(r.Score))
-	if !reached(r.Time, m.c.GracePeriod) {
+	if !reached(r.Time, m.c.GracePeriod) || t.Released {
 		return Decision{Action: Continue}
 	}
 	if diverged(float64(t.Best)) {
-		return Decision{Action: Stop, Rung: r.Time,
-			Reason: fmt.Sprintf("stopped at %s %s: every %s it reported diverged (NaN or infinite)", m.v.timeAttr, num(r.Time), m.v.metric)}
+		return m.judged(r.Trial, t, Decision{Rung: r.Time,
+			Reason: fmt.Sprintf("at %s %s: every %s it reported diverged (NaN or infinite)", m.v.timeAttr, num(r.Time), m.v.metric)})
 	}
 	count, med := m.otherMedian(r.Trial, t, r.Time)
 	if count < m.c.MinSamplesRequired {
@@ -144,10 +160,23 @@ func (m *medianRule) OnResult(r Result) Decision {
 	if float64(t.Best) <= med {
 		return Decision{Action: Continue}
 	}
-	d := Decision{Action: Stop, Rung: r.Time}
+	d := Decision{Rung: r.Time}
 	d.setCutoff(m.v.value(med))
-	d.Reason = fmt.Sprintf("stopped at %s %s: best %s %s is %s than %s, the median of %d other trials' running averages up to then",
+	d.Reason = fmt.Sprintf("at %s %s: best %s %s is %s than %s, the median of %d other trials' running averages up to then",
 		m.v.timeAttr, num(r.Time), m.v.metric, num(m.v.value(float64(t.Best))), m.v.worse(), num(m.v.value(med)), count)
+	return m.judged(r.Trial, t, d)
+}
+
+// judged turns the rule's verdict on trial t, numbered n, into a stop, or
+// with hard_stop false, a pause.
+func (m *medianRule) judged(n int, t *medianTrial, d Decision) Decision {
+	if isTrue(m.c.HardStop) {
+		d.Action, d.Reason = Stop, "stopped "+d.Reason
+		return d
+	}
+	d.Action, d.Reason = Pause, "paused "+d.Reason+"; it resumes once the other trials are done (hard_stop = false)"
+	t.State = paused
+	m.st.Paused = append(m.st.Paused, n)
 	return d
 }
 
@@ -318,10 +347,39 @@ func (t *medianTrial) meanBetween(grace, time float64) (float64, bool) {
 
 // OnTrialEnd implements Scheduler. An ended trial's history stays: later
 // trials are measured against it.
-func (m *medianRule) OnTrialEnd(int) {}
+func (m *medianRule) OnTrialEnd(trial int) {
+	if t := m.st.Trials[trial]; t != nil {
+		if t.State == paused {
+			m.st.Paused = slices.DeleteFunc(m.st.Paused, func(n int) bool { return n == trial })
+		}
+		t.State = ended
+	}
+}
 
-// Next implements Scheduler: the median rule never pauses.
-func (m *medianRule) Next(Capacity) (Order, bool) { return Order{}, false }
+// Next implements Scheduler: with hard_stop false, once no new trial will
+// come and no trial runs, the paused trials resume, oldest pause first.
+func (m *medianRule) Next(c Capacity) (Order, bool) {
+	if len(m.st.Paused) == 0 || !c.CanResume {
+		return Order{}, false
+	}
+	if !m.st.Draining {
+		if c.MoreTrials {
+			return Order{}, false
+		}
+		for _, t := range m.st.Trials {
+			if t.State == running {
+				return Order{}, false
+			}
+		}
+		m.st.Draining = true
+	}
+	n := m.st.Paused[0]
+	m.st.Paused = m.st.Paused[1:]
+	t := m.st.Trials[n]
+	t.State, t.Released = running, true
+	return Order{Trial: n, Decision: Decision{Action: Continue,
+		Reason: "resumed: the other trials are done, so a trial the median rule paused runs to the end (hard_stop = false)"}}, true
+}
 
 // Snapshot implements Snapshotter.
 func (m *medianRule) Snapshot() ([]byte, error) { return json.Marshal(m.st) }

@@ -311,3 +311,86 @@ func TestPBTNeverCopiesADivergedTrial(t *testing.T) {
 		res(2, 1, nan, Continue).checkpointed().at(1).why("did not diverge"),
 	})
 }
+
+// Ray's testMedianStoppingSoftStop: with hard_stop false the rule pauses
+// the trial it judges, and the paused trial resumes, unjudged, once no
+// new trial will come and the others are done.
+func TestMedianSoftStopPausesThenResumes(t *testing.T) {
+	s := mustNew(t, Config{Kind: "median", GracePeriod: 0.5, MinSamplesRequired: 1, HardStop: ptr(false)},
+		Env{Metric: "reward", Mode: "max", Checkpoints: true})
+	var events []ev
+	for i := range 10 {
+		events = append(events, res(1, float64(i), -100*float64(i), Continue))
+	}
+	for i := range 5 {
+		events = append(events, res(2, float64(i), -450, Continue))
+	}
+	events = append(events,
+		res(1, 10, -1000, Continue), end(1),
+		// Trial 1's average from 0.5 to 5 is 300, to 6 350: 450 goes on.
+		res(2, 5, -450, Continue),
+		res(2, 6, 0, Continue),
+		// To 10 it is 550.
+		res(2, 10, -450, Pause).at(10).cut(550).why("hard_stop = false"),
+		next(true, true),          // more trials may come
+		add(3), next(true, false), // trial 3 runs
+		res(3, 1, -2000, Continue), end(3),
+		order(2, Continue, true, false).why("runs to the end"),
+		res(2, 11, 0, Continue), // unjudged now
+		next(true, false),
+	)
+	play(t, s, events)
+}
+
+// Ray's testAsyncHBNonStopTrials: with stop_last_trials false the trial
+// that survives the rungs runs on past max_t, even after it falls below
+// the cutoff.
+func TestASHAStopLastTrialsFalse(t *testing.T) {
+	s := mustNew(t, Config{Kind: "asha", Mode: "stop", MaxT: 3, GracePeriod: 1, ReductionFactor: 2, StopLastTrials: ptr(false)},
+		Env{Metric: "metric", Mode: "max"})
+	play(t, s, []ev{
+		add(1), add(2), add(3), add(4),
+		res(1, 2, -10, Continue).at(2),
+		res(2, 2, -8, Stop).at(2).cut(10),
+		res(3, 2, -6, Stop).at(2).cut(9),
+		res(4, 2, -4, Stop).at(2).cut(8),
+		res(1, 4, -10, Continue),
+		res(1, 8, -10, Continue),
+		res(1, 14, -1, Continue),
+	})
+}
+
+// HyperBand's stop_last_trials false: the trial kept at the bracket's
+// last rung runs on past max_t.
+func TestHyperBandStopLastTrialsFalse(t *testing.T) {
+	// max_t 2, η 2: the first bracket has 2 trials and rungs at 1 and 2.
+	s := mustNew(t, Config{Kind: "hyperband", MaxT: 2, GracePeriod: 1, ReductionFactor: 2, StopLastTrials: ptr(false)},
+		Env{Metric: "loss", Checkpoints: true})
+	play(t, s, []ev{
+		add(1), add(2),
+		res(1, 1, 0.4, Pause).at(1),
+		res(2, 1, 0.2, Continue).at(1).cut(0.2),
+		order(1, Stop, false, true).at(1).cut(0.2),
+		res(2, 2, 0.1, Continue),
+		res(2, 5, 0.05, Continue),
+	})
+}
+
+func TestNewOptionsForPeersUsers(t *testing.T) {
+	tests := []struct {
+		cfg      Config
+		env      Env
+		key, msg string
+	}{
+		{Config{Kind: "median", HardStop: ptr(false)}, Env{}, "hard_stop", "cannot do"},
+		{Config{Kind: "asha", HardStop: ptr(false)}, Env{}, "hard_stop", "only by median"},
+		{Config{Kind: "median", StopLastTrials: ptr(false)}, Env{}, "stop_last_trials", "only by asha, hyperband"},
+	}
+	for _, tt := range tests {
+		err := tt.cfg.Validate(tt.env)
+		fe, ok := err.(*FieldError)
+		if !ok || fe.Key != tt.key || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%+v: got %v, want an error on %s saying %q", tt.cfg, err, tt.key, tt.msg)
+		}
+	}
+}

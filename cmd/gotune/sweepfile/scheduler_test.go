@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/gotune/gotune/tuner"
 )
 
 const withScheduler = `name = "s"
@@ -98,5 +100,27 @@ func TestDecodeSchedulerNeedsCheckpoints(t *testing.T) {
 	declared := command + "[trainer.checkpoint]\nnum_to_keep = 2\n"
 	if _, err := Decode("sweep.toml", []byte(declared)); err != nil {
 		t.Errorf("pbt with a command that checkpoints: %v", err)
+	}
+}
+
+// TestDecodeSchedulerFlags checks the optional flags that default to true:
+// absent they stay nil, and false is kept.
+func TestDecodeSchedulerFlags(t *testing.T) {
+	tests := []struct {
+		section string
+		get     func(tuner.SchedulerConfig) *bool
+	}{
+		{"kind = \"asha\"\nstop_last_trials = false\n", func(s tuner.SchedulerConfig) *bool { return s.StopLastTrials }},
+		{"kind = \"median\"\nhard_stop = false\n", func(s tuner.SchedulerConfig) *bool { return s.HardStop }},
+	}
+	for _, tt := range tests {
+		src := strings.Replace(withScheduler, "kind = \"asha\"\ntime_attr = \"epoch\"\nmax_t = 27\nreduction_factor = 3\n", tt.section, 1)
+		cfg, err := Decode("sweep.toml", []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.section, err)
+		}
+		if b := tt.get(cfg.Scheduler); b == nil || *b {
+			t.Errorf("%s: decoded %v, want false", tt.section, b)
+		}
 	}
 }
