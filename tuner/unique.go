@@ -86,7 +86,7 @@ func domainValues(d searchspace.Domain) (vs []any, ok bool) {
 		}
 		return vs, true
 	case searchspace.QLogUniform:
-		q := searchspace.QUniform{Low: d.Low, High: d.High, Q: d.Q}
+		q := searchspace.QUniform(d)
 		if q.Steps() >= maxEnumerated {
 			return nil, false
 		}
