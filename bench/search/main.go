@@ -15,6 +15,18 @@
 //     trials subject to (x0 − 2.5)² + (x1 − 7.5)² ≤ 20, median over 10
 //     seeds, for gotune's TPE told the constraint and Optuna's TPESampler
 //     with constraints_func.
+//   - tabular: the regret (best value minus the table's minimum) after
+//     100 and 200 trials, median over -tabular-seeds seeds, on four
+//     generated tables of finite spaces (see makeTables), with TPE asked
+//     for configurations while others are pending: one at a time (k1),
+//     in synchronous batches of 8 and 32 (sync8, sync32: ask k, then
+//     tell k), and asynchronously with 8 and 32 pending (async8,
+//     async32: tell the oldest, ask one). For gotune's TPE, the same
+//     TPE ignoring pending trials and allowing repeats (as before it
+//     knew of them), and Optuna's multivariate TPESampler with and
+//     without constant_liar through study.ask()/tell(); with the
+//     suggestions per run that repeat a pending configuration and that
+//     repeat any earlier one.
 //   - overhead: milliseconds for TPE to suggest the 1,000th and the
 //     5,000th configuration (median of -repeat suggestions at that history
 //     length), on the 3-parameter space of the Optuna overhead anchor
@@ -25,7 +37,8 @@
 //
 //	go run ./bench/search [-seeds 10] [-first-seed 0] [-trials 200] [-checkpoints 50,200]
 //	    [-functions branin,hartmann6,rosenbrock10] [-lengths 1000,5000]
-//	    [-repeat 5] [-problems zdt1,zdt2,dtlz2] [-skip quality,overhead,multi,constrained]
+//	    [-repeat 5] [-problems zdt1,zdt2,dtlz2] [-skip quality,overhead,multi,constrained,tabular]
+//	    [-tabular-seeds 5] [-tabular-checkpoints 100,200]
 //	    [-python /usr/bin/python3]
 //
 // It prints one JSON object per line. Without optuna it prints a line
@@ -63,9 +76,14 @@ type options struct {
 	overhead    bool
 	multi       bool
 	constrained bool
-	problems    []problem
-	python      string
-	peerScript  string
+	tabular     bool
+	// tabularSeeds and tabularCheckpoints are the tabular part's seeds
+	// and checkpoints.
+	tabularSeeds       int
+	tabularCheckpoints []int
+	problems           []problem
+	python             string
+	peerScript         string
 }
 
 func main() {
@@ -80,13 +98,22 @@ func main() {
 	flag.IntVar(&o.repeat, "repeat", 5, "suggestions timed at each history length; the median is reported")
 	var probs string
 	flag.StringVar(&probs, "problems", "zdt1,zdt2,dtlz2", "multi-objective problems")
-	flag.StringVar(&skip, "skip", "", `parts to skip, comma-separated: "quality", "overhead", "multi", "constrained"`)
+	flag.StringVar(&skip, "skip", "", `parts to skip, comma-separated: "quality", "overhead", "multi", "constrained", "tabular"`)
+	flag.IntVar(&o.tabularSeeds, "tabular-seeds", 5, "seeds per table, setting and searcher in the tabular part")
+	var tabularCheckpoints string
+	flag.StringVar(&tabularCheckpoints, "tabular-checkpoints", "100,200", "trial counts at which the tabular part reports the regret")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python with optuna for the peer; empty to skip the peer")
 	flag.StringVar(&o.peerScript, "peer-script", "bench/search/optuna_peer.py", "the peer script")
 	flag.Parse()
 	var err error
 	if o.checkpoints, err = ints(checkpoints); err == nil {
 		o.lengths, err = ints(lengths)
+	}
+	if err == nil {
+		o.tabularCheckpoints, err = ints(tabularCheckpoints)
+	}
+	if err == nil && (o.tabularSeeds < 1 || slices.Max(o.tabularCheckpoints) > o.trials) {
+		err = errors.New("-tabular-seeds must be at least 1 and -tabular-checkpoints at most -trials")
 	}
 	if err == nil {
 		o.functions, err = pick(funcs)
@@ -114,6 +141,7 @@ func main() {
 	skipped := strings.Split(skip, ",")
 	o.quality, o.overhead = !slices.Contains(skipped, "quality"), !slices.Contains(skipped, "overhead")
 	o.multi, o.constrained = !slices.Contains(skipped, "multi"), !slices.Contains(skipped, "constrained")
+	o.tabular = !slices.Contains(skipped, "tabular")
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "search:", err)
 		os.Exit(1)
@@ -162,6 +190,11 @@ func run(o options) error {
 	}
 	if o.constrained {
 		if err := runConstrained(o, out, peerOK); err != nil {
+			return err
+		}
+	}
+	if o.tabular {
+		if err := runTabular(o, out, peerOK); err != nil {
 			return err
 		}
 	}

@@ -22,6 +22,17 @@ with study.add_trials) and time study.ask() of the N-th, --repeat times at
 that same length (asked trials are told FAIL, which TPE ignores):
     {"mode": "overhead", "history": N-1, "ms": [...], "median_ms": m}
 
+tabular: for each table of --tables (JSON written by bench/search's
+tabular.go), each pending setting of --settings (k1: one at a time;
+syncK: ask K, then tell K; asyncK: K pending, tell the oldest, ask one),
+each sampler (TPESampler(multivariate=True) with constant_liar=True,
+"tpe_liar", and without, "tpe"; k1 runs "tpe" only and counts it for
+both) and seed, run --trials trials through study.ask()/study.tell() and
+print the regret after each trial and the suggestions that repeat a
+pending configuration or any earlier one:
+    {"mode": "tabular", "table", "setting", "sampler", "seed", "regret": [...],
+     "pending_repeats": n, "repeats": n}
+
 The functions match bench/search/functions.go.
 
 Usage (Debian's python3-optuna 3.1):
@@ -40,7 +51,7 @@ import warnings
 try:
     import numpy as np
     import optuna
-    from optuna.distributions import CategoricalDistribution, FloatDistribution
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 except ImportError as e:
     print(json.dumps({"mode": "error", "error": "optuna is not installed: %s" % e}), flush=True)
     sys.exit(3)
@@ -222,6 +233,68 @@ def overhead(args):
                           "median_ms": round(statistics.median(ms), 3)}), flush=True)
 
 
+def tabular_sampler(name, seed):
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=(name == "tpe_liar"))
+
+
+def tabular_run(tb, setting, sampler, seed, trials):
+    levels, cat = tb["levels"], tb["categorical"]
+    dists = {}
+    for i, n in enumerate(levels):
+        if cat[i]:
+            dists["p%d" % i] = CategoricalDistribution(["c%d" % k for k in range(n)])
+        else:
+            dists["p%d" % i] = IntDistribution(0, n - 1)
+    k = 1 if setting == "k1" else int(setting.lstrip("syncasync"))
+    asynchronous = setting.startswith("async")
+    study = optuna.create_study(sampler=tabular_sampler(sampler, seed))
+    queue, pending, ever = [], {}, set()
+    best, regret, pending_repeats, repeats = math.inf, [], 0, 0
+
+    def tell():
+        trial, at, v = queue.pop(0)
+        pending[at] -= 1
+        study.tell(trial, v)
+
+    for _ in range(trials):
+        if len(queue) == k:
+            if asynchronous:
+                tell()
+            else:
+                while queue:
+                    tell()
+        trial = study.ask(dists)
+        at = 0
+        for i, n in enumerate(levels):
+            v = trial.params["p%d" % i]
+            at = at * n + (int(v[1:]) if cat[i] else int(v))
+        v = tb["values"][at]
+        if pending.get(at, 0) > 0:
+            pending_repeats += 1
+        if at in ever:
+            repeats += 1
+        ever.add(at)
+        pending[at] = pending.get(at, 0) + 1
+        queue.append((trial, at, v))
+        best = min(best, v)
+        regret.append(best - tb["min"])
+    return regret, pending_repeats, repeats
+
+
+def tabular(args):
+    with open(args.tables) as f:
+        tables = json.load(f)
+    for tb in tables:
+        for setting in args.settings.split(","):
+            for sampler in (["tpe"] if setting == "k1" else ["tpe_liar", "tpe"]):
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
+                    regret, pending_repeats, repeats = tabular_run(tb, setting, sampler, seed, args.trials)
+                    for name in (["tpe", "tpe_liar"] if setting == "k1" else [sampler]):
+                        print(json.dumps({"mode": "tabular", "table": tb["name"], "setting": setting, "sampler": name,
+                                          "seed": seed, "regret": regret, "pending_repeats": pending_repeats,
+                                          "repeats": repeats}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -246,11 +319,18 @@ def main():
     c.add_argument("--seeds", type=int, default=10)
     c.add_argument("--trials", type=int, default=200)
     c.add_argument("--checkpoints", default="50,200")
+    tb = sub.add_parser("tabular")
+    tb.add_argument("--tables", required=True)
+    tb.add_argument("--settings", default="k1,sync8,async8,sync32,async32")
+    tb.add_argument("--first-seed", type=int, default=0)
+    tb.add_argument("--seeds", type=int, default=5)
+    tb.add_argument("--trials", type=int, default=200)
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore")
     print(json.dumps({"mode": "version", "optuna": optuna.__version__}), flush=True)
-    {"quality": quality, "overhead": overhead, "multi": multi, "constrained": constrained}[args.mode](args)
+    {"quality": quality, "overhead": overhead, "multi": multi, "constrained": constrained,
+     "tabular": tabular}[args.mode](args)
 
 
 if __name__ == "__main__":

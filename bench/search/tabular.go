@@ -1,0 +1,337 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/tuner"
+)
+
+// table is a tabular benchmark: every configuration of a finite space
+// and its value, generated here and handed to optuna_peer.py as JSON so
+// that both sides look up the same numbers. A parameter is ordinal (an
+// integer level, 0 to levels−1, modelled as randint) or categorical (a
+// choice of strings whose order says nothing).
+type table struct {
+	Name string `json:"name"`
+	// Levels holds each parameter's number of values; Categorical says
+	// which are choices.
+	Levels      []int  `json:"levels"`
+	Categorical []bool `json:"categorical"`
+	// Values holds the value of each configuration, the last parameter
+	// varying fastest.
+	Values []float64 `json:"values"`
+	Min    float64   `json:"min"`
+}
+
+// makeTables generates the tabular benchmarks: discretised Branin
+// (2 × 41 levels), Hartmann6 (6 × 5 levels) and 4-D Rosenbrock
+// (4 × 9 levels on [−2, 2]), and an HPO-like table of Hartmann6 where
+// two of the six parameters are categorical (their 5 levels shuffled,
+// so that their order carries nothing). Finite spaces like these are
+// where suggestions repeat.
+func makeTables() []table {
+	grid := func(levels int, lo, hi float64) func(int) float64 {
+		return func(k int) float64 { return lo + (hi-lo)*float64(k)/float64(levels-1) }
+	}
+	shuffled := rand.New(rand.NewPCG(31, 31)).Perm(5)
+	specs := []struct {
+		name        string
+		levels      []int
+		categorical []bool
+		f           func(idx []int) float64
+	}{
+		{"branin_t", []int{41, 41}, []bool{false, false}, func(idx []int) float64 {
+			return branin([]float64{grid(41, -5, 10)(idx[0]), grid(41, 0, 15)(idx[1])})
+		}},
+		{"hartmann6_t", []int{5, 5, 5, 5, 5, 5}, make([]bool, 6), func(idx []int) float64 {
+			x := make([]float64, 6)
+			for i, k := range idx {
+				x[i] = grid(5, 0, 1)(k)
+			}
+			return hartmann6(x)
+		}},
+		{"rosenbrock4_t", []int{9, 9, 9, 9}, make([]bool, 4), func(idx []int) float64 {
+			x := make([]float64, 4)
+			for i, k := range idx {
+				x[i] = grid(9, -2, 2)(k)
+			}
+			return rosenbrock(x)
+		}},
+		{"hpo_mixed_t", []int{5, 5, 5, 5, 5, 5}, []bool{true, false, false, true, false, false}, func(idx []int) float64 {
+			x := make([]float64, 6)
+			for i, k := range idx {
+				if i == 0 || i == 3 {
+					k = shuffled[k]
+				}
+				x[i] = grid(5, 0, 1)(k)
+			}
+			return hartmann6(x)
+		}},
+	}
+	var out []table
+	for _, s := range specs {
+		tb := table{Name: s.name, Levels: s.levels, Categorical: s.categorical, Min: math.Inf(1)}
+		idx := make([]int, len(s.levels))
+		for {
+			v := s.f(idx)
+			tb.Values = append(tb.Values, v)
+			tb.Min = min(tb.Min, v)
+			i := len(idx) - 1
+			for ; i >= 0; i-- {
+				if idx[i]++; idx[i] < s.levels[i] {
+					break
+				}
+				idx[i] = 0
+			}
+			if i < 0 {
+				break
+			}
+		}
+		out = append(out, tb)
+	}
+	return out
+}
+
+func (tb *table) space() *searchspace.Space {
+	params := make([]searchspace.Param, len(tb.Levels))
+	for i, n := range tb.Levels {
+		name := fmt.Sprintf("p%d", i)
+		if tb.Categorical[i] {
+			vs := make([]any, n)
+			for k := range vs {
+				vs[k] = "c" + strconv.Itoa(k)
+			}
+			params[i] = searchspace.Param{Name: name, Domain: searchspace.Choice{Values: vs}}
+		} else {
+			params[i] = searchspace.Param{Name: name, Domain: searchspace.RandInt{Low: 0, High: int64(n)}}
+		}
+	}
+	s, err := searchspace.New(params...)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// lookup returns the value of cfg and its index in the table.
+func (tb *table) lookup(cfg map[string]any) (float64, int) {
+	at := 0
+	for i, n := range tb.Levels {
+		var k int
+		switch v := cfg[fmt.Sprintf("p%d", i)].(type) {
+		case int64:
+			k = int(v)
+		case string:
+			k, _ = strconv.Atoi(strings.TrimPrefix(v, "c"))
+		}
+		at = at*n + k
+	}
+	return tb.Values[at], at
+}
+
+// pendingSetting is how many trials run at once and how they return:
+// sync asks for k configurations, then tells all k results; async keeps
+// k trials pending, telling the oldest and asking one more each time.
+type pendingSetting struct {
+	k     int
+	async bool
+}
+
+func (p pendingSetting) String() string {
+	if p.k == 1 {
+		return "k1"
+	}
+	if p.async {
+		return fmt.Sprintf("async%d", p.k)
+	}
+	return fmt.Sprintf("sync%d", p.k)
+}
+
+// tabularRun is one run's outcome: the regret after each trial, and the
+// suggestions that repeat one pending at the time (within its batch, for
+// sync) or one suggested before at all.
+type tabularRun struct {
+	regret                  []float64
+	pendingRepeats, repeats int
+}
+
+// gotuneTabularSystems are gotune's searchers in the tabular benchmark:
+// TPE as it is, and TPE as it was before it knew of pending trials and
+// kept from repeats.
+var gotuneTabularSystems = []string{"gotune_tpe", "gotune_tpe_blind"}
+
+// driveTabular runs system on tb for n trials with the pending setting.
+func driveTabular(tb *table, system string, seed int64, n int, ps pendingSetting) (tabularRun, error) {
+	opts := []tuner.TPEOption{}
+	if system == "gotune_tpe_blind" {
+		opts = append(opts, tuner.TPEIgnorePending(), tuner.TPEAllowRepeats())
+	}
+	s, err := tuner.NewTPE(tb.space(), seed, opts...)
+	if err != nil {
+		return tabularRun{}, err
+	}
+	var run tabularRun
+	best := math.Inf(1)
+	ever := map[int]bool{}
+	pending := map[int]int{} // table index → trials pending with it
+	type running struct {
+		trial, at int
+		value     float64
+	}
+	var queue []running
+	tell := func() {
+		r := queue[0]
+		queue = queue[1:]
+		if pending[r.at]--; pending[r.at] == 0 {
+			delete(pending, r.at)
+		}
+		obs := tuner.Observation{Step: 1, Score: r.value}
+		s.OnTrialEnd(r.trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &obs})
+	}
+	for trial := 1; trial <= n; trial++ {
+		if len(queue) == ps.k {
+			if ps.async {
+				tell()
+			} else {
+				for len(queue) > 0 {
+					tell()
+				}
+			}
+		}
+		cfg, err := s.Suggest(trial)
+		if errors.Is(err, tuner.ErrExhausted) {
+			break
+		}
+		if err != nil {
+			return run, err
+		}
+		v, at := tb.lookup(cfg)
+		if pending[at] > 0 {
+			run.pendingRepeats++
+		}
+		if ever[at] {
+			run.repeats++
+		}
+		ever[at] = true
+		pending[at]++
+		queue = append(queue, running{trial, at, v})
+		best = min(best, v)
+		run.regret = append(run.regret, best-tb.Min)
+	}
+	return run, nil
+}
+
+// tabularSettings are the pending settings measured.
+var tabularSettings = []pendingSetting{{1, false}, {8, false}, {8, true}, {32, false}, {32, true}}
+
+// runTabular measures gotune's TPE (and Optuna's through the peer, in
+// the same run) on the tabular benchmarks at each pending setting.
+func runTabular(o options, out *json.Encoder, peerOK bool) error {
+	tables := makeTables()
+	var peer *peerRun
+	if peerOK {
+		dir, err := os.MkdirTemp("", "gotune-bench-search")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		file := filepath.Join(dir, "tables.json")
+		data, err := json.Marshal(tables)
+		if err == nil {
+			err = os.WriteFile(file, data, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+		var ks []string
+		for _, ps := range tabularSettings {
+			ks = append(ks, ps.String())
+		}
+		peer = startPeer(o, "tabular", "--tables", file, "--settings", strings.Join(ks, ","),
+			"--first-seed", strconv.Itoa(o.firstSeed), "--seeds", strconv.Itoa(o.tabularSeeds), "--trials", strconv.Itoa(o.trials))
+	}
+	// runs[system/table/setting] holds every seed's run.
+	runs := map[string][]tabularRun{}
+	for _, tb := range tables {
+		for _, ps := range tabularSettings {
+			for _, system := range gotuneTabularSystems {
+				for seed := int64(o.firstSeed); seed < int64(o.firstSeed+o.tabularSeeds); seed++ {
+					r, err := driveTabular(&tb, system, seed, o.trials, ps)
+					if err != nil {
+						return fmt.Errorf("%s on %s (%s), seed %d: %w", system, tb.Name, ps, seed, err)
+					}
+					k := system + "/" + tb.Name + "/" + ps.String()
+					runs[k] = append(runs[k], r)
+				}
+			}
+		}
+	}
+	if peer != nil {
+		peer.lines(out, func(m map[string]any) {
+			var r tabularRun
+			for _, v := range m["regret"].([]any) {
+				r.regret = append(r.regret, v.(float64))
+			}
+			r.pendingRepeats = int(m["pending_repeats"].(float64))
+			r.repeats = int(m["repeats"].(float64))
+			k := "optuna_" + fmt.Sprint(m["sampler"]) + "/" + fmt.Sprint(m["table"]) + "/" + fmt.Sprint(m["setting"])
+			runs[k] = append(runs[k], r)
+		})
+	}
+	systems := append(append([]string{}, gotuneTabularSystems...), "optuna_tpe_liar", "optuna_tpe")
+	for _, tb := range tables {
+		for _, ps := range tabularSettings {
+			for _, c := range o.tabularCheckpoints {
+				line := map[string]any{
+					"bench": "search", "figure": "tabular_regret", "statistic": "median", "table": tb.Name,
+					"setting": ps.String(), "trials": c, "seeds": o.tabularSeeds, "first_seed": o.firstSeed,
+				}
+				for _, system := range systems {
+					rs := runs[system+"/"+tb.Name+"/"+ps.String()]
+					if len(rs) == 0 {
+						continue
+					}
+					var regrets []float64
+					var pendingRepeats, repeats []float64
+					for _, r := range rs {
+						regrets = append(regrets, r.regret[min(c, len(r.regret))-1])
+						pendingRepeats = append(pendingRepeats, float64(r.pendingRepeats))
+						repeats = append(repeats, float64(r.repeats))
+					}
+					line[system] = round(median(regrets))
+					if c == slices.Max(o.tabularCheckpoints) {
+						line[system+"_pending_repeats"] = round(mean(pendingRepeats))
+						line[system+"_repeats"] = round(mean(repeats))
+					}
+				}
+				if ps.k > 1 {
+					var k1 []float64
+					for _, r := range runs["gotune_tpe/"+tb.Name+"/k1"] {
+						k1 = append(k1, r.regret[min(c, len(r.regret))-1])
+					}
+					line["gotune_tpe_k1"] = round(median(k1))
+				}
+				out.Encode(line)
+			}
+		}
+	}
+	return nil
+}
+
+func mean(xs []float64) float64 {
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
