@@ -222,3 +222,38 @@ dataset = %q
 		t.Errorf("importance --metric val_acc: exit %d\n%s", code, errOut)
 	}
 }
+
+// TestRunEndsAnExhaustedSpace runs a TPE sweep of 8 trials over a space
+// of 4 configurations: gotune run tries each once and says the searcher
+// ran out of configurations.
+func TestRunEndsAnExhaustedSpace(t *testing.T) {
+	dataset, err := filepath.Abs(filepath.Join(repoRoot, "examples/data/digits.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweep := writeSweep(t, fmt.Sprintf(`name = "finite"
+seed = 3
+[objective]
+metric = "val_acc"
+mode = "max"
+[search]
+algorithm = "tpe"
+num_samples = 8
+[search.space]
+lr = { choice = [0.01, 0.05] }
+hidden = { choice = [16, 32] }
+epochs = 1
+[trainer]
+model = "mlp"
+dataset = %q
+`, dataset))
+	code, out, errOut := runCLI("run", "--db", filepath.Join(t.TempDir(), "gotune.db"), sweep)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"the searcher has no more configurations: the sweep ends after 4 of its 8 trials", "finite: 4 trials"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gotune run does not say %q:\n%s", want, out)
+		}
+	}
+}
