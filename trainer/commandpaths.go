@@ -14,9 +14,9 @@ import (
 const TrialDirPlaceholder = "trial_dir"
 
 // expandCommand is ExpandCommand for spec's command and workdir, with
-// "{trial_dir}" standing for spec.TrialDir. When the workdir is set,
-// relative paths in the command that name no file there are looked up in
-// spec.PathBase (see resolvePaths).
+// "{trial_dir}" standing for spec.TrialDir. A relative workdir is in
+// spec.PathBase, and relative paths in the command that name no file in
+// the workdir are looked up there (see resolvePaths).
 func (s Spec) expandCommand() (argv []string, dir string, err error) {
 	values := s.Config
 	if s.TrialDir != "" {
@@ -45,6 +45,11 @@ func (s Spec) expandCommand() (argv []string, dir string, err error) {
 			return nil, "", err
 		}
 		dir = w[0]
+		if !filepath.IsAbs(dir) && s.PathBase != "" {
+			dir = filepath.Join(s.PathBase, dir)
+		}
+	}
+	if dir != "" || s.PathBase != "" {
 		argv = resolvePaths(argv, dir, s.PathBase)
 	}
 	return argv, dir, nil

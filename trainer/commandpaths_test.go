@@ -62,3 +62,33 @@ func TestCommandRunsInTheTrialFolder(t *testing.T) {
 		t.Errorf("without a trial folder: %v", err)
 	}
 }
+
+// TestCommandPathsBesideSweepFile: with the default workdir (where gotune
+// runs) the script the command names is found beside the sweep file
+// (PathBase), and a relative workdir is in that folder too.
+func TestCommandPathsBesideSweepFile(t *testing.T) {
+	base, elsewhere := t.TempDir(), t.TempDir()
+	os.Mkdir(filepath.Join(base, "runs"), 0o755)
+	os.WriteFile(filepath.Join(base, "train.sh"), []byte(`pwd > "$OUT/where"; echo '@gotune {"ok": 1}'`), 0o644)
+	t.Chdir(elsewhere)
+	for _, tt := range []struct{ workdir, want string }{{"", elsewhere}, {"runs", filepath.Join(base, "runs")}} {
+		out := t.TempDir()
+		spec := Spec{
+			Experiment: uniqueName(t), Trial: 1,
+			Command:    []string{"sh", "train.sh"},
+			Workdir:    tt.workdir,
+			PathBase:   base,
+			Env:        []string{"OUT=" + out},
+			ScratchDir: filepath.Join(t.TempDir(), "scratch"),
+		}
+		sink := &collect{}
+		if _, err := Run(context.Background(), spec, sink); err != nil {
+			t.Errorf("workdir %q: %v", tt.workdir, err)
+			continue
+		}
+		where, _ := os.ReadFile(filepath.Join(out, "where"))
+		if got := strings.TrimSpace(string(where)); got != tt.want {
+			t.Errorf("workdir %q: ran in %q, want %q", tt.workdir, got, tt.want)
+		}
+	}
+}

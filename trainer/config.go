@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -44,15 +46,15 @@ type Config struct {
 	// trial's configuration in the environment, reports as "@gotune {json}"
 	// lines on stdout.
 	Command []string `toml:"command" json:"command,omitempty"`
-	// Workdir is the folder Command runs in; "" is gotune's own working
-	// directory. "{trial_dir}" in it (and in Command) is the trial's own
+	// Workdir is the folder Command runs in, relative to PathBase; "" is
+	// gotune's own working directory. "{trial_dir}" in it (and in Command) is the trial's own
 	// folder: workdir = "{trial_dir}" runs every trial in a folder of its
 	// own, so that files the command writes where it runs are the trial's.
 	Workdir string `toml:"workdir" json:"workdir,omitempty"`
-	// PathBase is where Command's relative paths are looked up when they
-	// name no file in Workdir, before gotune's working directory (see
-	// Spec.PathBase): the sweep file's folder, set by the sweep-file
-	// loader; "" for none.
+	// PathBase is the folder the relative paths of this configuration
+	// are relative to: Dataset, Split and Workdir (see Path), and
+	// Command's paths (see Spec.PathBase). The sweep-file loader sets it to
+	// the sweep file's folder; "" is the working directory.
 	PathBase string `toml:"-" json:"-"`
 	// Isolation is how a built-in model's workers run: "goroutine" (the
 	// default: in gotune's own process, with in-memory collectives) or
@@ -231,6 +233,32 @@ type CheckpointConfig struct {
 	// the tuner uses the objective's mode if ScoreAttribute is the
 	// objective's metric, and "max" otherwise.
 	Order string `toml:"order" json:"order,omitempty"`
+}
+
+// Path is path, a path of this configuration, as it is meant: beside
+// PathBase when it is relative.
+func (c *Config) Path(path string) string {
+	if path == "" || filepath.IsAbs(path) || c.PathBase == "" {
+		return path
+	}
+	return filepath.Join(c.PathBase, path)
+}
+
+// pathError is err, an error about the file at relative path, with where
+// the path was looked for: beside the sweep file, and a hint when the path
+// names a file in the working directory instead.
+func (c *Config) pathError(path string, err error) error {
+	if path == "" || filepath.IsAbs(path) || c.PathBase == "" {
+		return err
+	}
+	why := ": a relative path in a sweep file is relative to the sweep file's folder"
+	if _, serr := os.Stat(path); serr == nil {
+		if abs, aerr := filepath.Abs(path); aerr == nil {
+			path = abs
+		}
+		why = fmt.Sprintf("; %s is in the current folder, but a relative path in a sweep file is relative to the sweep file's folder", path)
+	}
+	return fmt.Errorf("%w (looked for it in %s%s)", err, c.PathBase, why)
 }
 
 // Validate reports the first setting that cannot work, naming its key.

@@ -97,14 +97,14 @@ func prepare(cfg Config) (*prepared, error) {
 	if label == "" {
 		label = "label"
 	}
-	data, err := LoadCSV(cfg.Dataset, label, cfg.Features...)
+	data, err := LoadCSV(cfg.Path(cfg.Dataset), label, cfg.Features...)
 	if err != nil {
-		return nil, err
+		return nil, cfg.pathError(cfg.Dataset, err)
 	}
 	p := &prepared{model: cfg.Model, kind: kind, data: data}
 	if cfg.Split != "" {
-		if p.train, p.val, err = LoadSplit(cfg.Split, data.Rows()); err != nil {
-			return nil, err
+		if p.train, p.val, err = LoadSplit(cfg.Path(cfg.Split), data.Rows()); err != nil {
+			return nil, cfg.pathError(cfg.Split, err)
 		}
 	} else {
 		frac := cfg.ValFraction

@@ -403,3 +403,39 @@ func TestShardCoversEveryRowOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestDatasetBesideSweepFile: a relative dataset and split are relative to
+// PathBase (the sweep file's folder), not to the working directory, and a
+// path not found there is named with where it was looked for, with a hint
+// when the working directory has it.
+func TestDatasetBesideSweepFile(t *testing.T) {
+	examples, err := filepath.Abs("../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	ok := Config{Model: "logreg", Dataset: "data/digits.csv", Split: "data/digits_split.csv", PathBase: examples}
+	if _, err := Builtin(ok); err != nil {
+		t.Errorf("dataset beside the sweep file: %v", err)
+	}
+	os.MkdirAll("data", 0o755)
+	os.WriteFile("data/here.csv", []byte("a,label\n1,0\n2,1\n"), 0o644)
+	for _, tt := range []struct {
+		cfg  Config
+		want []string
+	}{
+		{Config{Model: "logreg", Dataset: "data/missing.csv", PathBase: examples},
+			[]string{filepath.Join(examples, "data/missing.csv"), "looked for it in " + examples, "relative to the sweep file's folder"}},
+		{Config{Model: "logreg", Dataset: "data/here.csv", PathBase: examples},
+			[]string{filepath.Join(examples, "data/here.csv"), "data/here.csv is in the current folder", "relative to the sweep file's folder"}},
+		{Config{Model: "logreg", Dataset: "data/digits.csv", Split: "data/missing.csv", PathBase: examples},
+			[]string{"split", filepath.Join(examples, "data/missing.csv"), "looked for it in " + examples}},
+	} {
+		_, err := Builtin(tt.cfg)
+		for _, w := range tt.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s / %s: %v, want it to say %q", tt.cfg.Dataset, tt.cfg.Split, err, w)
+			}
+		}
+	}
+}

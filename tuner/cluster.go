@@ -35,7 +35,7 @@ func WithCluster(h *workers.Head) Option {
 func builtinEnv(cfg trainer.Config) (string, error) {
 	for _, p := range []*string{&cfg.Dataset, &cfg.Split} {
 		if *p != "" {
-			abs, err := filepath.Abs(*p)
+			abs, err := filepath.Abs(cfg.Path(*p))
 			if err != nil {
 				return "", &ConfigError{Key: "trainer.dataset", Err: err}
 			}

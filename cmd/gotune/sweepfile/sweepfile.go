@@ -175,9 +175,9 @@ func Load(path string) (tuner.Config, error) {
 	return s.Config, err
 }
 
-// LoadSweep reads and decodes the sweep file at path. The command's
-// relative paths are looked up in the file's folder when it runs elsewhere
-// (see trainer.Config.PathBase).
+// LoadSweep reads and decodes the sweep file at path. Every relative path
+// in it is relative to the file's folder: storage here, dataset, split,
+// workdir and the command's paths through trainer.Config.PathBase.
 func LoadSweep(path string) (Sweep, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -187,8 +187,13 @@ func LoadSweep(path string) (Sweep, error) {
 	if err != nil {
 		return s, err
 	}
-	s.Config.Trainer.PathBase, err = filepath.Abs(filepath.Dir(path))
-	return s, err
+	if s.Config.Trainer.PathBase, err = filepath.Abs(filepath.Dir(path)); err != nil {
+		return s, err
+	}
+	if st := s.Config.Storage; st != "" && !filepath.IsAbs(st) {
+		s.Config.Storage = filepath.Join(s.Config.Trainer.PathBase, st)
+	}
+	return s, nil
 }
 
 // Decode decodes a sweep file's contents into the tuner's configuration;

@@ -2,6 +2,8 @@ package sweepfile
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -178,6 +180,27 @@ func TestDecodeReportFiles(t *testing.T) {
 		if !errors.As(err, &e) || e.Line != 14 || e.Key != key || !strings.Contains(err.Error(), tt.msg) ||
 			!strings.HasPrefix(err.Error(), "sweep.toml:14: "+key+": ") {
 			t.Errorf("%s: got %v, want sweep.toml:14: %s: …%s", tt.line, err, key, tt.msg)
+		}
+	}
+}
+
+// TestStorageBesideSweepFile: a relative storage path in a sweep file is
+// beside the file, as every relative path in it; an absolute one is kept.
+func TestStorageBesideSweepFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(t.TempDir())
+	for _, tt := range []struct{ storage, want string }{
+		{"results/x.db", filepath.Join(dir, "results/x.db")},
+		{"/abs/x.db", "/abs/x.db"},
+	} {
+		path := filepath.Join(dir, "sweep.toml")
+		body := "name = \"s\"\nstorage = \"" + tt.storage + "\"\n[objective]\nmetric = \"loss\"\n[trainer]\ncommand = [\"true\"]\n"
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := LoadSweep(path)
+		if err != nil || s.Config.Storage != tt.want {
+			t.Errorf("storage %q: %q, %v; want %q", tt.storage, s.Config.Storage, err, tt.want)
 		}
 	}
 }
