@@ -105,6 +105,9 @@ type ExperimentDetail struct {
 	Params []Param `json:"params"`
 	// Config is the sweep's configuration as recorded.
 	Config json.RawMessage `json:"config"`
+	// Objectives are the experiment's objectives when it has several,
+	// empty when its one objective is Metric.
+	Objectives []storage.Objective `json:"objectives"`
 }
 
 // Param is one hyperparameter of the search space.
@@ -173,6 +176,27 @@ func countByExperiment(ctx context.Context, db *storage.DB, query string, args .
 	return out, rows.Err()
 }
 
+// Version is what GET /api/version answers.
+type Version struct {
+	// Version grows whenever anything is committed to the database: a page
+	// that polls reads the rest again only when it changed.
+	Version int64 `json:"version"`
+}
+
+// GET /api/version: the database's change counter (see Version). It
+// reads no table, so that polling it costs next to nothing.
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	v, err := s.db.DataVersion(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body, _ := json.Marshal(Version{v})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(append(body, '\n'))
+}
+
 // GET /api/experiments: every experiment, oldest first.
 func (s *Server) experiments(r *http.Request, db *storage.DB) (any, error) {
 	exps, err := db.Experiments(r.Context())
@@ -206,7 +230,10 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := ExperimentDetail{Experiment: experimentOf(e, counts), Metrics: metrics, Params: []Param{}, Config: e.Config}
+	d := ExperimentDetail{Experiment: experimentOf(e, counts), Metrics: metrics, Params: []Param{}, Config: e.Config, Objectives: []storage.Objective{}}
+	if len(e.Objectives) > 1 {
+		d.Objectives = e.Objectives
+	}
 	if d.Metrics == nil {
 		d.Metrics = []string{}
 	}
@@ -242,9 +269,11 @@ func trialOf(t *storage.Trial) Trial {
 // &param=NAME<OP>VALUE&where=COLUMN<OP>NUMBER&text=T&offset=N&limit=N]: the
 // experiment's trials, as storage.TrialQuery selects, orders and pages them
 // (param, where and text may repeat; OP is =, !=, <, <=, > or >=). The body
-// is the page; the header X-Total-Count says how many trials the query
-// selects in all, so that a client pages through a long list without ever
-// loading it whole.
+// is the page, of DefaultTrialPage trials unless limit says otherwise
+// (limit=0: every trial); the header X-Total-Count says how many trials
+// the query selects in all, and while more follow the page, a Link header
+// (rel="next") gives the next page's address, so that a client pages
+// through a long list without ever loading it whole.
 func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
 	q := storage.TrialQuery{Sort: r.FormValue("sort"), Column: r.FormValue("order"), Text: r.Form["text"]}
 	if q.Sort != "" && q.Column != "" {
@@ -268,6 +297,7 @@ func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
 		}
 		q.Columns = append(q.Columns, storage.ColumnFilter{Column: cf.Name, Op: cf.Op, Value: x})
 	}
+	q.Limit = DefaultTrialPage
 	for key, dst := range map[string]*int{"limit": &q.Limit, "offset": &q.Offset} {
 		if v := r.FormValue(key); v != "" {
 			n, err := strconv.Atoi(v)
@@ -293,8 +323,18 @@ func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
 	for i, t := range ts {
 		page.trials[i] = trialOf(t)
 	}
+	if q.Limit > 0 && q.Offset+len(ts) < total {
+		next := r.URL.Query()
+		next.Set("offset", strconv.Itoa(q.Offset+len(ts)))
+		next.Set("limit", strconv.Itoa(q.Limit))
+		page.next = r.URL.Path + "?" + next.Encode()
+	}
 	return page, nil
 }
+
+// DefaultTrialPage is how many trials a trial list request answers when
+// it names no limit.
+const DefaultTrialPage = 100
 
 // paramFilter reads NAME<OP>VALUE; VALUE is a number, true or false, or
 // else a string.
@@ -314,16 +354,22 @@ func parseParamFilter(f string) (storage.ParamFilter, bool) {
 	return pf, true
 }
 
-// trialPage is a page of trials, sent as a JSON array with the total in a
-// header.
+// trialPage is a page of trials, sent as a JSON array with the total and
+// the next page's address in headers.
 type trialPage struct {
 	trials []Trial
 	total  int
+	next   string // the next page's path and query, "" on the last page
 }
 
 func (p trialPage) MarshalJSON() ([]byte, error) { return json.Marshal(p.trials) }
 
-func (p trialPage) setHeaders(h http.Header) { h.Set("X-Total-Count", strconv.Itoa(p.total)) }
+func (p trialPage) setHeaders(h http.Header) {
+	h.Set("X-Total-Count", strconv.Itoa(p.total))
+	if p.next != "" {
+		h.Set("Link", "<"+p.next+`>; rel="next"`)
+	}
+}
 
 // maxCurves bounds the trials one curves request may ask for.
 const maxCurves = 100

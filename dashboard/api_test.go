@@ -1,12 +1,17 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -56,6 +61,14 @@ func TestExperimentAPI(t *testing.T) {
 	}
 	if !strings.Contains(string(d.Config), `"num_samples":6`) {
 		t.Errorf("config: %s", d.Config)
+	}
+	// One objective: the page need not ask for a Pareto front.
+	var objs struct {
+		Objectives *[]storage.Objective `json:"objectives"`
+	}
+	getJSON(t, srv.URL+"/api/experiments/digits", &objs)
+	if objs.Objectives == nil || len(*objs.Objectives) != 0 {
+		t.Errorf("objectives of a single-objective experiment: %v, want []", objs.Objectives)
 	}
 	code, body, _ := get(t, srv.URL+"/api/experiments/nope")
 	if code != http.StatusNotFound || !strings.Contains(body, `"error":`) || !strings.Contains(body, "nope") {
@@ -388,5 +401,86 @@ func TestDownsample(t *testing.T) {
 	}
 	if got := downsample(points[:10], 10); len(got) != 10 {
 		t.Errorf("a curve within the bound: %d points, want all 10", len(got))
+	}
+}
+
+// Without limit, the trial list answers its first DefaultTrialPage
+// trials, the total, and a link to the next page, which leads through the
+// whole list; limit=0 asks for every trial.
+func TestTrialsAPIPagesByDefault(t *testing.T) {
+	const n = 2*DefaultTrialPage + 30
+	srv := httptest.NewServer(New(largeExperiment(t, n)))
+	defer srv.Close()
+	next := "/api/experiments/large/trials?order=-trial"
+	var seen []int
+	for pages := 0; next != ""; pages++ {
+		if pages > 3 {
+			t.Fatalf("more than 3 pages: %v", next)
+		}
+		code, body, h := get(t, srv.URL+next)
+		var page []Trial
+		if err := json.Unmarshal([]byte(body), &page); code != http.StatusOK || err != nil {
+			t.Fatalf("GET %s: %d %v %.200s", next, code, err, body)
+		}
+		if h.Get("X-Total-Count") != strconv.Itoa(n) {
+			t.Errorf("GET %s: X-Total-Count %q, want %d", next, h.Get("X-Total-Count"), n)
+		}
+		if len(page) > DefaultTrialPage {
+			t.Errorf("GET %s: %d trials, want at most %d", next, len(page), DefaultTrialPage)
+		}
+		for _, tr := range page {
+			seen = append(seen, tr.Number)
+		}
+		next = ""
+		if link := h.Get("Link"); link != "" {
+			m := regexp.MustCompile(`^<([^>]+)>; rel="next"$`).FindStringSubmatch(link)
+			if m == nil {
+				t.Fatalf("Link: %q", link)
+			}
+			next = m[1]
+		}
+	}
+	if len(seen) != n || seen[0] != n || seen[n-1] != 1 {
+		t.Errorf("paged through %d trials, from %v to %v; want %d from %d down to 1", len(seen), seen[0], seen[len(seen)-1], n, n)
+	}
+	var all []Trial
+	getJSON(t, srv.URL+"/api/experiments/large/trials?limit=0", &all)
+	if len(all) != n {
+		t.Errorf("limit=0: %d trials, want %d", len(all), n)
+	}
+}
+
+// /api/version changes when something is committed, and only then.
+func TestVersionAPI(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "gotune.db")
+	db, err := storage.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exp, err := db.CreateExperiment(ctx, "v", "loss", "min", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := storage.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	srv := httptest.NewServer(New(ro))
+	defer srv.Close()
+	var v0, v1, v2 Version
+	getJSON(t, srv.URL+"/api/version", &v0)
+	getJSON(t, srv.URL+"/api/version", &v1)
+	if v1 != v0 {
+		t.Errorf("nothing committed, yet the version went from %d to %d", v0.Version, v1.Version)
+	}
+	if _, err := db.CreateTrial(ctx, exp.ID, 1, map[string]any{"x": 1}); err != nil {
+		t.Fatal(err)
+	}
+	getJSON(t, srv.URL+"/api/version", &v2)
+	if v2.Version <= v1.Version {
+		t.Errorf("after a commit the version went from %d to %d, want it to grow", v1.Version, v2.Version)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,11 +12,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/performance"
 	"github.com/chromedp/chromedp"
 
 	"github.com/gotune/gotune/searchspace"
@@ -339,11 +344,23 @@ func TestBrowserDrawsAHugeExperiment(t *testing.T) {
 	start := time.Now()
 	db := largeExperimentWithCurve(t, n, long)
 	t.Logf("built %d trials and a %d-report curve in %v", n, long, time.Since(start).Round(time.Millisecond))
-	srv := httptest.NewServer(New(db))
+	// Every request the page makes is counted by path, to tell what an
+	// idle tab asks for.
+	var mu sync.Mutex
+	requests := map[string]int{}
+	handler := New(db)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests[r.URL.Path]++
+		mu.Unlock()
+		handler.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 	for _, q := range []string{
+		"version",
 		"experiments",
 		"experiments/large",
+		"experiments/large/trials",
 		"experiments/large/trials?order=best&limit=500",
 		"experiments/large/trials?order=trial&offset=0&limit=100",
 		"experiments/large/trials?order=-best&offset=50000&limit=100",
@@ -381,6 +398,10 @@ func TestBrowserDrawsAHugeExperiment(t *testing.T) {
 		CurvePoints int      `json:"curvePoints"`
 		Legend      []string `json:"legend"`
 	}
+	// Chromium starts before the clock does: the figure is the page's.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
 	start = time.Now()
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/#/e/large"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`))); err != nil {
 		t.Fatalf("browser: %v", err)
@@ -390,6 +411,47 @@ func TestBrowserDrawsAHugeExperiment(t *testing.T) {
 		t.Fatalf("experiment page: %v", err)
 	}
 	t.Logf("experiment page of %d trials drawn in %v", n, time.Since(start).Round(time.Millisecond))
+
+	// An idle open tab: what it asks the server for and what it costs the
+	// server (this process) and the page's renderer over a while.
+	const idle = 10 * time.Second
+	if _, err := chromedp.Call(ctx, performance.Enable, performance.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	taskTime := func() float64 {
+		t.Helper()
+		res, err := chromedp.Call(ctx, performance.GetMetrics, cdp.Empty{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range res.Metrics {
+			if m.Name == "TaskDuration" {
+				return m.Value
+			}
+		}
+		t.Fatal("the renderer reports no TaskDuration")
+		return 0
+	}
+	time.Sleep(3 * time.Second) // let the page's first polls settle
+	mu.Lock()
+	clear(requests)
+	mu.Unlock()
+	page0, server0 := taskTime(), processCPU(t)
+	time.Sleep(idle)
+	page1, server1 := taskTime(), processCPU(t)
+	mu.Lock()
+	asked := maps.Clone(requests)
+	mu.Unlock()
+	t.Logf("idle tab over %v: renderer busy %.2f%% of a core, server %.2f%% of a core, requests %v",
+		idle, 100*(page1-page0)/idle.Seconds(), 100*(server1-server0).Seconds()/idle.Seconds(), asked)
+	for p := range asked {
+		if p != "/api/version" {
+			t.Errorf("the idle tab asked for %s (%v); with nothing changed it should ask only /api/version", p, asked)
+		}
+	}
+	if asked["/api/version"] == 0 {
+		t.Errorf("the idle tab did not poll: %v", asked)
+	}
 	s, err := chromedp.Run(ctx, chromedp.Evaluate[shown](`({
 		rows: document.querySelectorAll('#trials tbody tr').length,
 		first: document.querySelector('#trials tbody tr').dataset.trial,
@@ -497,4 +559,120 @@ func TestBrowserParetoFront(t *testing.T) {
 	if !young.FrontHidden || len(young.Bars) != 0 {
 		t.Errorf("young: drew %+v, want no front and no bars", young)
 	}
+}
+
+// TestBrowserTrialPanelEdges opens a trial of an experiment to maximise
+// whose workers printed nothing but reports and which has an event with a
+// very long message: the header shows no error, the trial panel keeps the
+// workers' columns inside the page, the best-first sort of a metric to
+// maximise shows a downward arrow, and the curves' iteration axis has
+// whole-number ticks only.
+func TestBrowserTrialPanelEdges(t *testing.T) {
+	exe := chromium(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gotune.db")
+	db, err := storage.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	exp, err := db.CreateExperiment(ctx, "edges", "acc", "max", map[string]any{})
+	must(err)
+	for n := 1; n <= 2; n++ {
+		tr, err := db.CreateTrial(ctx, exp.ID, n, map[string]any{"lr": 0.1 * float64(n)})
+		must(err)
+		for it := 1; it <= 5; it++ {
+			acc := float64(it*n) / 10
+			must(db.AddReport(ctx, tr.ID(), storage.Report{Iteration: it, Time: time.Now(), Metrics: map[string]float64{"acc": acc}}, &acc))
+		}
+		if n == 1 {
+			for rank := range 2 {
+				_, err := db.SetWorker(ctx, tr.ID(), storage.WorkerRecord{Rank: rank, Node: "node0", PID: 100 + rank, Status: "RUNNING",
+					StepRate: 10, LogPath: filepath.Join(dir, fmt.Sprintf("worker_%d.log", rank))})
+				must(err)
+			}
+			must(db.AddEvent(ctx, 0, tr.ID(), storage.EventDecision, strings.Repeat("x", 3000), nil))
+		}
+	}
+	must(db.Close())
+	ro, err := storage.OpenReadOnly(path)
+	must(err)
+	defer ro.Close()
+	srv := httptest.NewServer(New(ro))
+	defer srv.Close()
+	bctx := browser(t, exe)
+	err = chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/#/e/edges/t/1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#trial-panel table`)),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.querySelectorAll('#curves path.curve').length === 2 && document.querySelector('#log-info') !== null`,
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("page: %v", err)
+	}
+	type seen struct {
+		Live       string   `json:"live"`
+		LiveError  bool     `json:"liveError"`
+		LogInfo    string   `json:"logInfo"`
+		Workers    float64  `json:"workersRight"`
+		Panel      float64  `json:"panelRight"`
+		Window     float64  `json:"window"`
+		BestClass  string   `json:"bestClass"`
+		XTicks     []string `json:"xTicks"`
+		FirstTrial string   `json:"firstTrial"`
+	}
+	s, err := chromedp.Run(bctx, chromedp.Evaluate[seen](`({
+		live: document.querySelector('#live').textContent,
+		liveError: document.querySelector('#live').classList.contains('error'),
+		logInfo: document.querySelector('#log-info').textContent,
+		workersRight: document.querySelector('#trial-panel table').getBoundingClientRect().right,
+		panelRight: document.querySelector('#trial-panel').getBoundingClientRect().right,
+		window: document.documentElement.clientWidth,
+		bestClass: document.querySelector('#trials th[data-key="best"]').className,
+		xTicks: [...document.querySelectorAll('#curves g.axis text[text-anchor="middle"]')].map((e) => e.textContent).slice(0, -2), // less the axes' labels
+		firstTrial: document.querySelector('#trials tbody tr').dataset.trial,
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LiveError || strings.Contains(s.Live, "cannot read") {
+		t.Errorf("header: %q (error %v), want no error for a log not written yet", s.Live, s.LiveError)
+	}
+	if !strings.Contains(s.LogInfo, "nothing but its reports") {
+		t.Errorf("log panel says %q, want that rank 0 printed nothing but reports", s.LogInfo)
+	}
+	if s.Workers > s.Panel+1 || s.Panel > s.Window+1 {
+		t.Errorf("the workers' table ends at %.0f px, the trial panel at %.0f, the page is %.0f wide", s.Workers, s.Panel, s.Window)
+	}
+	if s.FirstTrial != "2" || !strings.Contains(s.BestClass, "sorted") || strings.Contains(s.BestClass, "asc") {
+		t.Errorf("best first (trial %s first) is a descending sort of acc, but the header's class is %q", s.FirstTrial, s.BestClass)
+	}
+	if len(s.XTicks) < 2 {
+		t.Errorf("x ticks %q", s.XTicks)
+	}
+	for _, tick := range s.XTicks {
+		if _, err := strconv.Atoi(tick); err != nil {
+			t.Errorf("x ticks %q: iterations are whole numbers", s.XTicks)
+			break
+		}
+	}
+}
+
+// processCPU is the CPU time this process (the test's server) has used.
+func processCPU(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

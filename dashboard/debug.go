@@ -106,6 +106,10 @@ type LogPage struct {
 	// Rotated says the file is shorter than the after offset asked for:
 	// it was rotated, and the page starts at its beginning.
 	Rotated bool `json:"rotated,omitempty"`
+	// Absent says the log file does not exist (yet): the worker has
+	// printed nothing but its reports, which are not logged. The page is
+	// then empty.
+	Absent bool `json:"absent,omitempty"`
 }
 
 // LogMatch is one line of a log that holds the searched text.
@@ -181,6 +185,10 @@ func (s *Server) workerLog(r *http.Request, db *storage.DB) (any, error) {
 		path = fmt.Sprintf("%s.%d", base, part)
 	}
 	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && part == 0 {
+		// A worker that printed nothing but its reports has no log yet.
+		return &LogPage{Rank: rank, Path: path, Lines: []string{}, Absent: true}, nil
+	}
 	if err != nil {
 		return nil, &apiError{http.StatusNotFound, fmt.Errorf("log of rank %d: %w", rank, err)}
 	}

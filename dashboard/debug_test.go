@@ -151,6 +151,22 @@ func TestWorkerLogAPI(t *testing.T) {
 	}
 }
 
+// A worker that printed nothing but its reports has no log file: its log
+// is an empty page that says so, not an error (the page showed one in red).
+func TestWorkerLogNotWrittenYet(t *testing.T) {
+	srv, logPath := debugFixture(t)
+	os.Remove(logPath)
+	var page LogPage
+	getJSON(t, srv.URL+"/api/experiments/dbg/trials/1/log?rank=0", &page)
+	if !page.Absent || len(page.Lines) != 0 || page.Size != 0 {
+		t.Errorf("got %+v, want an empty page marked absent", page)
+	}
+	getJSON(t, srv.URL+"/api/experiments/dbg/trials/1/log?rank=0&after=0", &page)
+	if !page.Absent || len(page.Lines) != 0 {
+		t.Errorf("following: got %+v, want an empty page marked absent", page)
+	}
+}
+
 func TestTrialUsageAPI(t *testing.T) {
 	srv, _ := debugFixture(t)
 	var series []UsageSeries

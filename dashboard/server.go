@@ -66,6 +66,7 @@ func New(db *storage.DB, opts ...Option) *Server {
 	files := http.FileServerFS(assets)
 	s.mux.Handle("GET /", noCache(files))
 	s.mux.HandleFunc("GET /metrics", s.metrics)
+	s.mux.HandleFunc("GET /api/version", s.version)
 	s.mux.HandleFunc("GET /api/experiments", s.api(s.experiments))
 	s.mux.HandleFunc("GET /api/experiments/{exp}", s.api(s.experiment))
 	s.mux.HandleFunc("GET /api/experiments/{exp}/trials", s.api(s.trials))

@@ -853,3 +853,35 @@ func TestQueueWorkers(t *testing.T) {
 		t.Errorf("learned %v; rank 1 is %d", learned, again)
 	}
 }
+
+// DataVersion changes after every commit, of this process's writer or of
+// another opening of the database, and only then.
+func TestDataVersionTellsCommits(t *testing.T) {
+	ctx := context.Background()
+	db := mustOpen(t)
+	f := newFixture(t, db, "min", 1)
+	ro, err := OpenReadOnly(db.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	iteration := 0
+	for _, reader := range []*DB{db, ro} {
+		v0, err := reader.DataVersion(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := reader.DataVersion(ctx); err != nil || v != v0 {
+			t.Fatalf("no commit: version %d then %d (%v)", v0, v, err)
+		}
+		for it := range 3 {
+			iteration++
+			f.report(t, 1, iteration, 0.5)
+			v, err := reader.DataVersion(ctx)
+			if err != nil || v == v0 {
+				t.Fatalf("commit %d: version stayed %d (%v)", it, v, err)
+			}
+			v0 = v
+		}
+	}
+}

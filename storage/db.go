@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,6 +61,18 @@ type DB struct {
 	r *sql.DB
 	// rq runs the reads: r, or a read transaction on it in a Snapshot view.
 	rq queryer
+	// version is the connection DataVersion asks, made on first use.
+	version *versionConn
+}
+
+// versionConn is one connection of the read pool kept for DataVersion:
+// SQLite's data version is per connection.
+type versionConn struct {
+	mu   sync.Mutex
+	conn *sql.Conn
+	// raw is conn's last data_version; count, what DataVersion returns,
+	// grows by one each time raw changes or conn is made anew.
+	raw, count int64
 }
 
 // Option changes how Open opens a database.
@@ -124,7 +137,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
-	db := &DB{path: path, now: o.now}
+	db := &DB{path: path, now: o.now, version: &versionConn{}}
 	if db.now == nil {
 		db.now = time.Now
 	}
@@ -158,7 +171,7 @@ func OpenReadOnly(path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{path: path, now: time.Now, r: r, rq: r}
+	db := &DB{path: path, now: time.Now, r: r, rq: r, version: &versionConn{}}
 	v, err := userVersion(context.Background(), r)
 	if err != nil {
 		r.Close()
@@ -204,11 +217,47 @@ func (db *DB) Path() string { return db.path }
 func (db *DB) Close() error {
 	// Readers close first: the last connection to close removes the
 	// write-ahead log's files, which a read-only one cannot do.
+	db.version.mu.Lock()
+	if db.version.conn != nil {
+		db.version.conn.Close()
+		db.version.conn = nil
+	}
+	db.version.mu.Unlock()
 	err := db.r.Close()
 	if db.w != nil {
 		err = errors.Join(err, db.w.close())
 	}
 	return err
+}
+
+// DataVersion returns a number that grows whenever a commit to the
+// database is made by any connection, of this process or another (SQLite's
+// data_version, kept on one read connection): equal numbers from two calls
+// mean nothing was committed between them, so a reader that polls can
+// skip reading again.
+func (db *DB) DataVersion(ctx context.Context) (int64, error) {
+	v := db.version
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	fresh := v.conn == nil
+	if fresh {
+		c, err := db.r.Conn(ctx)
+		if err != nil {
+			return 0, err
+		}
+		v.conn = c
+	}
+	var raw int64
+	if err := v.conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&raw); err != nil {
+		v.conn.Close()
+		v.conn = nil
+		return 0, err
+	}
+	if fresh || raw != v.raw {
+		v.raw = raw
+		v.count++
+	}
+	return v.count, nil
 }
 
 func userVersion(ctx context.Context, q *sql.DB) (int, error) {

@@ -577,5 +577,5 @@ func (db *DB) Snapshot(ctx context.Context, fn func(view *DB) error) error {
 		return err
 	}
 	defer tx.Rollback()
-	return fn(&DB{path: db.path, now: db.now, r: db.r, rq: tx})
+	return fn(&DB{path: db.path, now: db.now, r: db.r, rq: tx, version: db.version})
 }

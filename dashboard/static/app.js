@@ -37,6 +37,7 @@ const state = {
   curves: null,
   curvesKey: '',
   tick: 0,
+  version: null,      // the database's change counter when last read
 };
 
 const $ = (id) => document.getElementById(id);
@@ -142,6 +143,8 @@ async function route() {
     state.curves = null;
   }
   state.trial = trial;
+  // Read before the page, so that a commit while it loads is seen next poll.
+  try { state.version = (await api('version')).version; } catch (err) { state.version = null; }
   await refresh(true);
 }
 
@@ -149,7 +152,7 @@ async function route() {
 
 async function refresh(full) {
   try {
-    state.experiments = await api('experiments');
+    if (!state.exp) state.experiments = await api('experiments');
     if (!state.exp && state.experiments.length) {
       const running = state.experiments.filter((e) => e.status === 'RUNNING');
       go((running.length ? running[running.length - 1] : state.experiments[state.experiments.length - 1]).name);
@@ -159,13 +162,16 @@ async function refresh(full) {
     if (state.exp) {
       const name = encodeURIComponent(state.exp);
       const needDetail = full || !state.detail || state.tick % 5 === 0;
-      const [detail, top, events, resources] = await Promise.all([
+      const [experiments, detail, top, events, resources] = await Promise.all([
+        api('experiments'),
         needDetail ? api('experiments/' + name) : Promise.resolve(state.detail),
         api('experiments/' + name + '/trials?order=best&limit=' + TOP),
         api('experiments/' + name + '/events?limit=200'),
         api('experiments/' + name + '/resources'),
         loadPage(),
       ]);
+      state.experiments = experiments;
+      renderExperiments();
       state.detail = detail;
       state.trials = top;
       renderSummary(resources);
@@ -174,7 +180,7 @@ async function refresh(full) {
       renderEvents(events);
       await renderCurves(full);
       renderParallel();
-      await renderSearch(full);
+      renderSearchLater(full);
       await renderTrial();
     }
     $('live').textContent = 'updated ' + new Date().toLocaleTimeString([], {hour12: false});
@@ -187,10 +193,22 @@ async function refresh(full) {
   document.body.dataset.ready = 'true';
 }
 
+// poll reads the page again when the database changed since it was last
+// read: an open tab on a sweep that is not running costs one tiny request
+// every POLL_MS.
 async function poll() {
   if (!document.hidden) {
-    state.tick++;
-    await refresh(false);
+    try {
+      const v = (await api('version')).version;
+      if (v !== state.version) {
+        state.version = v;
+        state.tick++;
+        await refresh(false);
+      }
+    } catch (err) {
+      $('live').textContent = 'cannot read: ' + err.message;
+      $('live').classList.add('error');
+    }
   }
   setTimeout(poll, POLL_MS);
 }
@@ -344,8 +362,13 @@ function renderTrials() {
   const head = el('tr', {}, ...cols.map((c) => {
     if (c.sortable === false) return el('th', {title: 'draw the curve'}, 'plot');
     const sorted = state.sort.key === c.key;
+    // "best" and "last" order best first: for a metric to maximise, that
+    // is from the highest value down, and the arrow says so.
+    const exp = currentExperiment();
+    const valuesUp = state.sort.asc !== Boolean(c.metric && exp && exp.mode === 'max');
     return el('th', {
-      class: 'sortable' + (sorted ? ' sorted' + (state.sort.asc ? ' asc' : '') : ''),
+      class: 'sortable' + (sorted ? ' sorted' + (valuesUp ? ' asc' : '') : ''),
+      title: c.metric ? 'best first, then worse' : '',
       'data-key': c.key,
       onclick: () => {
         state.sort = {key: c.key, asc: sorted ? !state.sort.asc : true};
@@ -433,7 +456,7 @@ async function renderCurves(force) {
   const series = state.curves.curves.map((c) => ({id: c.trial_id, color: colorOf(c.trial_id), points: c.points, dropped: c.dropped || 0}));
   drawLines($('curves'), series, {
     xLabel: state.curveX === 'time' ? 'seconds since start' : state.curveX,
-    yLabel: state.curveMetric, logY: state.logY,
+    yLabel: state.curveMetric, logY: state.logY, wholeX: state.curveX === 'iteration',
   });
   $('curves-legend').replaceChildren(...series.map((s) => el('span', {}, el('i', {style: 'background:' + s.color}), 'trial ' + s.id +
     (s.dropped ? ` (${s.points.length} of ${s.points.length + s.dropped} points)` : ''))));
@@ -441,10 +464,12 @@ async function renderCurves(force) {
 
 // ---- scales and axes
 
-function linear(d0, d1, r0, r1) {
+// linear maps [d0, d1] onto [r0, r1]; whole says the values are whole
+// numbers (iterations), whose ticks are whole numbers too.
+function linear(d0, d1, r0, r1, whole) {
   if (d0 === d1) { d0 -= 1; d1 += 1; }
   const f = (v) => r0 + (v - d0) / (d1 - d0) * (r1 - r0);
-  f.ticks = (n) => niceTicks(d0, d1, n);
+  f.ticks = (n) => niceTicks(d0, d1, n, whole);
   return f;
 }
 
@@ -465,11 +490,13 @@ function logScale(d0, d1, r0, r1) {
   return f;
 }
 
-function niceTicks(lo, hi, n) {
+function niceTicks(lo, hi, n, whole) {
   const span = hi - lo;
   const step0 = span / Math.max(n, 1);
   const mag = Math.pow(10, Math.floor(Math.log10(step0)));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => span / s <= n) || 10 * mag;
+  // 2.5 times a power of ten is a whole step only from 25 on.
+  const steps = whole ? [1, 2, 5, 10].map((m) => Math.max(1, m * mag)) : [1, 2, 2.5, 5, 10].map((m) => m * mag);
+  const step = steps.find((s) => span / s <= n) || steps[steps.length - 1];
   const out = [];
   for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
   return out;
@@ -503,7 +530,7 @@ function drawLines(container, series, opts) {
   const m = {l: 58, r: 14, t: 10, b: 36};
   const [x0, x1] = extent(pts.map((p) => p[0]));
   const [y0, y1] = extent(pts.map((p) => p[1]));
-  const x = linear(x0, x1, m.l, c.w - m.r);
+  const x = linear(x0, x1, m.l, c.w - m.r, opts.wholeX);
   const pad = (y1 - y0) * 0.05 || Math.abs(y0) * 0.05 || 1;
   const y = opts.logY ? logScale(y0, y1, c.h - m.b, m.t) : linear(y0 - pad, y1 + pad, c.h - m.b, m.t);
   const grid = svg('g', {class: 'grid'}, c.root);
@@ -636,7 +663,7 @@ async function renderTrial() {
     w.straggler ? el('span', {class: 'badge', title: 'much slower than the median of its attempt'}, 'straggler') : '',
   ]));
   const checkpoints = table(['iteration', 'path', 'kept'], d.checkpoints.map((c) => [c.iteration, c.path, c.kept ? 'yes' : 'deleted']));
-  const events = table(['time', 'kind', 'message'], d.events.slice().reverse().map((e) => [fmtTime(e.time), e.kind, msgCell(e)]));
+  const events = table(['time', 'kind', 'message'], d.events.slice().reverse().map((e) => [fmtTime(e.time), e.kind, el('span', {class: 'msg'}, msgCell(e))]));
   panel.hidden = false;
   panel.replaceChildren(...[
     el('div', {class: 'panel-head'}, el('h2', {}, `Trial ${d.trial_id}`),
@@ -687,7 +714,11 @@ async function renderDebug(d) {
   panel.hidden = false;
   $('stack-btn').disabled = !dbg.running;
   $('stack-btn').title = dbg.running ? 'take the current stack of every worker' : 'stacks are taken of a running trial only';
-  await Promise.all([renderUsage(), dbg.query ? null : updateLog(false)]);
+  // A log that cannot be read is said in the log's panel: the page itself
+  // is fine.
+  await Promise.all([renderUsage(), dbg.query ? null : updateLog(false).catch((err) => {
+    $('log-info').textContent = 'cannot read the log: ' + err.message;
+  })]);
 }
 
 function buildDebug(panel, d, ranks) {
@@ -724,6 +755,11 @@ async function updateLog(force) {
   const q = `${dbg.base}/log?rank=${dbg.rank}`;
   if (!dbg.lines.length) {
     const p = await api(`${q}&limit=${LOG_PAGE}`);
+    if (p.absent) {
+      $('log-info').textContent = `rank ${dbg.rank} has printed nothing but its reports yet`;
+      $('log-older').disabled = true;
+      return;
+    }
     Object.assign(dbg, {lines: p.lines, part: 0, start: p.start, olderPart: p.older_part || 0, end: p.end, size: p.size});
   } else {
     const p = await api(`${q}&after=${dbg.end}`);
@@ -852,7 +888,9 @@ async function loadSearch(full) {
     Object.assign(search, {exp: state.exp, front: null, imp: null, impError: '', x: '', y: '', impMetric: ''});
     full = true;
   }
-  search.front = await api('experiments/' + name + '/front');
+  // Only an experiment of several objectives has a front to draw.
+  const several = state.detail && state.detail.objectives && state.detail.objectives.length > 1;
+  search.front = several ? await api('experiments/' + name + '/front') : null;
   if (full || !search.imp && !search.impError || state.tick % 5 === 0) {
     const q = search.impMetric ? '?metric=' + encodeURIComponent(search.impMetric) : '';
     try {
@@ -869,6 +907,17 @@ async function renderSearch(full) {
   await loadSearch(full);
   renderFront();
   renderImportance();
+}
+
+// renderSearchLater draws the front and the importance without holding
+// up the rest of the page: on a large experiment they cost the most.
+function renderSearchLater(full) {
+  if (search.busy) return;
+  search.busy = true;
+  renderSearch(full).catch((err) => {
+    search.impError = err.message;
+    renderImportance();
+  }).finally(() => { search.busy = false; });
 }
 
 // renderFront plots two of the objectives of an experiment that has
@@ -937,7 +986,7 @@ function renderFront() {
 // renderImportance draws the parameters' importance as horizontal bars,
 // largest first.
 function renderImportance() {
-  const objs = search.front ? search.front.objectives.map((o) => o.metric) : [];
+  const objs = search.front ? search.front.objectives.map((o) => o.metric) : (search.imp ? [search.imp.metric] : []);
   const sel = $('imp-metric');
   sel.parentElement.hidden = objs.length < 2;
   if (objs.length) fillSelect(sel, objs, search.impMetric || objs[0]);
