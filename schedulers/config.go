@@ -15,7 +15,9 @@ import (
 // chosen kind does not use is an error, so a setting never silently does
 // nothing.
 type Config struct {
-	// Kind is "fifo" (the default), "asha", "hyperband", "median" or "pbt".
+	// Kind is "fifo" (the default), "asha", "hyperband", "median", "pbt",
+	// or one of Optuna's pruners: "percentile", "threshold", "patient",
+	// "wilcoxon".
 	Kind string `toml:"kind" json:"kind,omitempty"`
 	// TimeAttr is the reported counter that measures a trial's progress;
 	// default "training_iteration", the number of reports so far. Every
@@ -60,6 +62,37 @@ type Config struct {
 	// from their checkpoints one by one, oldest pause first, and run to
 	// the end unjudged. Needs trials that checkpoint. Nil means true.
 	HardStop *bool `toml:"hard_stop" json:"hard_stop,omitempty"`
+
+	// Percentile (percentile, required) is the percentile, in (0, 100], of
+	// the completed trials' values a trial must be within: 50 is Optuna's
+	// MedianPruner, 25 keeps the best quarter.
+	Percentile float64 `toml:"percentile" json:"percentile,omitempty"`
+	// StartupTrials (percentile) is how many trials must complete before
+	// any is judged (Optuna's n_startup_trials). Default 5.
+	StartupTrials int `toml:"startup_trials" json:"startup_trials,omitempty"`
+	// Interval (percentile, threshold, patient, wilcoxon) is the least
+	// time between two judgements of a trial (Optuna's interval_steps).
+	// Zero, the default, judges every result.
+	Interval float64 `toml:"interval" json:"interval,omitempty"`
+	// Lower and Upper (threshold; at least one) bound the metric, in its
+	// own units: a value below Lower or above Upper stops the trial.
+	Lower *float64 `toml:"lower" json:"lower,omitempty"`
+	Upper *float64 `toml:"upper" json:"upper,omitempty"`
+	// Patience (patient, required) is how many results, besides the
+	// latest, the patient pruner looks back: a trial stops when the best
+	// of its last patience+1 results is worse than its best before them by
+	// more than MinDelta. A pointer so that 0 can be said.
+	Patience *int `toml:"patience" json:"patience,omitempty"`
+	// MinDelta (patient) is how much worse than before a trial's recent
+	// best may be before it stops. Default 0.
+	MinDelta float64 `toml:"min_delta" json:"min_delta,omitempty"`
+	// PThreshold (wilcoxon) is the p-value under which a trial worse than
+	// the best completed one stops. Default 0.1.
+	PThreshold float64 `toml:"p_threshold" json:"p_threshold,omitempty"`
+	// StartupSteps (wilcoxon) is how many times a trial and the best
+	// completed one must both have reported before the test is made
+	// (Optuna's n_startup_steps). Default 2.
+	StartupSteps int `toml:"startup_steps" json:"startup_steps,omitempty"`
 
 	// PerturbationInterval (pbt, required) is the time between two exploit
 	// and explore steps of a trial.
@@ -118,7 +151,7 @@ type Env struct {
 const DefaultTimeAttr = "training_iteration"
 
 // Kinds lists the scheduler kinds New accepts.
-var Kinds = []string{"fifo", "asha", "hyperband", "median", "pbt"}
+var Kinds = []string{"fifo", "asha", "hyperband", "median", "pbt", "percentile", "threshold", "patient", "wilcoxon"}
 
 // FieldError is an invalid setting, named by its key relative to the
 // [scheduler] section (for example "max_t" or
@@ -157,6 +190,18 @@ func (c Config) WithDefaults() Config {
 		c.GracePeriod = orFloat(c.GracePeriod, 1)
 		if c.MinSamplesRequired == 0 {
 			c.MinSamplesRequired = 3
+		}
+	case "percentile":
+		if c.StartupTrials == 0 {
+			c.StartupTrials = 5
+		}
+		if c.MinSamplesRequired == 0 {
+			c.MinSamplesRequired = 1
+		}
+	case "wilcoxon":
+		c.PThreshold = orFloat(c.PThreshold, 0.1)
+		if c.StartupSteps == 0 {
+			c.StartupSteps = 2
 		}
 	case "pbt":
 		c.QuantileFraction = orFloat(c.QuantileFraction, 0.25)
@@ -261,6 +306,11 @@ func New(cfg Config, env Env) (Scheduler, error) {
 			return nil, fieldErr("hard_stop", "false pauses trials and resumes them from checkpoints, which these trials cannot do: leave it true")
 		}
 		return newMedian(c, view), nil
+	case "percentile", "threshold", "patient", "wilcoxon":
+		if err := checkPruner(c); err != nil {
+			return nil, err
+		}
+		return newPruner(c, view), nil
 	case "pbt":
 		p, err := newPBT(c, view, env)
 		if err == nil && !env.Checkpoints {
@@ -279,11 +329,20 @@ func checkApplicable(c Config) error {
 		kinds []string
 	}{
 		{"max_t", c.MaxT != 0, []string{"asha", "hyperband"}},
-		{"grace_period", c.GracePeriod != 0, []string{"asha", "hyperband", "median"}},
+		{"grace_period", c.GracePeriod != 0, []string{"asha", "hyperband", "median", "percentile", "threshold", "patient", "wilcoxon"}},
 		{"reduction_factor", c.ReductionFactor != 0, []string{"asha", "hyperband"}},
 		{"brackets", c.Brackets != 0, []string{"asha"}},
 		{"mode", c.Mode != "", []string{"asha"}},
-		{"min_samples_required", c.MinSamplesRequired != 0, []string{"median"}},
+		{"min_samples_required", c.MinSamplesRequired != 0, []string{"median", "percentile"}},
+		{"percentile", c.Percentile != 0, []string{"percentile"}},
+		{"startup_trials", c.StartupTrials != 0, []string{"percentile"}},
+		{"interval", c.Interval != 0, []string{"percentile", "threshold", "patient", "wilcoxon"}},
+		{"lower", c.Lower != nil, []string{"threshold"}},
+		{"upper", c.Upper != nil, []string{"threshold"}},
+		{"patience", c.Patience != nil, []string{"patient"}},
+		{"min_delta", c.MinDelta != 0, []string{"patient"}},
+		{"p_threshold", c.PThreshold != 0, []string{"wilcoxon"}},
+		{"startup_steps", c.StartupSteps != 0, []string{"wilcoxon"}},
 		{"hard_stop", c.HardStop != nil, []string{"median"}},
 		{"stop_last_trials", c.StopLastTrials != nil, []string{"asha", "hyperband"}},
 		{"perturbation_interval", c.PerturbationInterval != 0, []string{"pbt"}},
@@ -295,6 +354,68 @@ func checkApplicable(c Config) error {
 	for _, s := range set {
 		if s.isSet && !slices.Contains(s.kinds, c.Kind) {
 			return fieldErr(s.key, "not used by kind %q (only by %s)", c.Kind, strings.Join(s.kinds, ", "))
+		}
+	}
+	return nil
+}
+
+// checkPruner validates the settings of Optuna's pruners.
+func checkPruner(c Config) error {
+	if err := finite("grace_period", c.GracePeriod); err != nil {
+		return err
+	}
+	if c.GracePeriod < 0 {
+		return fieldErr("grace_period", "must not be negative, got %g", c.GracePeriod)
+	}
+	if err := finite("interval", c.Interval); err != nil {
+		return err
+	}
+	if c.Interval < 0 {
+		return fieldErr("interval", "must not be negative, got %g", c.Interval)
+	}
+	switch c.Kind {
+	case "percentile":
+		if !(c.Percentile > 0 && c.Percentile <= 100) {
+			return fieldErr("percentile", "must be in (0, 100], got %g (50 is the median)", c.Percentile)
+		}
+		if c.StartupTrials < 0 {
+			return fieldErr("startup_trials", "must not be negative, got %d", c.StartupTrials)
+		}
+		if c.MinSamplesRequired < 1 {
+			return fieldErr("min_samples_required", "must be at least 1, got %d", c.MinSamplesRequired)
+		}
+	case "threshold":
+		if c.Lower == nil && c.Upper == nil {
+			return fieldErr("lower", "threshold needs lower, upper or both")
+		}
+		if c.Lower != nil && math.IsNaN(*c.Lower) {
+			return fieldErr("lower", "must be a number, got NaN")
+		}
+		if c.Upper != nil && math.IsNaN(*c.Upper) {
+			return fieldErr("upper", "must be a number, got NaN")
+		}
+		if c.Lower != nil && c.Upper != nil && *c.Lower > *c.Upper {
+			return fieldErr("lower", "must not exceed upper (%g), got %g", *c.Upper, *c.Lower)
+		}
+	case "patient":
+		if c.Patience == nil {
+			return fieldErr("patience", "is required by kind \"patient\": how many results, besides the latest, to look back")
+		}
+		if *c.Patience < 0 {
+			return fieldErr("patience", "must not be negative, got %d", *c.Patience)
+		}
+		if err := finite("min_delta", c.MinDelta); err != nil {
+			return err
+		}
+		if c.MinDelta < 0 {
+			return fieldErr("min_delta", "must not be negative, got %g", c.MinDelta)
+		}
+	case "wilcoxon":
+		if !(c.PThreshold > 0 && c.PThreshold < 1) {
+			return fieldErr("p_threshold", "must be in (0, 1), got %g", c.PThreshold)
+		}
+		if c.StartupSteps < 1 {
+			return fieldErr("startup_steps", "must be at least 1, got %d", c.StartupSteps)
 		}
 	}
 	return nil

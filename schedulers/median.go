@@ -19,9 +19,8 @@ import (
 //
 // Diverged results (NaN or +Inf) are the worst possible: a running average
 // that takes one in is left out of the median and of the count, so it
-// never lifts the median; a trial whose every result so far diverged stops
-// at the first time past grace_period, whatever the others did (Optuna's
-// pruners do the same).
+// never lifts the median; a trial whose result diverged stops (once past
+// grace_period) whatever the others did, as Optuna's pruners prune a NaN.
 //
 // With hard_stop false (Ray's option), a judged trial pauses instead of
 // stopping; once no new trial will come and none runs, the paused trials
@@ -149,9 +148,9 @@ func (m *medianRule) OnResult(r Result) Decision {
 	if !reached(r.Time, m.c.GracePeriod) || t.Released {
 		return Decision{Action: Continue}
 	}
-	if diverged(float64(t.Best)) {
+	if diverged(r.Score) {
 		return m.judged(r.Trial, t, Decision{Rung: r.Time,
-			Reason: fmt.Sprintf("at %s %s: every %s it reported diverged (NaN or infinite)", m.v.timeAttr, num(r.Time), m.v.metric)})
+			Reason: fmt.Sprintf("at %s %s: its %s diverged (NaN or infinite)", m.v.timeAttr, num(r.Time), m.v.metric)})
 	}
 	count, med := m.otherMedian(r.Trial, t, r.Time)
 	if count < m.c.MinSamplesRequired {

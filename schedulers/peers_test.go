@@ -205,8 +205,8 @@ func TestMedianStopsDivergedTrials(t *testing.T) {
 	s := mustNew(t, Config{Kind: "median", GracePeriod: 1, MinSamplesRequired: 1}, Env{Metric: "loss"})
 	play(t, s, []ev{
 		// Stopped even with nobody to compare with.
-		res(1, 1, nan, Stop).at(1).why("every loss it reported diverged"),
-		res(2, 1, nan, Stop).at(1).why("every loss it reported diverged"),
+		res(1, 1, nan, Stop).at(1).why("its loss diverged"),
+		res(2, 1, nan, Stop).at(1).why("its loss diverged"),
 		// Trials 1 and 2 do not count: nobody to compare with yet.
 		res(3, 1, 0.5, Continue),
 		// Trial 1's NaN does not count: the median of trial 3's 0.5 alone.

@@ -464,7 +464,7 @@ func TestMedianIndexMatchesAScan(t *testing.T) {
 				}
 				want := Continue
 				var med float64
-				if reached(r.Time, m.c.GracePeriod) && diverged(float64(self.Best)) {
+				if reached(r.Time, m.c.GracePeriod) && diverged(r.Score) {
 					want = Stop
 				} else if reached(r.Time, m.c.GracePeriod) && len(means) >= m.c.MinSamplesRequired {
 					med = median(means)
@@ -477,7 +477,7 @@ func TestMedianIndexMatchesAScan(t *testing.T) {
 				}
 				if want == Stop {
 					stops++
-					if diverged(float64(self.Best)) {
+					if diverged(r.Score) {
 						if !strings.Contains(d.Reason, "diverged") || d.HasCutoff {
 							t.Fatalf("seed %d step %d: %q (cutoff %g %v), want a stop for diverging", seed, step, d.Reason, d.Cutoff, d.HasCutoff)
 						}

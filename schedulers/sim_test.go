@@ -356,6 +356,8 @@ func TestSnapshotsResumeTheSameDecisions(t *testing.T) {
 		{"hyperband", schedulers.Config{Kind: "hyperband", MaxT: 27}, schedulers.Env{Checkpoints: true}, curve},
 		{"median", schedulers.Config{Kind: "median", GracePeriod: 3}, schedulers.Env{}, short},
 		{"pbt", pbtCfg, pbtEnv, toyOptions()},
+		{"percentile", schedulers.Config{Kind: "percentile", Percentile: 50, StartupTrials: 2}, schedulers.Env{}, curve},
+		{"wilcoxon", schedulers.Config{Kind: "wilcoxon"}, schedulers.Env{}, curve},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -394,10 +396,15 @@ func TestSimChaos(t *testing.T) {
 	space, _ := searchspace.New(searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
 		searchspace.Param{Name: "width", Domain: searchspace.Choice{Values: []any{int64(32), int64(64), int64(128), int64(256)}}},
 		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}})
+	no, upper, patience := false, 0.5, 1
 	kinds := []schedulers.Config{
 		{}, {Kind: "asha", MaxT: 9, Mode: "stop", Brackets: 2}, {Kind: "asha", MaxT: 9, Brackets: 2, ReductionFactor: 2},
 		{Kind: "hyperband", MaxT: 9, ReductionFactor: 2}, {Kind: "median", MinSamplesRequired: 1},
 		{Kind: "pbt", PerturbationInterval: 2, QuantileFraction: 0.5},
+		{Kind: "median", MinSamplesRequired: 1, HardStop: &no},
+		{Kind: "asha", MaxT: 5, Mode: "stop", StopLastTrials: &no}, {Kind: "hyperband", MaxT: 4, ReductionFactor: 2, StopLastTrials: &no},
+		{Kind: "percentile", Percentile: 50, StartupTrials: 1}, {Kind: "threshold", Upper: &upper},
+		{Kind: "patient", Patience: &patience}, {Kind: "wilcoxon", StartupSteps: 1},
 	}
 	rng := rand.New(rand.NewPCG(42, 42))
 	for round := range 6 {

@@ -124,3 +124,28 @@ func TestDecodeSchedulerFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodePrunerSchedulers checks that Optuna's pruners are kinds of the
+// [scheduler] section, with their settings validated like the rest.
+func TestDecodePrunerSchedulers(t *testing.T) {
+	section := "kind = \"asha\"\ntime_attr = \"epoch\"\nmax_t = 27\nreduction_factor = 3\n"
+	tests := []struct {
+		section, err string
+	}{
+		{"kind = \"percentile\"\npercentile = 25\nstartup_trials = 3\ngrace_period = 2\ninterval = 1\n", ""},
+		{"kind = \"threshold\"\nupper = 2.5\n", ""},
+		{"kind = \"patient\"\npatience = 3\nmin_delta = 0.01\n", ""},
+		{"kind = \"wilcoxon\"\np_threshold = 0.05\nstartup_steps = 3\n", ""},
+		{"kind = \"patient\"\n", "scheduler.patience"},
+		{"kind = \"percentile\"\npercentile = 150\n", "scheduler.percentile"},
+	}
+	for _, tt := range tests {
+		_, err := Decode("sweep.toml", []byte(strings.Replace(withScheduler, section, tt.section, 1)))
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%s: %v", tt.section, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s: got %v, want an error on %s", tt.section, err, tt.err)
+		}
+	}
+}
