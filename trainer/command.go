@@ -131,6 +131,15 @@ func (k *commandKind) runAttempt(a *attempt) {
 	defer ge.closeRdv()
 	col := newCollator(a, n)
 	go col.run()
+	var mc *collector
+	if a.r.spec.Metrics.Collects() {
+		if mc, err = newCollector(a, k.dir, col.addCollected); err != nil {
+			col.close()
+			a.fail(Permanent(err))
+			return
+		}
+		mc.start()
+	}
 	places := placeRanks(a.slots, a.r.spec.Scaling.GPUVisibility)
 	startAll(n, func(rank int) {
 		dir, err := a.checkpointDir(rank)
@@ -148,6 +157,9 @@ func (k *commandKind) runAttempt(a *attempt) {
 			ReportPrefix: ReportPrefix,
 		}
 		a.launchFolders(&spec, dir)
+		if rank == 0 && mc != nil && mc.patterns != nil {
+			spec.OnOutput = mc.line
+		}
 		var p *workers.Process
 		ready := make(chan struct{})
 		hooks := procHooks{
@@ -156,6 +168,9 @@ func (k *commandKind) runAttempt(a *attempt) {
 				col.add(rank, p, line)
 			},
 			exited: func(*workers.Process) error {
+				if rank == 0 && mc != nil {
+					mc.finish()
+				}
 				col.exited(rank)
 				return nil
 			},
@@ -165,6 +180,9 @@ func (k *commandKind) runAttempt(a *attempt) {
 	})
 	a.workers.flush(a.ctx)
 	pg.wait()
+	if mc != nil {
+		mc.finish()
+	}
 	col.close()
 	a.finish(attemptEnd{kind: endCompleted})
 }
@@ -197,8 +215,10 @@ type collator struct {
 // lineReport is one of rank 0's reports waiting to be delivered.
 type lineReport struct {
 	metrics map[string]float64
-	ordinal int    // rank 0's checkpoint ordinal; 0 without a checkpoint
-	dir     string // "" when rank 0's checkpoint was refused
+	// collected: from Spec.Metrics' sources, not a report line.
+	collected bool
+	ordinal   int    // rank 0's checkpoint ordinal; 0 without a checkpoint
+	dir       string // "" when rank 0's checkpoint was refused
 }
 
 func newCollator(a *attempt, n int) *collator {
@@ -278,6 +298,16 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 		return
 	}
 	c.shards[rank][j] = dir
+}
+
+// addCollected queues a report of metrics collected from Spec.Metrics'
+// sources, to be delivered in order with rank 0's report lines.
+func (c *collator) addCollected(metrics map[string]float64) {
+	c.a.beat(0)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queue = append(c.queue, &lineReport{metrics: metrics, collected: true})
+	c.cond.Broadcast()
 }
 
 // exited records that rank's process is gone.
@@ -391,6 +421,15 @@ func (c *collator) deliverOne(rep *lineReport, shards []string, complete bool, r
 		}
 		removeAll(shards)
 		shards = nil
+	}
+	if rep.collected {
+		// A collected step at or below the last recorded one is work
+		// redone: a metrics file read again, a script started over.
+		key := c.a.r.spec.StepKey
+		if step, ok := rep.metrics[key]; ok && c.a.r.lastStep != nil && c.a.r.lastStep.Key == key && step <= c.a.r.lastStep.Value {
+			c.a.skipped.add(key, step)
+			return
+		}
 	}
 	if _, err := c.a.deliver(rep.metrics, shards); err != nil {
 		c.a.fail(err)

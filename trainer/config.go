@@ -81,6 +81,10 @@ type Config struct {
 	// starts over).
 	LogKeep int `toml:"log_keep" json:"log_keep,omitempty"`
 
+	// Metrics says where a command's metrics come from besides its report
+	// lines: its output, a file, TensorBoard event files.
+	Metrics MetricsConfig `toml:"metrics" json:"metrics,omitzero"`
+
 	Scaling    ScalingConfig    `toml:"scaling" json:"scaling"`
 	Failure    FailureConfig    `toml:"failure" json:"failure"`
 	Checkpoint CheckpointConfig `toml:"checkpoint" json:"checkpoint"`
@@ -280,6 +284,12 @@ func (c *Config) Validate() error {
 		}
 	} else if c.Workdir != "" {
 		return &FieldError{"workdir", fmt.Errorf("a workdir needs a command")}
+	}
+	if c.Metrics.Collects() && c.Command == nil {
+		return &FieldError{"metrics", errors.New("collecting metrics needs a command (a built-in model reports its own)")}
+	}
+	if err := c.Metrics.validate(); err != nil {
+		return err
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		if err := checkEnvName(k); err != nil {

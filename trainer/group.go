@@ -107,6 +107,11 @@ const (
 	// report (Cause says so) and is about to fail for it; Stacks holds its
 	// workers' stacks, taken just before they are stopped.
 	EventHung EventKind = "hung"
+	// EventMetricsUnmatched: on a trial's first attempt, a metrics pattern
+	// (Spec.Metrics) matched none of rank 0's lines, or no metrics file was
+	// found, within its first minute or by rank 0's exit. Cause names the
+	// pattern and shows rank 0's last lines. The group goes on.
+	EventMetricsUnmatched EventKind = "metrics_unmatched"
 )
 
 // Event is a restart or a resize of a trial's group, told to an EventSink
@@ -192,6 +197,16 @@ type Spec struct {
 	// LastStep is the step of the trial's last delivered report that had
 	// one, for a resume; nil when none.
 	LastStep *Step
+	// Metrics says where a command's metrics come from besides its report
+	// lines (see MetricsConfig). Collected reports carry their step under
+	// Metrics.StepName(), which must be StepKey (Run sets StepKey to it
+	// when empty), and one whose step is at or below the last recorded
+	// step is dropped.
+	Metrics MetricsConfig
+	// Restarts counts the trial's restarts before this Run (a resumed
+	// sweep's): TORCHELASTIC_RESTART_COUNT and the attempt numbers in the
+	// workers' logs go on from it.
+	Restarts int
 
 	// Checkpoints commits the checkpoints that reports hand over; nil hands
 	// the ranks' folders to the sink in Result.Checkpoint instead, and a
@@ -359,6 +374,16 @@ func Run(ctx context.Context, spec Spec, sink Sink) (Summary, error) {
 		}
 		if *dir, err = filepath.Abs(*dir); err != nil {
 			return Summary{}, fmt.Errorf("trainer: %w", err)
+		}
+	}
+	if spec.Metrics.Collects() {
+		if spec.Command == nil {
+			return Summary{}, errors.New("trainer: Spec.Metrics collects a command's metrics: set Command")
+		}
+		if spec.StepKey == "" {
+			spec.StepKey = spec.Metrics.StepName()
+		} else if spec.StepKey != spec.Metrics.StepName() {
+			return Summary{}, fmt.Errorf("trainer: Spec.StepKey %q is not the collected metrics' step %q: a restart could record a step twice", spec.StepKey, spec.Metrics.StepName())
 		}
 	}
 	r := &runner{spec: spec, sink: sink, kind: kind}

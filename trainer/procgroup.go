@@ -87,7 +87,7 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 		pg.a.fail(err) // tears down the workers already started
 		return nil, err
 	}
-	p.Notef("attempt %d: worker %d of %d, pid %d: %s", pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
+	p.Notef("attempt %d: worker %d of %d, pid %d: %s", pg.a.r.spec.Restarts+pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
 	pg.a.workers.start(rank, p.Pid(), p.LogPath())
 	pg.a.setProbe(rank, p)
 	pg.mu.Lock()
@@ -339,7 +339,7 @@ func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir strin
 		host:          a.launcher(rank).Host(),
 		trialDir:      spec.TrialDir,
 		runID:         fmt.Sprintf("%s-trial-%d", spec.Experiment, spec.Trial),
-		restartCount:  a.number - 1,
+		restartCount:  spec.Restarts + a.number - 1,
 		maxRestarts:   spec.Failure.MaxFailures,
 		errorFile:     errorFile,
 		ompThreads:    max(int(spec.Scaling.CPUs()), 1),

@@ -315,6 +315,10 @@ func (c Config) withDefaults() Config {
 	if c.Search.Space == nil {
 		c.Search.Space = &searchspace.Space{}
 	}
+	if c.Trainer.Metrics.Collects() && c.Scheduler.TimeAttr == "" {
+		// Collected metrics carry their step: progress is counted by it.
+		c.Scheduler.TimeAttr = c.Trainer.Metrics.StepName()
+	}
 	c.Scheduler = c.Scheduler.WithDefaults()
 	return c
 }
@@ -396,6 +400,9 @@ func (c Config) Validate() error {
 			return &ConfigError{Key: "trainer." + fe.Key, Err: fe.Err}
 		}
 		return &ConfigError{Key: "trainer", Err: err}
+	}
+	if m := c.Trainer.Metrics; m.Collects() && c.Scheduler.TimeAttr != m.StepName() {
+		return fieldErr("trainer.metrics.step", "collected metrics carry their step as %q, but scheduler.time_attr is %q: a restarted trial could record a step twice (set step = %q, or leave time_attr out)", m.StepName(), c.Scheduler.TimeAttr, c.Scheduler.TimeAttr)
 	}
 	return c.validateCommand()
 }

@@ -46,6 +46,8 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		Delivered:       tr.iterations,
 		StepKey:         t.cfg.Scheduler.TimeAttr,
 		LastStep:        tr.lastStep,
+		Metrics:         tc.Metrics,
+		Restarts:        tr.restarts,
 		Env:             append(slices.Clip(t.env), tc.EnvList()...),
 		OnDiskFull:      t.space.notify,
 		Inspector:       t.inspectors.of(tr.number),

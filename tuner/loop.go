@@ -89,6 +89,9 @@ type trialRun struct {
 	schedulerEnded bool
 	exploit        *schedulers.Exploit // a PBT restart waiting for the group to stop
 	exploitReason  string
+	// restarts counts the trial's recorded restarts, those of earlier runs
+	// of the sweep included (see trainer.Spec.Restarts).
+	restarts int
 }
 
 func newLoop(t *Tuner, exp *storage.Experiment) *loop {
@@ -268,7 +271,7 @@ func (l *loop) newTrialRun(ctx context.Context, rec *storage.Trial, config map[s
 	if err != nil {
 		return nil, err
 	}
-	tr := &trialRun{number: rec.Number, record: rec, config: config, ckpts: ckpts}
+	tr := &trialRun{number: rec.Number, record: rec, config: config, ckpts: ckpts, restarts: rec.Restarts}
 	l.trials[tr.number] = tr
 	return tr, nil
 }
@@ -377,6 +380,7 @@ func (l *loop) onGroupEvent(ctx context.Context, tr *trialRun, e trainer.Event) 
 	case trainer.EventRestart:
 		// The restarted group does not deliver the reports already recorded
 		// again, so every report is kept.
+		tr.restarts++
 		l.record(l.t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, e.Cause))
 	default:
 		data := map[string]any{"attempt": e.Attempt, "workers": e.Workers}

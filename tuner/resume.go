@@ -269,6 +269,7 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		if err := t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, "the experiment was resumed; the trial restarts "+from); err != nil {
 			return err
 		}
+		tr.restarts++
 		l.launch(ctx, tr)
 	}
 	for _, tr := range exploiting {

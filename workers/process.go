@@ -47,6 +47,12 @@ type LaunchSpec struct {
 	// ReportPrefix marks the stdout lines handed to the report handler
 	// instead of the log. "" hands over no line.
 	ReportPrefix string `json:"report_prefix,omitempty"`
+	// OnOutput, when not nil, receives every line the process writes to
+	// its log (stdout lines that are not report lines, and stderr), from
+	// the goroutines reading its output, so possibly from two at once; for
+	// a process on another node, as the lines come back. gotune's own notes
+	// are not passed.
+	OnOutput func(line string) `json:"-"`
 	// Control gives the process a private two-way byte stream on file
 	// descriptor ControlFD, for a protocol between the launcher and a
 	// process it knows (a Go worker of the same binary). The launcher's end
@@ -187,7 +193,9 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 		return nil, err
 	}
 	log := newProcessLog(spec)
-	log.onLine = onLog
+	if onLog != nil {
+		log.onLine = onLog
+	}
 	wd, err := filepath.Abs(spec.Dir)
 	if err != nil {
 		log.close()
@@ -678,7 +686,7 @@ type processLog struct {
 
 // newProcessLog is spec's log, created by its first line.
 func newProcessLog(spec LaunchSpec) *processLog {
-	return &processLog{path: spec.LogPath, max: int64(spec.LogMaxBytes), keepFiles: max(spec.LogKeep, 0)}
+	return &processLog{path: spec.LogPath, max: int64(spec.LogMaxBytes), keepFiles: max(spec.LogKeep, 0), onLine: spec.OnOutput}
 }
 
 // rotate moves the log file to path.1 (after moving path.1 to path.2 and

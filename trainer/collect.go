@@ -1,0 +1,417 @@
+package trainer
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gotune/gotune/dashboard/tfevents"
+)
+
+// collectPoll is how often an attempt's metrics files and event files are
+// read while it runs; they are read once more when rank 0 exits.
+const collectPoll = time.Second
+
+// unmatchedWait is how long a trial's first attempt runs before a source
+// that has given no metric is told of (EventMetricsUnmatched), unless rank
+// 0 exits sooner.
+const unmatchedWait = time.Minute
+
+// outputSource names rank 0's output among an attempt's sources.
+const outputSource = "output"
+
+// collector gathers one attempt's metrics from the sources of
+// Spec.Metrics and hands one report per step to emit, by the rules on
+// MetricsConfig.
+type collector struct {
+	a        *attempt
+	cfg      MetricsConfig
+	stepKey  string
+	patterns []*pattern
+	file     string // File resolved, "" for none
+	tbDir    string // TensorBoard resolved, "" for none
+	emit     func(metrics map[string]float64)
+
+	mu       sync.Mutex
+	current  map[string]float64             // per source with a step: its latest
+	frontier map[string]float64             // the same, of live sources (see observe)
+	pending  map[float64]map[string]float64 // by step, not yet emitted
+	matched  []int                          // per pattern: lines it matched
+	lines    int                            // output lines seen
+	last     []string                       // the latest output lines, oldest first
+	files    map[string]*tailFile
+	found    bool // a metrics or event file was found
+	finished bool
+	told     bool
+
+	stop       chan struct{}
+	done       sync.WaitGroup
+	finishOnce sync.Once
+}
+
+// unmatchedLines is how many of rank 0's last lines an
+// EventMetricsUnmatched shows.
+const unmatchedLines = 5
+
+// newCollector prepares the sources of a's spec; dir is the command's
+// working folder ("" for the caller's).
+func newCollector(a *attempt, dir string, emit func(map[string]float64)) (*collector, error) {
+	cfg := a.r.spec.Metrics
+	c := &collector{a: a, cfg: cfg, stepKey: cfg.StepName(), emit: emit,
+		current: map[string]float64{}, frontier: map[string]float64{}, pending: map[float64]map[string]float64{},
+		files: map[string]*tailFile{}, stop: make(chan struct{})}
+	if cfg.Output || len(cfg.Patterns) > 0 {
+		texts := cfg.Patterns
+		if len(texts) == 0 {
+			texts = []string{DefaultPattern}
+		}
+		for _, t := range texts {
+			pt, err := compilePattern(t)
+			if err != nil {
+				return nil, fmt.Errorf("metrics pattern %q: %w", t, err)
+			}
+			c.patterns = append(c.patterns, pt)
+		}
+		c.matched = make([]int, len(c.patterns))
+	}
+	var err error
+	if c.file, err = a.r.spec.metricsPath(cfg.File, dir); err != nil {
+		return nil, fmt.Errorf("metrics file: %w", err)
+	}
+	if c.tbDir, err = a.r.spec.metricsPath(cfg.TensorBoard, dir); err != nil {
+		return nil, fmt.Errorf("metrics tensorboard: %w", err)
+	}
+	return c, nil
+}
+
+// metricsPath expands path's placeholders as the command's and makes it
+// relative to dir; "" stays "".
+func (s Spec) metricsPath(path, dir string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	values := map[string]any{}
+	for k, v := range s.Config {
+		values[k] = v
+	}
+	if s.TrialDir != "" {
+		values[TrialDirPlaceholder] = s.TrialDir
+	}
+	out, err := ExpandCommand([]string{path}, values)
+	if err != nil {
+		return "", err
+	}
+	p := out[0]
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	return p, nil
+}
+
+// start reads the files once (what earlier attempts or runs left there,
+// all of it emitted at once) and then while the attempt runs, and tells of
+// silent sources after unmatchedWait on a trial's first attempt. It must
+// be called before the workers start.
+func (c *collector) start() {
+	if c.file != "" || c.tbDir != "" {
+		c.poll(false)
+		c.mu.Lock()
+		c.flush(func(float64) bool { return true })
+		c.mu.Unlock()
+		c.done.Add(1)
+		go func() {
+			defer c.done.Done()
+			t := time.NewTicker(collectPoll)
+			defer t.Stop()
+			for {
+				select {
+				case <-c.stop:
+					return
+				case <-t.C:
+					c.poll(true)
+				}
+			}
+		}()
+	}
+	if c.a.number == 1 {
+		c.done.Add(1)
+		go func() {
+			defer c.done.Done()
+			t := time.NewTimer(unmatchedWait)
+			defer t.Stop()
+			select {
+			case <-c.stop:
+			case <-t.C:
+				c.tellUnmatched("in its first minute")
+			}
+		}()
+	}
+}
+
+// line takes one of rank 0's output lines.
+func (c *collector) line(text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished {
+		return
+	}
+	c.lines++
+	c.last = append(c.last, text)
+	if len(c.last) > unmatchedLines {
+		c.last = c.last[1:]
+	}
+	for i, pt := range c.patterns {
+		obs, ok := pt.match(text, c.stepKey)
+		if !ok {
+			continue
+		}
+		c.matched[i]++
+		c.observe(outputSource, obs, true)
+	}
+}
+
+// observe adds what a source gave and emits the steps every live source
+// has moved past. A source is live once it gives something after the
+// attempt's first reading of the files (what was there before came from
+// an earlier attempt or run, whose processes are gone). Called with mu held.
+func (c *collector) observe(source string, obs observation, live bool) {
+	step := obs.step
+	if step == nil {
+		if f, ok := c.current[source]; ok {
+			step = &f
+		}
+	}
+	if step == nil {
+		if len(obs.metrics) > 0 {
+			c.emit(obs.metrics)
+		}
+		return
+	}
+	c.current[source] = *step
+	p := c.pending[*step]
+	if p == nil {
+		p = map[string]float64{}
+		c.pending[*step] = p
+	}
+	for k, v := range obs.metrics {
+		p[k] = v
+	}
+	if !live {
+		return
+	}
+	c.frontier[source] = *step
+	low := *step
+	for _, f := range c.frontier {
+		low = min(low, f)
+	}
+	c.flush(func(s float64) bool { return s < low })
+}
+
+// flush emits the pending steps that pass, in step order. Called with mu
+// held.
+func (c *collector) flush(pass func(step float64) bool) {
+	var steps []float64
+	for s := range c.pending {
+		if pass(s) {
+			steps = append(steps, s)
+		}
+	}
+	slices.Sort(steps)
+	for _, s := range steps {
+		m := c.pending[s]
+		delete(c.pending, s)
+		if len(m) == 0 {
+			continue // a step with no metric
+		}
+		m[c.stepKey] = s
+		c.emit(m)
+	}
+}
+
+// finish reads the files a last time, emits every pending step and tells
+// of silent sources on a trial's first attempt. Later calls wait for the
+// first to end.
+func (c *collector) finish() { c.finishOnce.Do(c.finishNow) }
+
+func (c *collector) finishNow() {
+	close(c.stop)
+	c.done.Wait()
+	c.poll(true)
+	c.mu.Lock()
+	c.finished = true
+	c.flush(func(float64) bool { return true })
+	c.mu.Unlock()
+	if c.a.number == 1 {
+		c.tellUnmatched("by its end")
+	}
+}
+
+// tellUnmatched tells the EventSink, once, of each pattern that has
+// matched no line and of a file or folder where no metric was found.
+func (c *collector) tellUnmatched(when string) {
+	c.mu.Lock()
+	if c.told {
+		c.mu.Unlock()
+		return
+	}
+	c.told = true
+	var causes []string
+	for i, pt := range c.patterns {
+		if c.matched[i] > 0 {
+			continue
+		}
+		cause := fmt.Sprintf("metrics pattern %q matched none of rank 0's %d output lines %s", pt.text, c.lines, when)
+		if len(c.last) > 0 {
+			cause += "; its last lines:\n" + strings.Join(c.last, "\n")
+		}
+		causes = append(causes, cause)
+	}
+	if (c.file != "" || c.tbDir != "") && !c.found {
+		where := c.file
+		if where == "" {
+			where = c.tbDir + " (TensorBoard event files)"
+		}
+		causes = append(causes, fmt.Sprintf("no metrics file found at %s %s", where, when))
+	}
+	c.mu.Unlock()
+	if c.a.r.events == nil {
+		return
+	}
+	for _, cause := range causes {
+		e := Event{Kind: EventMetricsUnmatched, Time: time.Now(), Cause: cause, Attempt: c.a.number, Workers: c.a.size()}
+		c.a.r.events.Event(c.a.r.ctx, e) // a record for people: its failure is not the trial's
+	}
+}
+
+// poll reads what the metrics and event files gained since the last
+// poll; live says it was written during the attempt (see observe).
+func (c *collector) poll(live bool) {
+	var paths []string
+	if c.file != "" {
+		matches, _ := filepath.Glob(c.file)
+		paths = append(paths, matches...)
+	}
+	if c.tbDir != "" {
+		filepath.WalkDir(c.tbDir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && tfevents.IsEventFile(d.Name()) {
+				paths = append(paths, path)
+			}
+			return nil
+		})
+	}
+	sort.Strings(paths)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished {
+		return
+	}
+	for _, path := range paths {
+		tf := c.files[path]
+		if tf == nil {
+			tf = &tailFile{path: path, events: tfevents.IsEventFile(filepath.Base(path)) && path != c.file, format: c.cfg.fileFormat()}
+			c.files[path] = tf
+		}
+		c.found = true
+		for _, obs := range tf.read(c.stepKey) {
+			c.observe(path, obs, live)
+		}
+	}
+}
+
+// tailFile reads what a metrics or event file gains, whole lines or
+// records at a time.
+type tailFile struct {
+	path   string
+	events bool   // a TensorBoard event file
+	format string // a metrics file's: "jsonl" or "csv"
+	offset int64
+	header []string // a CSV file's, once read
+	broken bool     // a corrupt event record: the rest is not read
+}
+
+// read returns the observations of the file's new whole lines or records.
+// A file that shrank was started over: it is read from its beginning.
+func (t *tailFile) read(stepKey string) []observation {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() < t.offset {
+		t.offset, t.header, t.broken = 0, nil, false
+	}
+	if t.broken {
+		return nil
+	}
+	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
+		return nil
+	}
+	if t.events {
+		return t.readEvents(f)
+	}
+	var out []observation
+	br := bufio.NewReader(f)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return out // a line not yet ended waits for the next read
+		}
+		t.offset += int64(len(line))
+		line = bytes.TrimRight(line, "\r\n")
+		if t.format == "csv" && t.header == nil {
+			if cells, err := csvCells(line); err == nil {
+				t.header = cells
+			}
+			continue
+		}
+		var obs observation
+		if t.format == "csv" {
+			obs, err = parseCSVRecord(t.header, line, stepKey)
+		} else {
+			obs, err = parseJSONRecord(line, stepKey)
+		}
+		if err == nil && (len(obs.metrics) > 0 || obs.step != nil) {
+			out = append(out, obs)
+		}
+	}
+}
+
+// readEvents returns the scalars of the event file's new whole records.
+func (t *tailFile) readEvents(r io.Reader) []observation {
+	br := bufio.NewReader(r)
+	var out []observation
+	for {
+		data, err := tfevents.ReadRecord(br)
+		if errors.Is(err, tfevents.ErrCorrupt) {
+			t.broken = true
+			return out
+		}
+		if err != nil {
+			return out // the end, or a record still being written
+		}
+		t.offset += int64(len(data)) + 16
+		e, err := tfevents.DecodeEvent(data)
+		if err != nil || len(e.Scalars) == 0 {
+			continue
+		}
+		step := float64(e.Step)
+		obs := observation{step: &step, metrics: map[string]float64{}}
+		for _, s := range e.Scalars {
+			// The float32 as TensorBoard shows it: 0.1, not 0.10000000149.
+			v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(s.Value), 'g', -1, 32), 64)
+			obs.metrics[s.Tag] = v
+		}
+		out = append(out, obs)
+	}
+}

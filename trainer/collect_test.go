@@ -1,0 +1,404 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotune/gotune/dashboard/tfevents"
+)
+
+// nanoGPT's train.py prints these two kinds of lines (its log and eval
+// lines, in its own formats).
+var nanoGPTPatterns = []string{
+	`^step (?P<step>\d+): train loss (?P<train_loss>[-+.\w]+), val loss (?P<val_loss>[-+.\w]+)`,
+	`^iter (?P<step>\d+): loss (?P<loss>[-+.\w]+), time`,
+}
+
+// nanoGPTScript prints nanoGPT's lines for iterations 0 to 30, an eval
+// every 10 and a log line every 5, with other output between. With a
+// file named by $1 missing, it creates it and dies after iteration 20's
+// eval, before its log line.
+const nanoGPTScript = `
+echo "tokens per iteration will be: 4,096"
+for i in 0 5 10 15 20 25 30; do
+	if [ $((i % 10)) -eq 0 ]; then
+		echo "step $i: train loss 2.$i, val loss 3.$i"
+		if [ -n "$1" ] && [ $i -eq 20 ] && [ ! -e "$1" ]; then : > "$1"; kill -9 $$; fi
+	fi
+	echo "iter $i: loss 1.$i, time 12.3ms, mfu -100.00%"
+	echo "number of parameters: 0.01M" >&2
+done
+`
+
+// stepSeries renders results as "step:metric=value,..." in order, to compare.
+func stepSeries(results []Result, key string, metrics ...string) string {
+	var b strings.Builder
+	for _, r := range results {
+		fmt.Fprintf(&b, "%v:", r.Metrics[key])
+		for _, m := range metrics {
+			if v, ok := r.Metrics[m]; ok {
+				fmt.Fprintf(&b, "%s=%v,", m, v)
+			}
+		}
+		b.WriteString(" ")
+	}
+	return b.String()
+}
+
+func TestCollectedOutputMakesOneReportPerStep(t *testing.T) {
+	dead := filepath.Join(t.TempDir(), "died")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"undisturbed", nil, "0:train_loss=2,val_loss=3,loss=1, 5:loss=1.5, 10:train_loss=2.1,val_loss=3.1,loss=1.1, 15:loss=1.15, 20:train_loss=2.2,val_loss=3.2,loss=1.2, 25:loss=1.25, 30:train_loss=2.3,val_loss=3.3,loss=1.3, "},
+		// Killed after step 20's eval line: step 20 is recorded as it was
+		// then (without its loss), and the restarted script, which starts
+		// over, records only the steps after it.
+		{"restarted", []string{dead}, "0:train_loss=2,val_loss=3,loss=1, 5:loss=1.5, 10:train_loss=2.1,val_loss=3.1,loss=1.1, 15:loss=1.15, 20:train_loss=2.2,val_loss=3.2, 25:loss=1.25, 30:train_loss=2.3,val_loss=3.3,loss=1.3, "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := commandSpec(t, 1)
+			spec.Command = append([]string{"sh", "-c", nanoGPTScript, "sh"}, tc.args...)
+			spec.Metrics = MetricsConfig{Patterns: nanoGPTPatterns}
+			spec.Failure.MaxFailures = 1
+			sink := &collect{}
+			sum, err := Run(context.Background(), spec, sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stepSeries(sink.results, "step", "train_loss", "val_loss", "loss"); got != tc.want {
+				t.Errorf("reports\n got %s\nwant %s", got, tc.want)
+			}
+			if restarts := sum.Restarts; restarts != len(tc.args) {
+				t.Errorf("%d restarts, want %d", restarts, len(tc.args))
+			}
+		})
+	}
+}
+
+// TestCollectedStepsAfterResume: a resumed run (Spec.LastStep) records
+// only the steps after the last recorded one, and a line without a step
+// (MNIST's test line) belongs to the step its source saw last.
+func TestCollectedStepsAfterResume(t *testing.T) {
+	script := `
+for e in 1 2 3 4; do
+	printf 'Train Epoch: %d [0/60000 (0%%)]\tLoss: 0.%d00000\n' $e $e
+	printf '\nTest set: Average loss: 0.0%d00, Accuracy: 98%d0/10000 (98%%)\n\n' $e $e
+done`
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", script}
+	spec.Metrics = MetricsConfig{Step: "epoch", Patterns: []string{
+		`Train Epoch: (?P<epoch>\d+) .*Loss: (?P<train_loss>\S+)`,
+		`Test set: Average loss: (?P<test_loss>\S+), Accuracy: (?P<correct>\d+)/\d+ \((?P<accuracy>\d+)%\)`,
+	}}
+	spec.StepKey = "epoch"
+	spec.LastStep, spec.Delivered = &Step{"epoch", 2}, 2
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	got := stepSeries(sink.results, "epoch", "train_loss", "test_loss", "correct", "accuracy")
+	want := "3:train_loss=0.3,test_loss=0.03,correct=9830,accuracy=98, 4:train_loss=0.4,test_loss=0.04,correct=9840,accuracy=98, "
+	if got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+	if len(sink.results) == 2 && (sink.results[0].Iteration != 3 || sink.results[1].Iteration != 4) {
+		t.Errorf("iterations %d, %d, want 3, 4", sink.results[0].Iteration, sink.results[1].Iteration)
+	}
+}
+
+// TestCollectedFileReadAgainRecordsEveryStepOnce: a CSV file with a
+// header and empty cells (as Lightning's CSVLogger writes), appended to by
+// a script that dies once and starts over, is read again by the restarted
+// group: every step is recorded once.
+func TestCollectedFileReadAgainRecordsEveryStepOnce(t *testing.T) {
+	dir := t.TempDir()
+	script := `
+f=metrics.csv
+[ -e "$f" ] || echo "epoch,step,train_loss,val_loss" > "$f"
+for s in 1 2 3 4 5 6; do
+	echo "0,$s,0.$s," >> "$f"
+	if [ $((s % 2)) -eq 0 ]; then echo "0,$s,,1.$s" >> "$f"; fi
+	if [ $s -eq 4 ] && [ ! -e died ]; then : > died; kill -9 $$; fi
+done`
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", script}
+	spec.Workdir = dir
+	spec.Metrics = MetricsConfig{File: "metrics.csv"}
+	spec.Failure.MaxFailures = 1
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	got := stepSeries(sink.results, "step", "train_loss", "val_loss")
+	want := "1:train_loss=0.1, 2:train_loss=0.2,val_loss=1.2, 3:train_loss=0.3, 4:train_loss=0.4,val_loss=1.4, 5:train_loss=0.5, 6:train_loss=0.6,val_loss=1.6, "
+	if got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestUnmatchedPatternIsTold: a pattern that matched nothing by rank 0's
+// exit is told as an event that names it and shows the last lines.
+func TestUnmatchedPatternIsTold(t *testing.T) {
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", `for i in 1 2 3 4 5 6 7; do echo "epoch $i loss 0.$i"; done; echo '@gotune {"loss": 1}'`}
+	spec.Metrics = MetricsConfig{Patterns: []string{`loss=(?P<loss>\S+)`, `epoch (?P<step>\d+)`}}
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	var told []string
+	for _, e := range sink.events {
+		if e.Kind == EventMetricsUnmatched {
+			told = append(told, e.Cause)
+		}
+	}
+	if len(told) != 1 {
+		t.Fatalf("told %q, want one event", told)
+	}
+	for _, want := range []string{`"loss=(?P<loss>\\S+)"`, "7 output lines", "epoch 3 loss 0.3", "epoch 7 loss 0.7"} {
+		if !strings.Contains(told[0], want) {
+			t.Errorf("event %q does not say %q", told[0], want)
+		}
+	}
+	if strings.Contains(told[0], "epoch 2 loss") {
+		t.Errorf("event %q shows more than the last %d lines", told[0], unmatchedLines)
+	}
+	if len(sink.results) != 1 || sink.results[0].Metrics["loss"] != 1 {
+		t.Errorf("results %+v: the report line is still read", sink.results)
+	}
+}
+
+// TestRestartCountGoesOnAcrossRuns: TORCHELASTIC_RESTART_COUNT and the
+// attempt in the log go on from Spec.Restarts (a resumed sweep's).
+func TestRestartCountGoesOnAcrossRuns(t *testing.T) {
+	dead := filepath.Join(t.TempDir(), "died")
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", `echo "step=$TORCHELASTIC_RESTART_COUNT restart_count=$TORCHELASTIC_RESTART_COUNT"; [ -e "$1" ] || { : > "$1"; exit 3; }`, "sh", dead}
+	spec.Metrics = MetricsConfig{Output: true}
+	spec.Restarts = 2
+	spec.Failure.MaxFailures = 1
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	var counts []float64
+	for _, r := range sink.results {
+		counts = append(counts, r.Metrics["restart_count"])
+	}
+	if fmt.Sprint(counts) != "[2 3]" {
+		t.Errorf("restart counts %v, want [2 3]", counts)
+	}
+	log := readFile(t, filepath.Join(spec.LogDir, "worker_0.log"))
+	for _, want := range []string{"attempt 3: worker 0", "attempt 4: worker 0"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log does not say %q:\n%s", want, log)
+		}
+	}
+}
+
+func TestMetricsConfigErrors(t *testing.T) {
+	cases := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Model: "mlp", Dataset: "d.csv", Metrics: MetricsConfig{Output: true}}, "metrics: collecting metrics needs a command"},
+		{Config{Command: []string{"x"}, Metrics: MetricsConfig{Patterns: []string{`(`}}}, "metrics.patterns[0]: error parsing regexp"},
+		{Config{Command: []string{"x"}, Metrics: MetricsConfig{Patterns: []string{`ok`, `loss (\S+)`}}}, "metrics.patterns[0]: has no named group"},
+		{Config{Command: []string{"x"}, Metrics: MetricsConfig{File: "m.txt", Format: "tsv"}}, `metrics.format: must be "jsonl" or "csv"`},
+		{Config{Command: []string{"x"}, Metrics: MetricsConfig{Format: "csv"}}, "metrics.format: a format needs a file"},
+	}
+	for _, tc := range cases {
+		err := tc.cfg.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %s…", tc.cfg.Metrics, err, tc.want)
+		}
+	}
+}
+
+func TestDefaultPatternReadsPairs(t *testing.T) {
+	pt, err := compilePattern(DefaultPattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ line, want string }{
+		{"epoch=3 loss=0.41 acc=97%", "step=<nil> acc=97 epoch=3 loss=0.41 "},
+		{"step: 12, val_loss: 1e-3, lr=3E-4", "step=12 lr=0.0003 val_loss=0.001 "},
+		{"loss = nan, grad_norm: -Inf", "step=<nil> grad_norm=-Inf loss=NaN "},
+		{"time: 12:30:01 host=a1", "step=<nil> "},
+		{"version=1.2.3 ok", "step=<nil> "},
+	}
+	for _, tc := range cases {
+		obs, _ := pt.match(tc.line, "step")
+		got := "step=<nil> "
+		if obs.step != nil {
+			got = fmt.Sprintf("step=%v ", *obs.step)
+		}
+		for _, k := range sortedKeys(obs.metrics) {
+			got += fmt.Sprintf("%s=%v ", k, obs.metrics[k])
+		}
+		if got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}
+
+// FuzzPatternMatch: any line matched by the default pattern yields named
+// metrics whose values are the numbers written in the line.
+func FuzzPatternMatch(f *testing.F) {
+	for _, s := range []string{"epoch=3 loss=0.41", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", ""} {
+		f.Add(s)
+	}
+	pt, err := compilePattern(DefaultPattern)
+	if err != nil {
+		f.Fatal(err)
+	}
+	name := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.\-/]*$`)
+	f.Fuzz(func(t *testing.T, line string) {
+		obs, ok := pt.match(line, "step")
+		if !ok {
+			return
+		}
+		for k, v := range obs.metrics {
+			if !name.MatchString(k) || k == "step" {
+				t.Errorf("%q: metric name %q", line, k)
+			}
+			if math.IsInf(v, 0) && !strings.Contains(strings.ToLower(line), "inf") {
+				t.Errorf("%q: %s is infinite", line, k)
+			}
+		}
+		if len(obs.metrics) == 0 && obs.step == nil {
+			t.Errorf("%q: a match without a metric", line)
+		}
+	})
+}
+
+// FuzzParseJSONRecord: any line either fails cleanly or yields finite
+// numbers, NaN or infinities only where the line spells them.
+func FuzzParseJSONRecord(f *testing.F) {
+	for _, s := range []string{`{"step": 3, "loss": 0.4, "tag": "x"}`, `{"loss": NaN}`, `{"a": 1e999}`, `[1]`, `{"step": "inf"}`, `{} {}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		obs, err := parseJSONRecord([]byte(line), "step")
+		if err != nil {
+			return
+		}
+		for k, v := range obs.metrics {
+			if (math.IsNaN(v) || math.IsInf(v, 0)) && !strings.ContainsAny(line, "NIni") {
+				t.Errorf("%q: %s = %v", line, k, v)
+			}
+		}
+	})
+}
+
+// FuzzParseCSVRecord: any row either fails cleanly or yields metrics
+// named by the header's columns only.
+func FuzzParseCSVRecord(f *testing.F) {
+	for _, s := range []string{"0,5,0.3,", `1,"2",x,1e3`, "\"unterminated,1", ",,,,,,,", "nan,inf"} {
+		f.Add(s)
+	}
+	header := []string{"epoch", "step", "train_loss", "val_loss"}
+	f.Fuzz(func(t *testing.T, row string) {
+		obs, err := parseCSVRecord(header, []byte(row), "step")
+		if err != nil {
+			return
+		}
+		for k := range obs.metrics {
+			if k != "epoch" && k != "train_loss" && k != "val_loss" {
+				t.Errorf("%q: metric %q is no column", row, k)
+			}
+		}
+	})
+}
+
+// TestCollectedEventsFromTensorBoardFiles: scalars of event files under
+// the folder, written before and while the group runs, are recorded by
+// tag at their steps, once.
+func TestCollectedEventsFromTensorBoardFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeEvents(t, filepath.Join(dir, "runs", "old"), 1, 2) // an earlier run's, recorded already up to 1
+	spec := commandSpec(t, 1)
+	spec.Command = []string{os.Args[0], eventsArg, filepath.Join(dir, "runs", "new"), "1", "3"}
+	spec.Metrics = MetricsConfig{TensorBoard: filepath.Join(dir, "runs")}
+	spec.LastStep, spec.Delivered = &Step{"step", 1}, 1
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	got := stepSeries(sink.results, "step", "loss/train", "loss/val")
+	want := "2:loss/train=0.5,loss/val=0.25, 3:loss/train=0.33333334,loss/val=0.11111112, "
+	if got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func sortedKeys(m map[string]float64) []string { return slices.Sorted(maps.Keys(m)) }
+
+// eventsArg makes the test binary write event files (see init).
+const eventsArg = "gotune-test-events"
+
+// init runs the test binary as a script that writes TensorBoard events:
+// eventsArg DIR FROM TO writes steps FROM to TO into a new event file in
+// DIR, loss/train = 1/step and loss/val = 1/step², and exits.
+func init() {
+	if len(os.Args) < 5 || os.Args[1] != eventsArg {
+		return
+	}
+	from, _ := strconv.Atoi(os.Args[3])
+	to, _ := strconv.Atoi(os.Args[4])
+	if err := writeEventFile(os.Args[2], from, to); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func writeEventFile(dir string, from, to int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	w, err := tfevents.Create(dir, time.Now())
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for s := from; s <= to; s++ {
+		v := float32(1) / float32(s)
+		e := tfevents.Event{WallTime: tfevents.Seconds(time.Now()), Step: int64(s),
+			Scalars: []tfevents.Scalar{{Tag: "loss/train", Value: v}, {Tag: "loss/val", Value: v * v}}}
+		if err := w.Write(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeEvents(t *testing.T, dir string, from, to int) {
+	t.Helper()
+	if err := writeEventFile(dir, from, to); err != nil {
+		t.Fatal(err)
+	}
+}

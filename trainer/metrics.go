@@ -1,0 +1,279 @@
+package trainer
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// MetricsConfig says where a command trial's metrics come from besides its
+// "@gotune {json}" report lines, which are always read: rank 0's output
+// lines matched by patterns, a file the script appends to, TensorBoard
+// event files. Several may be combined. Each collected metric has a step
+// (a pattern's group, a file's field, an event's step), recorded in the
+// report under the name Step, so that a restarted or resumed group records
+// every step exactly once, as report lines that carry their step do.
+//
+// Metrics of one step that arrive apart (on several lines, from several
+// sources) make one report: a step's report is delivered once every source
+// that has produced a metric has moved past it (a line, row or event with a
+// later step), or when rank 0 exits. A metric given twice in one step keeps
+// its last value. A line or row without a step belongs to the step its
+// source saw last; before any step, each one is a report of its own,
+// numbered by count. A step at or below the last step recorded is dropped,
+// as work redone after a restart (a file re-read, a script started over).
+type MetricsConfig struct {
+	// Output reads rank 0's stdout and stderr lines (all but report lines)
+	// with Patterns, or with DefaultPattern when Patterns is empty.
+	Output bool `toml:"output" json:"output,omitempty"`
+	// Patterns are Go regular expressions (regexp/syntax) matched against
+	// each of rank 0's output lines, every match of each in turn; setting
+	// them turns Output on. A named group is a metric (its text read as a
+	// number; a group that matched nothing or no number is skipped), the
+	// group named Step is the step; a pattern with groups "name" and "value"
+	// instead gives one metric per match, named by its name group, as
+	// DefaultPattern does.
+	Patterns []string `toml:"patterns" json:"patterns,omitempty"`
+	// File is a file the script appends metrics to, one record a line: JSON
+	// objects (JSON lines: numbers are metrics, other values skipped) or CSV
+	// with a header row (empty cells skipped, as Lightning's CSVLogger
+	// leaves them). A relative path is in the command's working folder;
+	// "{trial_dir}" and "{param}" are expanded as in the command; glob
+	// characters match several files (lightning_logs/*/metrics.csv), each
+	// read as a source of its own.
+	File string `toml:"file" json:"file,omitempty"`
+	// Format is File's format, "jsonl" or "csv"; "" is "csv" for a name that
+	// ends in .csv and "jsonl" otherwise.
+	Format string `toml:"format" json:"format,omitempty"`
+	// TensorBoard is a folder (resolved as File) under which the script
+	// writes TensorBoard event files: every scalar of every file found
+	// there, at any depth, is a metric named by its tag, at the event's
+	// step. Each file is a source of its own.
+	TensorBoard string `toml:"tensorboard" json:"tensorboard,omitempty"`
+	// Step names a collected metric's step: the pattern group or pair, or
+	// the file's field, that holds it, and the report key it is recorded
+	// under (also for events); default DefaultStep. A sweep's scheduler
+	// counts progress by it: its time_attr defaults to Step.
+	Step string `toml:"step" json:"step,omitempty"`
+}
+
+// DefaultStep is MetricsConfig.Step's default.
+const DefaultStep = "step"
+
+// DefaultPattern reads name=value and name: value pairs, as Katib's StdOut
+// collector does: "epoch=3 loss=0.41", "accuracy: 0.93".
+const DefaultPattern = `(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)\s*(?:=|:)\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?))(?:[^\w.:]|$)`
+
+// Collects reports whether any source besides report lines is set.
+func (m MetricsConfig) Collects() bool {
+	return m.Output || len(m.Patterns) > 0 || m.File != "" || m.TensorBoard != ""
+}
+
+// StepName is Step with its default applied.
+func (m MetricsConfig) StepName() string {
+	if m.Step == "" {
+		return DefaultStep
+	}
+	return m.Step
+}
+
+// fileFormat is the format of File with the default applied.
+func (m MetricsConfig) fileFormat() string {
+	if m.Format != "" {
+		return m.Format
+	}
+	if strings.HasSuffix(strings.ToLower(m.File), ".csv") {
+		return "csv"
+	}
+	return "jsonl"
+}
+
+func (m MetricsConfig) validate() error {
+	for i, p := range m.Patterns {
+		if _, err := compilePattern(p); err != nil {
+			return &FieldError{fmt.Sprintf("metrics.patterns[%d]", i), err}
+		}
+	}
+	switch m.Format {
+	case "", "jsonl", "csv":
+	default:
+		return &FieldError{"metrics.format", fmt.Errorf("must be \"jsonl\" or \"csv\", got %q", m.Format)}
+	}
+	if m.Format != "" && m.File == "" {
+		return &FieldError{"metrics.format", errors.New("a format needs a file")}
+	}
+	return nil
+}
+
+// pattern is a compiled output pattern.
+type pattern struct {
+	text string
+	re   *regexp.Regexp
+	// pairs: the pattern has groups "name" and "value", one metric a match.
+	pairs       bool
+	name, value int
+}
+
+// compilePattern compiles p and checks that it can give a metric.
+func compilePattern(p string) (*pattern, error) {
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil, err
+	}
+	pt := &pattern{text: p, re: re}
+	pt.name, pt.value = re.SubexpIndex("name"), re.SubexpIndex("value")
+	pt.pairs = pt.name > 0 && pt.value > 0
+	named := 0
+	for _, n := range re.SubexpNames() {
+		if n != "" {
+			named++
+		}
+	}
+	if named == 0 {
+		return nil, errors.New("has no named group: name each metric, as in (?P<val_loss>[0-9.]+)")
+	}
+	return pt, nil
+}
+
+// observation is what one line or record of a source gave: metrics, and
+// its step when it named one.
+type observation struct {
+	step    *float64
+	metrics map[string]float64
+}
+
+// match reads line with pt: the metrics of every match, and a step when a
+// match gave one (the last). stepKey names the step.
+func (pt *pattern) match(line, stepKey string) (observation, bool) {
+	ms := pt.re.FindAllStringSubmatch(line, -1)
+	if ms == nil {
+		return observation{}, false
+	}
+	obs := observation{metrics: map[string]float64{}}
+	names := pt.re.SubexpNames()
+	put := func(name, text string) {
+		v, ok := parseNumber(text)
+		if !ok || name == "" {
+			return
+		}
+		if name == stepKey {
+			obs.step = &v
+			return
+		}
+		obs.metrics[name] = v
+	}
+	for _, m := range ms {
+		if pt.pairs {
+			put(m[pt.name], m[pt.value])
+			continue
+		}
+		for i, name := range names {
+			if name != "" {
+				put(name, m[i])
+			}
+		}
+	}
+	if len(obs.metrics) == 0 && obs.step == nil {
+		return observation{}, false
+	}
+	return obs, true
+}
+
+// parseNumber reads a metric's text: a decimal number, or nan or inf in
+// any case, with an optional sign (a pattern leaves a unit or "%" out of
+// its group).
+func parseNumber(s string) (float64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.ContainsAny(s, "xXpP_") { // hex floats and digit separators are not metrics' text
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
+// parseJSONRecord reads one line of a JSON-lines metrics file: a JSON
+// object whose number values are metrics (other values are skipped); the
+// field stepKey is the step.
+func parseJSONRecord(line []byte, stepKey string) (observation, error) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return observation{}, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(quoteNonFinite(string(line))))
+	dec.UseNumber()
+	var raw map[string]any
+	if err := dec.Decode(&raw); err != nil {
+		return observation{}, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if dec.More() {
+		return observation{}, errors.New("more than one JSON value on the line")
+	}
+	obs := observation{metrics: map[string]float64{}}
+	for k, v := range raw {
+		var f float64
+		switch v := v.(type) {
+		case json.Number:
+			var err error
+			if f, err = strconv.ParseFloat(string(v), 64); err != nil || math.IsInf(f, 0) {
+				continue
+			}
+		case string:
+			var ok bool
+			if f, ok = parseNumber(v); !ok || !(math.IsNaN(f) || math.IsInf(f, 0)) {
+				continue
+			}
+		default:
+			continue
+		}
+		if k == stepKey {
+			obs.step = &f
+		} else {
+			obs.metrics[k] = f
+		}
+	}
+	return obs, nil
+}
+
+// parseCSVRecord reads one data row of a CSV metrics file whose header is
+// header: a cell that holds a number is a metric of its column (empty or
+// other cells are skipped); the column stepKey is the step.
+func parseCSVRecord(header []string, line []byte, stepKey string) (observation, error) {
+	cells, err := csvCells(line)
+	if err != nil {
+		return observation{}, err
+	}
+	obs := observation{metrics: map[string]float64{}}
+	for i, cell := range cells {
+		if i >= len(header) {
+			break
+		}
+		f, ok := parseNumber(cell)
+		if !ok {
+			continue
+		}
+		if header[i] == stepKey {
+			obs.step = &f
+		} else {
+			obs.metrics[header[i]] = f
+		}
+	}
+	return obs, nil
+}
+
+// csvCells splits one CSV line into its cells.
+func csvCells(line []byte) ([]string, error) {
+	r := csv.NewReader(bytes.NewReader(line))
+	r.FieldsPerRecord = -1
+	r.LazyQuotes = true
+	cells, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("not a CSV row: %w", err)
+	}
+	return cells, nil
+}
