@@ -58,6 +58,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		spec.Process = t.process
 	case tc.Command != nil:
 		spec.Command, spec.Workdir, spec.PathBase = tc.Command, tc.Workdir, tc.PathBase
+		spec.Env = append(slices.Clip(t.env), t.cmdEnv...)
 	default:
 		spec.Train = t.train
 	}

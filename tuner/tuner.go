@@ -33,6 +33,9 @@ type Tuner struct {
 	// env holds extra variables for process workers (a built-in model's
 	// configuration when they run it).
 	env []string
+	// cmdEnv holds a command trial's extra variables (see commandEnv),
+	// set when Fit starts.
+	cmdEnv []string
 	// resumeOnly makes Fit refuse to start a new experiment.
 	resumeOnly bool
 	// gpuReader samples the GPUs of running trials every gpuEvery; nil
@@ -259,6 +262,11 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	}
 	if err := t.checkWarmStart(ctx); err != nil {
 		return nil, err
+	}
+	if t.cfg.Trainer.Command != nil {
+		if t.cmdEnv, err = t.commandEnv(); err != nil {
+			return nil, err
+		}
 	}
 	t.gpus = newGPUWatch(t.db, 0, t.manager.Nodes())
 	l, err := t.prepare(ctx)
