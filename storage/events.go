@@ -21,6 +21,7 @@ const (
 	EventEnd       = "end"       // a trial ended with another status
 	EventRestart   = "restart"   // a trial restarted; data: cause, from_iteration, discarded_reports
 	EventResume    = "resume"    // an interrupted experiment was resumed
+	EventExtend    = "extend"    // a run raised the experiment's num_samples
 	EventPause     = "pause"     // the scheduler paused a trial
 	EventPromotion = "promotion" // the scheduler promoted a paused trial
 	EventDecision  = "decision"  // a scheduler decision; data e.g. action, rung, cutoff

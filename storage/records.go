@@ -239,6 +239,20 @@ func (db *DB) ResumeExperiment(ctx context.Context, id int64) error {
 	})
 }
 
+// ExtendExperiment records config as an experiment's configuration from
+// now on, when a run adds trials to it, with an "extend" event that says
+// msg.
+func (db *DB) ExtendExperiment(ctx context.Context, id int64, config json.RawMessage, msg string) error {
+	now := unixSeconds(db.now())
+	return db.write(ctx, func(tx *wtx) error {
+		if err := mustChange(tx.exec(`UPDATE experiments SET config_json = ? WHERE id = ?`, string(config), id)); err != nil {
+			return fmt.Errorf("extend experiment: %w", err)
+		}
+		_, err := tx.exec(insertEvent, id, nil, now, EventExtend, msg, nil)
+		return err
+	})
+}
+
 const (
 	insertTrial = `INSERT INTO trials (experiment_id, number, status, params_json, created_at) VALUES (?, ?, ?, ?, ?)`
 	insertParam = `INSERT INTO params (trial_id, name, value) VALUES (?, ?, ?)`

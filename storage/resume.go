@@ -34,6 +34,19 @@ func (s TrialState) Unfinished() bool {
 	return false
 }
 
+// UpTo returns s as it stood at checkpoint c (ok: there is one): with the
+// reports up to its iteration, none when there is no checkpoint.
+func (s TrialState) UpTo(c CheckpointInfo, ok bool) TrialState {
+	n := 0
+	if ok {
+		for n < len(s.Reports) && s.Reports[n].Iteration <= c.Iteration {
+			n++
+		}
+	}
+	s.Reports = s.Reports[:n:n]
+	return s
+}
+
 // ResumeState reads experiment exp's trials, their reports and their latest
 // checkpoints from one snapshot. It fails with ErrNotFound when there is no
 // such experiment. Hold the experiment's lock (LockExperiment) while acting

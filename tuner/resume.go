@@ -1,13 +1,12 @@
 package tuner
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,13 +63,8 @@ func (t *Tuner) prepare(ctx context.Context) (*loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	if exp.Status != storage.ExperimentRunning {
-		return nil, fmt.Errorf("%w: experiment %q in %s has already ended (%s): choose another name",
-			ErrExperimentExists, t.cfg.Name, t.db.Path(), exp.Status)
-	}
-	if what := t.cfg.differsFrom(exp.Config); what != "" {
-		return nil, fmt.Errorf("%w: experiment %q in %s was started with a different %s: run it with its own sweep file to continue it, or choose another name",
-			ErrExperimentExists, t.cfg.Name, t.db.Path(), what)
+	if err := t.mayContinue(ctx, exp); err != nil {
+		return nil, err
 	}
 	st, err := t.db.ResumeState(ctx, t.cfg.Name)
 	if err != nil {
@@ -125,18 +119,18 @@ func (t *Tuner) endLeftovers(ctx context.Context, st *storage.ResumeState) error
 // to continue it. Where results go, the resources and max_concurrent may
 // change between runs.
 type identity struct {
-	Seed      int64
-	Objective Objective
+	Seed      int64     `json:"seed"`
+	Objective Objective `json:"objective"`
 	Search    struct {
-		Algorithm  string
-		NumSamples int
-		Seed       *int64
-		Space      map[string]string
-		Points     []map[string]any
-		WarmStart  string
-	}
-	Scheduler SchedulerConfig
-	Trainer   trainer.Config
+		Algorithm  string            `json:"algorithm"`
+		NumSamples int               `json:"num_samples"`
+		Seed       *int64            `json:"seed"`
+		Space      map[string]string `json:"space"`
+		Points     []map[string]any  `json:"points_to_evaluate"`
+		WarmStart  string            `json:"warm_start"`
+	} `json:"search"`
+	Scheduler SchedulerConfig `json:"scheduler"`
+	Trainer   trainer.Config  `json:"trainer"`
 }
 
 func (c Config) identity(space map[string]string) identity {
@@ -147,36 +141,6 @@ func (c Config) identity(space map[string]string) identity {
 	id.Search.Space = space
 	id.Search.Points, id.Search.WarmStart = c.Search.PointsToEvaluate, c.Search.WarmStart
 	return id
-}
-
-// differsFrom compares c with the configuration recorded with an
-// experiment (Config.record) and names the first part that differs, or
-// returns "" when a run of c may continue the experiment.
-func (c Config) differsFrom(recorded json.RawMessage) string {
-	var rec recordedConfig
-	if err := json.Unmarshal(recorded, &rec); err != nil {
-		return "configuration (the recorded one cannot be read: " + err.Error() + ")"
-	}
-	now, then := c.identity(c.spaceRecord()), rec.Config.withDefaults().identity(rec.Space)
-	parts := []struct {
-		name      string
-		now, then any
-	}{
-		{"seed", now.Seed, then.Seed},
-		{"objective", now.Objective, then.Objective},
-		{"search space", now.Search.Space, then.Search.Space},
-		{"search", now.Search, then.Search},
-		{"scheduler", now.Scheduler, then.Scheduler},
-		{"trainer", now.Trainer, then.Trainer},
-	}
-	for _, p := range parts {
-		a, errA := json.Marshal(p.now)
-		b, errB := json.Marshal(p.then)
-		if errA != nil || errB != nil || !bytes.Equal(a, b) {
-			return p.name
-		}
-	}
-	return ""
 }
 
 // recordedConfig is the JSON Config.record writes.
@@ -193,6 +157,7 @@ type recordedConfig struct {
 // latest checkpoint when the interruption cut it short.
 func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 	t := l.t
+	var reruns []*trialRun // failed trials to run again (WithRerunFailed)
 	for _, ts := range st.Trials {
 		rec := ts.Trial
 		config := restoreTypes(t.cfg.Search.Space, rec.Params)
@@ -207,6 +172,12 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		case err != nil && !errors.Is(err, ErrWait):
 			return fmt.Errorf("searcher: replay trial %d: %w", rec.Number, err)
 		}
+		if t.rerunFailed && rec.Status == storage.TrialError {
+			// The rerun goes on from the trial's latest checkpoint: the
+			// reports after it are reported again.
+			ts = ts.UpTo(tr.ckpts.dir.Latest())
+			reruns = append(reruns, tr)
+		}
 		l.replayReports(tr, ts)
 		// A group commits a report's checkpoint before the report itself,
 		// so an interruption may leave a checkpoint newer than the recorded
@@ -218,7 +189,7 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		if c, ok := tr.ckpts.dir.Latest(); ok {
 			tr.resumeDir, tr.resumeIter = c.Path, c.Iteration
 		}
-		if finished(rec.Status) {
+		if finished(rec.Status) && !slices.Contains(reruns, tr) {
 			l.replayEnd(tr, rec.Status)
 		}
 	}
@@ -231,6 +202,15 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		rec := ts.Trial
 		tr, f := l.trials[rec.Number], fates[rec.Number]
 		switch {
+		case slices.Contains(reruns, tr):
+			// The scheduler hears of the trial again, from where it
+			// restarts.
+			tr.schedulerEnded = false
+			l.addTrialFrom(rec.Number, tr.config, tr.iterations)
+			if err := t.db.RestartTrial(ctx, rec.ID(), tr.iterations, "rerun of the failed trial "+restartPoint(tr)); err != nil {
+				return err
+			}
+			l.launch(ctx, tr)
 		case finished(rec.Status):
 			if !f.ended {
 				// Recorded before the scheduler's inputs were.
@@ -262,11 +242,7 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		}
 	}
 	for _, tr := range interrupted {
-		from := "from scratch"
-		if tr.resumeDir != "" {
-			from = fmt.Sprintf("from its checkpoint of iteration %d", tr.resumeIter)
-		}
-		if err := t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, "the experiment was resumed; the trial restarts "+from); err != nil {
+		if err := t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, "the experiment was resumed; the trial restarts "+restartPoint(tr)); err != nil {
 			return err
 		}
 		tr.restarts++
@@ -276,6 +252,14 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		l.exploit(ctx, tr)
 	}
 	return l.err
+}
+
+// restartPoint says where trial tr restarts from.
+func restartPoint(tr *trialRun) string {
+	if tr.resumeDir == "" {
+		return "from scratch"
+	}
+	return fmt.Sprintf("from its checkpoint of iteration %d", tr.resumeIter)
 }
 
 // finished reports whether a trial's status is final.

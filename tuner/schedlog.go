@@ -30,6 +30,9 @@ const (
 
 type addInput struct {
 	Config map[string]any `json:"config"`
+	// From is the iteration a failed trial's rerun restarts after; the
+	// scheduler hears of the trial anew.
+	From int `json:"from,omitempty"`
 }
 
 type resultInput struct {
@@ -65,7 +68,13 @@ func (l *loop) logInput(trial int, kind string, data any) {
 
 // addTrial tells the scheduler about a new trial.
 func (l *loop) addTrial(number int, config map[string]any) {
-	l.logInput(number, inputAdd, addInput{Config: config})
+	l.addTrialFrom(number, config, 0)
+}
+
+// addTrialFrom tells the scheduler about a trial that starts after
+// iteration from: a new trial (0), or a failed one that runs again.
+func (l *loop) addTrialFrom(number int, config map[string]any, from int) {
+	l.logInput(number, inputAdd, addInput{Config: config, From: from})
 	l.t.scheduler.OnTrialAdd(number, config)
 }
 
@@ -141,6 +150,11 @@ func (l *loop) replaySchedule(ctx context.Context, st *storage.ResumeState) (map
 				return nil, fmt.Errorf("scheduler input %d: %w", in.Seq, err)
 			}
 			t.scheduler.OnTrialAdd(in.Trial, restoreTypes(t.cfg.Search.Space, a.Config))
+			if f.ended {
+				// A failed trial that a later run ran again.
+				*f = fate{seen: a.From}
+				l.trials[in.Trial].schedulerEnded = false
+			}
 			f.added = true
 		case inputResult:
 			var r resultInput

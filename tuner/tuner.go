@@ -38,6 +38,8 @@ type Tuner struct {
 	cmdEnv []string
 	// resumeOnly makes Fit refuse to start a new experiment.
 	resumeOnly bool
+	// rerunFailed makes Fit run the experiment's failed trials again.
+	rerunFailed bool
 	// gpuReader samples the GPUs of running trials every gpuEvery; nil
 	// samples through NVML when this node has GPUs.
 	gpuReader workers.GPUReader
