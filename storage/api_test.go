@@ -885,3 +885,44 @@ func TestDataVersionTellsCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasedLocksLeaveNoFile takes and releases each kind of lock: no
+// lock file stays behind, and one that a killed holder left is taken over.
+func TestReleasedLocksLeaveNoFile(t *testing.T) {
+	db := mustOpen(t)
+	dir := filepath.Join(filepath.Dir(db.Path()), "checkpoints", "e")
+	locks := []struct {
+		path string
+		take func() (*ExperimentLock, error)
+	}{
+		{LockPath(db.Path(), "e"), func() (*ExperimentLock, error) { return db.LockExperiment("e") }},
+		{dir + ".lock", func() (*ExperimentLock, error) { return LockFolder(dir) }},
+	}
+	for _, l := range locks {
+		// A lock file that a killed run left.
+		if err := os.MkdirAll(filepath.Dir(l.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(l.path, []byte("999999\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a, err := l.take()
+		if err != nil {
+			t.Fatalf("%s: lock over a left file: %v", l.path, err)
+		}
+		if _, err := l.take(); !errors.Is(err, ErrExperimentRunning) {
+			t.Errorf("%s: a second lock while held: %v", l.path, err)
+		}
+		if err := a.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(l.path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after the release: %v, want it removed", l.path, err)
+		}
+		b, err := l.take()
+		if err != nil {
+			t.Fatalf("%s: lock after the release: %v", l.path, err)
+		}
+		b.Release()
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,7 +23,8 @@ var ErrExperimentRunning = errors.New("experiment is already running")
 // system releases it when the process ends in any way, kill -9 included,
 // and the experiment can be resumed at once.
 type ExperimentLock struct {
-	f *os.File
+	f    *os.File
+	path string
 }
 
 // safeLockName is an experiment name usable as it is in a file name.
@@ -56,8 +58,7 @@ func fileName(name string) string {
 // database, whether the experiment exists yet or not. It does not wait:
 // when another run (in any process, this one included) holds the lock, it
 // fails with an error that wraps ErrExperimentRunning and names the holder's
-// process id. Release the lock when the run ends; the lock files stay, as
-// they must for the lock to be safe.
+// process id. Release the lock when the run ends, which removes its file.
 func (db *DB) LockExperiment(name string) (*ExperimentLock, error) {
 	return lockFile(LockPath(db.path, name), func(holder, path string) error {
 		return fmt.Errorf("%w: %q in %s is held by %s (lock %s); wait for it to end or stop it, then run again to continue",
@@ -84,38 +85,60 @@ func LockFolder(dir string) (*ExperimentLock, error) {
 
 // lockFile takes an flock(2) on the file at path, creating it, without
 // waiting; when another holds it, busy's error is returned, given the
-// holder ("process N" when its pid can be read) and the path.
+// holder ("process N" when its pid can be read) and the path. A holder
+// removes the file as it releases the lock, so a lock taken on a file
+// that is no longer at path (or another file is) is given up and taken
+// again on the file there now.
 func lockFile(path string, busy func(holder, path string) error) (*ExperimentLock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, orFolderError(filepath.Dir(path), err))
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			holder := "another process"
-			if b, err := os.ReadFile(path); err == nil {
-				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-					holder = fmt.Sprintf("process %d", pid)
-				}
-			}
-			return nil, busy(holder, path)
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", path, orFolderError(filepath.Dir(path), err))
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				holder := "another process"
+				if b, err := os.ReadFile(path); err == nil {
+					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+						holder = fmt.Sprintf("process %d", pid)
+					}
+				}
+				return nil, busy(holder, path)
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		held, errHeld := f.Stat()
+		there, errThere := os.Stat(path)
+		if errHeld != nil || errThere != nil || !os.SameFile(held, there) {
+			// Released and removed by its holder between the open and
+			// the lock.
+			f.Close()
+			continue
+		}
+		// The holder's pid, for the error above; the lock is what counts.
+		if err := f.Truncate(0); err == nil {
+			f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
+		return &ExperimentLock{f: f, path: path}, nil
 	}
-	// The holder's pid, for the error above; the lock is what counts.
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return &ExperimentLock{f: f}, nil
 }
 
-// Release gives the lock up. Releasing twice is harmless.
+// Release gives the lock up and removes its file, which a run that ends
+// cleanly thus leaves no trace of (a process that is killed leaves the
+// file, and the next lock takes it over). Releasing twice is harmless.
 func (l *ExperimentLock) Release() error {
 	if l.f == nil {
 		return nil
 	}
+	// Removed while still held: whoever opens the path from now on gets a
+	// new file, and whoever opened the old one finds it gone once it holds
+	// it, and tries again.
+	errRemove := os.Remove(l.path)
+	if errors.Is(errRemove, fs.ErrNotExist) {
+		errRemove = nil
+	}
 	err := l.f.Close() // closing the last descriptor releases the flock
 	l.f = nil
-	return err
+	return errors.Join(errRemove, err)
 }
