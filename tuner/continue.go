@@ -3,7 +3,9 @@ package tuner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,4 +182,53 @@ func flatKeys(v any) (map[string]string, error) {
 		return err
 	}
 	return out, walk("", tree)
+}
+
+// WithRestart makes Fit start the config's experiment over: when the
+// database has it, finished or not, Fit first removes it and its files
+// as RemoveExperiment does.
+func WithRestart() Option { return func(t *Tuner) { t.restart = true } }
+
+// RemoveExperiment deletes experiment name from db, every row recorded of
+// it, and its trials' folders (checkpoints, logs and files) in the
+// "checkpoints" folder beside the database. It holds the experiment's
+// locks meanwhile, so it fails with an error wrapping
+// storage.ErrExperimentRunning while a run drives the experiment, and with
+// storage.ErrNotFound when db has no such experiment.
+func RemoveExperiment(ctx context.Context, db *storage.DB, name string) error {
+	t := &Tuner{cfg: Config{Name: name}, db: db}
+	lock, err := db.LockExperiment(name)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	for _, dir := range t.experimentFolders() {
+		lock, err := storage.LockFolder(dir)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+	}
+	if _, err := db.Experiment(ctx, name); err != nil {
+		return err
+	}
+	return t.removeExperiment(ctx)
+}
+
+// removeExperiment deletes the config's experiment and its folders, if the
+// database has it. Hold its locks.
+func (t *Tuner) removeExperiment(ctx context.Context) error {
+	err := t.db.DeleteExperiment(ctx, t.cfg.Name)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, dir := range t.experimentFolders() {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("remove the files of experiment %q: %w", t.cfg.Name, err)
+		}
+	}
+	return nil
 }

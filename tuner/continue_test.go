@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -235,4 +236,115 @@ func trialsOf(t *testing.T, cfg Config) []*storage.Trial {
 		t.Fatal(err)
 	}
 	return ts
+}
+
+// TestAnInterruptedRunLeavesNoEmptyFolders interrupts a sweep whose
+// trials commit nothing into their folders (they only start writing a
+// checkpoint) while several run: no trial
+// folder stays behind, as none does after a trial that ends.
+func TestAnInterruptedRunLeavesNoEmptyFolders(t *testing.T) {
+	cfg := testConfig(t, 6)
+	ctx, cancel := context.WithCancel(context.Background())
+	var reported atomic.Int32
+	waiting := func(c context.Context, w *trainer.Worker) error {
+		// A folder to write a checkpoint into, which the trial never
+		// hands over.
+		if _, err := w.CheckpointDir(); err != nil {
+			return err
+		}
+		if err := w.Report(c, map[string]float64{"loss": 1, "step": 1}); err != nil {
+			return err
+		}
+		if w.Rank() == 0 && reported.Add(1) == 3 {
+			cancel()
+		}
+		<-c.Done()
+		return c.Err()
+	}
+	tu, err := New(cfg, WithTrainFunc(waiting))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the interrupted run: %v", err)
+	}
+	left, err := filepath.Glob(filepath.Join(filepath.Dir(cfg.Storage), "checkpoints", cfg.Name, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("the interrupted run left %v", left)
+	}
+}
+
+// TestRemoveAndRestartAnExperiment removes a finished experiment with its
+// folders, which frees its name; a run WithRestart starts one over; and
+// an experiment that a run holds is not removed.
+func TestRemoveAndRestartAnExperiment(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t, 2)
+	tu, err := New(cfg, WithTrainFunc(counting(2, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	folder := filepath.Join(filepath.Dir(cfg.Storage), "checkpoints", cfg.Name)
+	if _, err := os.Stat(filepath.Join(folder, "trial_1")); err != nil {
+		t.Fatalf("the trial's checkpoints: %v", err)
+	}
+	db, err := storage.Open(cfg.Storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	held, err := db.LockExperiment(cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveExperiment(ctx, db, cfg.Name); !errors.Is(err, storage.ErrExperimentRunning) {
+		t.Errorf("removing a held experiment: %v", err)
+	}
+	held.Release()
+	if err := RemoveExperiment(ctx, db, cfg.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Experiment(ctx, cfg.Name); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("the removed experiment: %v", err)
+	}
+	if entries, err := os.ReadDir(filepath.Dir(folder)); err != nil || len(entries) != 0 {
+		t.Errorf("left in the checkpoints folder: %v %v", entries, err)
+	}
+	if err := RemoveExperiment(ctx, db, cfg.Name); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("removing it again: %v", err)
+	}
+
+	// The name is free again; WithRestart starts the new one over, its
+	// trials with nothing of the old ones.
+	tu, err = New(cfg, WithTrainFunc(counting(2, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(ctx); err != nil {
+		t.Fatalf("a run of the freed name: %v", err)
+	}
+	tu, err = New(cfg, WithTrainFunc(quadratic), WithRestart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(ctx); err != nil {
+		t.Fatalf("a restart: %v", err)
+	}
+	reps, err := db.Reports(ctx, cfg.Name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 5 || reps[0].Metrics["origin"] != 0 {
+		t.Errorf("trial 1 after the restart: %+v, want quadratic's 5 reports only", reps)
+	}
+	if _, err := os.Stat(folder); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the checkpoints of the run before the restart: %v", err)
+	}
 }

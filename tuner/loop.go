@@ -462,6 +462,19 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 	}
 }
 
+// removeEmptyFolders removes the folders of the trials that hold nothing,
+// and the experiment's when none is left, once no group runs: an
+// interrupted trial that never wrote a file leaves none behind, as one
+// that ends does (endTrial).
+func (l *loop) removeEmptyFolders() {
+	for _, tr := range l.trials {
+		os.Remove(tr.ckpts.dir.Path())
+	}
+	for _, dir := range l.t.experimentFolders() {
+		os.Remove(dir)
+	}
+}
+
 // searcherEnd is how a searcher sees a trial that ended with status.
 func searcherEnd(status string, last *Observation) TrialEnd {
 	end := TrialEnd{Status: TrialCompleted, Last: last}

@@ -40,6 +40,8 @@ type Tuner struct {
 	resumeOnly bool
 	// rerunFailed makes Fit run the experiment's failed trials again.
 	rerunFailed bool
+	// restart makes Fit remove the experiment before it runs it.
+	restart bool
 	// gpuReader samples the GPUs of running trials every gpuEvery; nil
 	// samples through NVML when this node has GPUs.
 	gpuReader workers.GPUReader
@@ -262,6 +264,11 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		}
 		defer lock.Release()
 	}
+	if t.restart {
+		if err := t.removeExperiment(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.checkWarmStart(ctx); err != nil {
 		return nil, err
 	}
@@ -297,6 +304,7 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	runErr := l.run(ctx)
 	stopUsage()
 	stopSampling()
+	l.removeEmptyFolders()
 	// Trials' ends and the scheduler's inputs are queued; what follows
 	// reads them back.
 	if err := t.db.Flush(context.WithoutCancel(ctx)); err != nil && runErr == nil {
