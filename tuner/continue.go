@@ -34,7 +34,9 @@ type Change struct {
 // ExistsError is Fit's error when the database has an experiment of the
 // config's name that a run of the config cannot continue: it has ended
 // (Status) and the config adds nothing to it, or it was started with a
-// different configuration (Changes). It wraps ErrExperimentExists.
+// different configuration (Changes). It wraps ErrExperimentExists. Other
+// ways on: WithRerunFailed (its failed trials), WithRestart or
+// RemoveExperiment (its name), or another name.
 type ExistsError struct {
 	Name, DB string
 	// Status is the experiment's status.
@@ -48,7 +50,7 @@ func (e *ExistsError) Unwrap() error { return ErrExperimentExists }
 
 func (e *ExistsError) Error() string {
 	if len(e.Changes) == 0 {
-		return fmt.Sprintf("%v: experiment %q in %s has already ended (%s); raise search.num_samples to add trials to it, rerun its failed trials, or start it over",
+		return fmt.Sprintf("%v: experiment %q in %s has already ended (%s), and a larger search.num_samples would add trials to it",
 			ErrExperimentExists, e.Name, e.DB, e.Status)
 	}
 	var b strings.Builder
@@ -56,7 +58,7 @@ func (e *ExistsError) Error() string {
 	for _, c := range e.Changes {
 		fmt.Fprintf(&b, "\n  %s: %s → %s", c.Key, c.Old, c.New)
 	}
-	b.WriteString("\nundo these changes to continue it (raising search.num_samples alone extends it), or start it over, or give the sweep another name")
+	b.WriteString("\nto continue it, undo these changes (a larger search.num_samples alone extends it)")
 	return b.String()
 }
 

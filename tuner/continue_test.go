@@ -119,7 +119,7 @@ func TestAChangedSweepNamesWhatDiffers(t *testing.T) {
 	if !reflect.DeepEqual(ee.Changes, want) {
 		t.Errorf("changes:\n%+v\nwant\n%+v", ee.Changes, want)
 	}
-	for _, s := range []string{"objective.mode: \"min\" → \"max\"", "search.space.y: (none) → 1", "start it over"} {
+	for _, s := range []string{"objective.mode: \"min\" → \"max\"", "search.space.y: (none) → 1", "undo these changes"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("the message lacks %q:\n%v", s, err)
 		}
@@ -164,7 +164,7 @@ func TestRerunFailedTrials(t *testing.T) {
 
 	// Without the option the ended experiment is refused, and says so.
 	tu, _ = New(cfg, WithTrainFunc(failAtThree))
-	if _, err := tu.Fit(context.Background()); !errors.Is(err, ErrExperimentExists) || !strings.Contains(err.Error(), "rerun its failed trials") {
+	if _, err := tu.Fit(context.Background()); !errors.Is(err, ErrExperimentExists) || !strings.Contains(err.Error(), "has already ended (FAILED)") {
 		t.Fatalf("a plain run of the failed experiment: %v", err)
 	}
 

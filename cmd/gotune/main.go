@@ -9,6 +9,7 @@
 //	gotune show quickstart 3
 //	gotune query "SELECT trial_id, best_metric FROM trials_v"
 //	gotune export quickstart --format csv
+//	gotune rm quickstart                     # asks first; -y does not
 //	gotune dashboard --addr 127.0.0.1:8265
 //	gotune run --listen :7070 sweep.toml     # agents may join:
 //	gotune agent --head HEAD:7070            # on every other node
@@ -111,6 +112,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stackCommand(dbFlag),
 			queryCommand(dbFlag),
 			exportCommand(dbFlag),
+			rmCommand(dbFlag),
 			dashboardCommand(dbFlag),
 			agentCommand(),
 			mlflowCommand(dbFlag),

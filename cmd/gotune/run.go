@@ -34,6 +34,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "db", Usage: "the results database `FILE` (default: the sweep file's storage, else gotune.db)"},
 			&cli.StringFlag{Name: "resources", Usage: "declare the nodes to run on instead of this machine, as in `cpus=8,gpus=2,memory=32GiB` (keys nodes, cpus, gpus, memory); replaces the sweep file's [resources]"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue the experiment an interrupted run left unfinished, and fail when there is none (without it, a run of an unfinished experiment continues it too)"},
+			&cli.BoolFlag{Name: "restart", Usage: "start the experiment over: remove its results and files first, if the database has it"},
+			&cli.BoolFlag{Name: "rerun-failed", Usage: "run the experiment's failed trials again, each from its latest checkpoint, even when the experiment has ended"},
 			&cli.StringFlag{Name: "dashboard", Usage: "serve the web dashboard while the sweep runs, at `HOST:PORT` (without a host, on 127.0.0.1 only; e.g. " + dashboard.DefaultAddr + ")"},
 		}, listenFlags()...),
 		Action: func(c *cli.Context) error {
@@ -87,6 +89,15 @@ func runCommand() *cli.Command {
 			if c.Bool("resume") {
 				opts = append(opts, tuner.WithResumeOnly())
 			}
+			if c.Bool("restart") && (c.Bool("resume") || c.Bool("rerun-failed")) {
+				return badInput(errors.New("--restart starts the experiment over: it goes with neither --resume nor --rerun-failed"))
+			}
+			if c.Bool("restart") {
+				opts = append(opts, tuner.WithRestart())
+			}
+			if c.Bool("rerun-failed") {
+				opts = append(opts, tuner.WithRerunFailed())
+			}
 			t, err = tuner.New(cfg, opts...)
 			if err != nil {
 				return badInput(fmt.Errorf("%s: %w", path, err))
@@ -121,7 +132,10 @@ func runCommand() *cli.Command {
 			if res != nil {
 				printSummary(out, t.Config(), res)
 			}
+			var exists *tuner.ExistsError
 			switch {
+			case errors.As(err, &exists):
+				return badInput(fmt.Errorf("%w\nTry: %s", err, existsHint(exists, path)))
 			case errors.Is(err, storage.ErrExperimentRunning), errors.Is(err, tuner.ErrExperimentExists), errors.Is(err, tuner.ErrNothingToResume):
 				return badInput(err)
 			case errors.Is(err, tuner.ErrAllTrialsFailed), errors.Is(err, tuner.ErrObjectiveNeverReported), errors.Is(err, tuner.ErrNoFeasibleTrial):
@@ -135,6 +149,21 @@ func runCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// existsHint says which commands take up an experiment that the sweep
+// file at path cannot continue.
+func existsHint(e *tuner.ExistsError, path string) string {
+	var ways []string
+	if len(e.Changes) == 0 {
+		ways = append(ways, "raise num_samples in [search] to add trials",
+			fmt.Sprintf("`gotune run --rerun-failed %s` to rerun its failed trials", path))
+	}
+	ways = append(ways,
+		fmt.Sprintf("`gotune run --restart %s` to start it over (its results are removed)", path),
+		fmt.Sprintf("`gotune rm --db %s %s` to remove it", e.DB, e.Name),
+		"another name in the sweep file")
+	return strings.Join(ways, "; ")
 }
 
 // reportFilesNotice is what gotune run says at the start of a sweep of

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestManageAnExperiment takes a sweep through a user's afternoon: every
+// trial fails, so the experiment is FAILED; a plain run again says what
+// can be done; --rerun-failed reruns the trials once the cause is gone;
+// a larger num_samples extends the sweep; a changed space is refused
+// with the key named; rm asks first and refuses without an answer; and
+// --restart starts over. Each step's exit code follows the README's rule.
+func TestManageAnExperiment(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken")
+	if err := os.WriteFile(broken, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sweep := filepath.Join(dir, "sweep.toml")
+	write := func(samples int, space string) {
+		t.Helper()
+		err := os.WriteFile(sweep, []byte(fmt.Sprintf(`name = "manage"
+seed = 3
+
+[objective]
+metric = "loss"
+
+[search]
+num_samples = %d
+max_concurrent = 2
+
+[search.space]
+x = %s
+
+[trainer]
+command = ["sh", "-c", "echo \"@gotune {\\\"loss\\\": $1}\"; test ! -e %s", "sh", "{x}"]
+`, samples, space, broken)), 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := filepath.Join(dir, "gotune.db")
+	statuses := func() string {
+		t.Helper()
+		var s []string
+		for _, r := range trialRowsOf(t, db, "manage") {
+			s = append(s, fmt.Sprintf("%d:%s:%d", r.TrialID, r.Status, r.Restarts))
+		}
+		return strings.Join(s, " ")
+	}
+	steps := []struct {
+		name     string
+		before   func()
+		args     []string
+		code     int
+		inStderr []string
+		statuses string
+	}{
+		{name: "every trial fails", before: func() { write(2, "{ uniform = [0, 1] }") },
+			args: []string{"run", "--db", db, sweep}, code: 1, statuses: "1:ERROR:0 2:ERROR:0"},
+		{name: "a plain run again", args: []string{"run", "--db", db, sweep}, code: 2,
+			inStderr: []string{"has already ended (FAILED)", "gotune run --rerun-failed " + sweep, "gotune run --restart " + sweep, "gotune rm --db " + db + " manage"},
+			statuses: "1:ERROR:0 2:ERROR:0"},
+		{name: "the failed trials rerun", before: func() { os.Remove(broken) },
+			args: []string{"run", "--rerun-failed", "--db", db, sweep}, statuses: "1:TERMINATED:1 2:TERMINATED:1"},
+		{name: "a larger num_samples", before: func() { write(4, "{ uniform = [0, 1] }") },
+			args: []string{"run", "--db", db, sweep}, statuses: "1:TERMINATED:1 2:TERMINATED:1 3:TERMINATED:0 4:TERMINATED:0"},
+		{name: "a changed space", before: func() { write(4, "{ uniform = [0, 2] }") },
+			args: []string{"run", "--db", db, sweep}, code: 2,
+			inStderr: []string{"search.space.x: { uniform = [0.0, 1.0] } → { uniform = [0.0, 2.0] }", "gotune run --restart"},
+			statuses: "1:TERMINATED:1 2:TERMINATED:1 3:TERMINATED:0 4:TERMINATED:0"},
+		{name: "a restart with the changed space", args: []string{"run", "--restart", "--db", db, sweep},
+			statuses: "1:TERMINATED:0 2:TERMINATED:0 3:TERMINATED:0 4:TERMINATED:0"},
+		{name: "--restart with --rerun-failed", args: []string{"run", "--restart", "--rerun-failed", "--db", db, sweep}, code: 2,
+			inStderr: []string{"--restart starts the experiment over"}, statuses: "1:TERMINATED:0 2:TERMINATED:0 3:TERMINATED:0 4:TERMINATED:0"},
+		{name: "rm of a missing experiment", args: []string{"rm", "-y", "--db", db, "nothing"}, code: 2,
+			inStderr: []string{`experiment "nothing"`}, statuses: "1:TERMINATED:0 2:TERMINATED:0 3:TERMINATED:0 4:TERMINATED:0"},
+	}
+	for _, s := range steps {
+		if s.before != nil {
+			s.before()
+		}
+		code, stdout, stderr := runCLI(s.args...)
+		if code != s.code {
+			t.Fatalf("%s: exit %d, want %d\n%s\n%s", s.name, code, s.code, stdout, stderr)
+		}
+		for _, want := range s.inStderr {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", s.name, want, stderr)
+			}
+		}
+		if got := statuses(); got != s.statuses {
+			t.Errorf("%s: trials %s, want %s", s.name, got, s.statuses)
+		}
+	}
+
+	// rm asks; with nothing on stdin it refuses and removes nothing, "n"
+	// keeps the experiment, "y" removes it with its files.
+	rm := func(stdin string) (int, string) {
+		cmd := gotune(t, "rm", "--db", db, "manage")
+		cmd.Stdin = strings.NewReader(stdin)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.Run()
+		return cmd.ProcessState.ExitCode(), out.String()
+	}
+	if code, out := rm(""); code != 2 || !strings.Contains(out, "manage (FINISHED, 4 trials)") || !strings.Contains(out, "pass --yes") {
+		t.Errorf("rm without an answer: exit %d\n%s", code, out)
+	}
+	if code, out := rm("n\n"); code != 0 || !strings.Contains(out, "nothing removed") {
+		t.Errorf("rm answered n: exit %d\n%s", code, out)
+	}
+	if got := statuses(); !strings.HasPrefix(got, "1:TERMINATED") {
+		t.Fatalf("after rm was refused: %s", got)
+	}
+	if code, out := rm("y\n"); code != 0 || !strings.Contains(out, "removed manage") {
+		t.Errorf("rm answered y: exit %d\n%s", code, out)
+	}
+	if code, _, stderr := runCLI("trials", "--db", db, "manage"); code != 2 || !strings.Contains(stderr, "manage") {
+		t.Errorf("trials of the removed experiment: exit %d\n%s", code, stderr)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range left {
+		if base := filepath.Base(f); base != "gotune.db" && base != "sweep.toml" && base != "checkpoints" && !strings.HasPrefix(base, "gotune.db-") {
+			t.Errorf("rm left %s", f)
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(dir, "checkpoints")); err != nil || len(entries) != 0 {
+		t.Errorf("rm left in checkpoints: %v %v", entries, err)
+	}
+}
