@@ -147,10 +147,11 @@ func experimentOf(e *storage.Experiment, counts map[string]int) Experiment {
 	}
 }
 
-// statusCounts counts every experiment's trials by status, through the
-// public trials_v view.
+// statusCounts counts every experiment's trials by status. It reads the
+// trials table alone: the trials_v view would join every trial's progress
+// for nothing.
 func statusCounts(r *http.Request, db *storage.DB) (map[string]map[string]int, error) {
-	return countByExperiment(r.Context(), db, `SELECT experiment, status, count(*) FROM trials_v GROUP BY experiment, status`)
+	return countByExperiment(r.Context(), db, `SELECT e.name, t.status, count(*) FROM trials t JOIN experiments e ON e.id = t.experiment_id GROUP BY t.experiment_id, t.status`)
 }
 
 // countByExperiment runs a query whose rows are (experiment, key, count)

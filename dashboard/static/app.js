@@ -102,9 +102,15 @@ function fmtBytes(b) {
   return (i ? b.toFixed(1) : b) + ' ' + units[i];
 }
 
+// The formats are made once: toLocaleTimeString makes one each call,
+// which costs a list of hundreds of events more than the rest of its
+// drawing.
+const TIME_FORMAT = new Intl.DateTimeFormat([], {hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false});
+const DATE_FORMAT = new Intl.DateTimeFormat([]);
+
 function fmtTime(iso) {
   const d = new Date(iso);
-  return d.toLocaleTimeString([], {hour12: false}) + (sameDay(d) ? '' : ' ' + d.toLocaleDateString());
+  return TIME_FORMAT.format(d) + (sameDay(d) ? '' : ' ' + DATE_FORMAT.format(d));
 }
 
 function sameDay(d) {
@@ -162,24 +168,41 @@ async function refresh(full) {
     if (state.exp) {
       const name = encodeURIComponent(state.exp);
       const needDetail = full || !state.detail || state.tick % 5 === 0;
-      const [experiments, detail, top, events, resources] = await Promise.all([
+      // The table's page in the best-first order, unfiltered, is a part of
+      // the best trials: one query serves both.
+      const fromTop = pageQuery().toString() === 'order=best' && (state.pageKey !== state.exp + '?order=best' || state.offset + PAGE <= TOP);
+      // The experiment's details (every metric's name) cost the most on a
+      // large experiment: a first visit draws the page without them, then
+      // again with them.
+      const detailP = needDetail ? api('experiments/' + name) : Promise.resolve(state.detail);
+      let detailIn = false;
+      detailP.then(() => { detailIn = true; }, () => {});
+      const [experiments, top, events, resources] = await Promise.all([
         api('experiments'),
-        needDetail ? api('experiments/' + name) : Promise.resolve(state.detail),
-        api('experiments/' + name + '/trials?order=best&limit=' + TOP),
+        apiResponse('experiments/' + name + '/trials?order=best&limit=' + TOP),
         api('experiments/' + name + '/events?limit=200'),
         api('experiments/' + name + '/resources'),
-        loadPage(),
+        fromTop ? null : loadPage(),
       ]);
       state.experiments = experiments;
       renderExperiments();
-      state.detail = detail;
-      state.trials = top;
-      renderSummary(resources);
-      setupCurveControls();
-      renderTrials();
-      renderEvents(events);
-      await renderCurves(full);
-      renderParallel();
+      state.trials = top.body;
+      if (fromTop) pageOfTop(top);
+      const draw = async (force) => {
+        renderSummary(resources);
+        setupCurveControls();
+        renderTrials();
+        renderEvents(events);
+        await renderCurves(force);
+        renderParallel();
+      };
+      let drawn = false;
+      if (!state.detail && !detailIn) {
+        await draw(full);
+        drawn = true;
+      }
+      state.detail = await detailP;
+      await draw(full && !drawn);
       renderSearchLater(full);
       await renderTrial();
     }
@@ -351,6 +374,18 @@ async function loadPage() {
   }
 }
 
+// pageOfTop makes the table's page, of the unfiltered best-first order,
+// out of the answer to the best trials' request.
+function pageOfTop(top) {
+  const key = state.exp + '?order=best';
+  if (key !== state.pageKey) state.offset = 0;
+  ++state.pageSeq; // a page request in flight is older
+  state.page = top.body.slice(state.offset, state.offset + PAGE);
+  state.total = Number(top.headers.get('X-Total-Count') || top.body.length);
+  state.pageKey = key;
+  state.pageError = '';
+}
+
 // reloadPage shows the page again after a change of query or offset.
 async function reloadPage() {
   await loadPage();
@@ -417,7 +452,13 @@ function curveTrials() {
 
 function setupCurveControls() {
   const d = state.detail;
-  if (!d) return;
+  if (!d) {
+    // Before the details: the objective's curves only.
+    const exp = currentExperiment();
+    if (exp && !state.curveMetric) state.curveMetric = exp.metric;
+    if (state.curveMetric) fillSelect($('curve-metric'), [state.curveMetric], state.curveMetric);
+    return;
+  }
   if (!state.curveMetric || !d.metrics.includes(state.curveMetric)) {
     state.curveMetric = d.metrics.includes(d.metric) ? d.metric : (d.metrics[0] || '');
   }
