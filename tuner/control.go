@@ -202,6 +202,16 @@ func (c *controlServer) removeFiles() {
 	}
 }
 
+// ErrNoSuchRank is wrapped by TrialStacks's error when the trial's group
+// has no worker of the rank asked for.
+var ErrNoSuchRank = errors.New("no such rank")
+
+// noSuchRankError is the run's answer to a rank its trial's group lacks.
+type noSuchRankError struct{ msg string }
+
+func (e *noSuchRankError) Error() string { return e.msg }
+func (e *noSuchRankError) Unwrap() error { return ErrNoSuchRank }
+
 // ErrNotLive is wrapped by TrialStacks's error when no run of the
 // experiment answers on this machine.
 var ErrNotLive = errors.New("the experiment is not running on this machine")
@@ -255,6 +265,9 @@ func TrialStacks(ctx context.Context, dbPath, exp string, trial, rank int) (*Sta
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			if resp.StatusCode == http.StatusNotFound {
+				return nil, &noSuchRankError{e.Error}
+			}
 			return nil, errors.New(e.Error)
 		}
 		return nil, fmt.Errorf("control socket %s: %s", path, resp.Status)

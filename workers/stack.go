@@ -269,18 +269,38 @@ func gdbStack(ctx context.Context, gdb string, pid int) (string, error) {
 		}
 		return "", fmt.Errorf("gdb: %w: %s", err, strings.TrimSpace(text))
 	}
-	return cleanGDB(text), nil
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	return cleanGDB(text, strings.HasPrefix(filepath.Base(exe), "python")), nil
 }
 
+// noPyBT stands in a Python worker's stack for gdb's complaint that it
+// lacks the interpreter's extension.
+const noPyBT = "(no Python stack: gdb lacks the Python interpreter's extension; install python3-dbg " +
+	"(Debian, Ubuntu) or the python*-gdb.py of your Python, or import gotune in the script, " +
+	"which dumps its own Python stack without gdb)"
+
 // cleanGDB keeps gdb's threads, from the first "Thread" line on, without
-// its chatter about missing sources and its detaching.
-func cleanGDB(text string) string {
+// its chatter about missing sources and its detaching. Without the
+// interpreter's extension gdb answers py-bt with "Undefined command":
+// that goes, and for a Python process (python) noPyBT says what to
+// install instead.
+func cleanGDB(text string, python bool) string {
+	noExtension := false
+	var b strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, `Undefined command: "py-bt"`) {
+			noExtension = true
+		}
+	}
+	if noExtension && python {
+		b.WriteString(noPyBT + "\n")
+	}
 	if i := strings.Index(text, "\nThread "); i >= 0 {
 		text = text[i+1:]
 	}
-	var b strings.Builder
 	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "[Inferior ") || strings.HasSuffix(line, ": No such file or directory.") {
+		if strings.HasPrefix(line, "[Inferior ") || strings.HasSuffix(line, ": No such file or directory.") ||
+			strings.HasPrefix(line, `Undefined command: "py-bt"`) {
 			continue
 		}
 		b.WriteString(line)

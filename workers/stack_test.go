@@ -205,7 +205,7 @@ func TestProcessStackOfAGroup(t *testing.T) {
 }
 
 func TestCleanGDB(t *testing.T) {
-	in := `[Thread debugging using libthread_db enabled]
+	native := `[Thread debugging using libthread_db enabled]
 Using host libthread_db library "/lib/x86_64-linux-gnu/libthread_db.so.1".
 0x00007f in __GI___clock_nanosleep () at clock_nanosleep.c:71
 71	clock_nanosleep.c: No such file or directory.
@@ -215,11 +215,33 @@ Thread 1 (Thread 0x7f (LWP 5) "sleep"):
 #1  0x000055 in main ()
 [Inferior 1 (process 5) detached]
 `
-	want := `Thread 1 (Thread 0x7f (LWP 5) "sleep"):
+	// gdb without the interpreter's extension, as Debian's without
+	// python3-dbg answers py-bt.
+	noExtension := `0x00007f in __GI___select () at select.c:69
+Undefined command: "py-bt".  Try "help".
+
+Thread 1 (Thread 0x7f (LWP 6) "python3"):
+#0  0x00007f in __GI___select () at select.c:69
+[Inferior 1 (process 6) detached]
+`
+	threads := `Thread 1 (Thread 0x7f (LWP 6) "python3"):
+#0  0x00007f in __GI___select () at select.c:69
+`
+	for _, c := range []struct {
+		name   string
+		in     string
+		python bool
+		want   string
+	}{
+		{"native", native, false, `Thread 1 (Thread 0x7f (LWP 5) "sleep"):
 #0  0x00007f in __GI___clock_nanosleep () at clock_nanosleep.c:71
 #1  0x000055 in main ()
-`
-	if got := cleanGDB(in); got != want {
-		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+`},
+		{"python without the extension", noExtension, true, noPyBT + "\n" + threads},
+		{"a native program, gdb without the extension", noExtension, false, threads},
+	} {
+		if got := cleanGDB(c.in, c.python); got != c.want {
+			t.Errorf("%s: got:\n%s\nwant:\n%s", c.name, got, c.want)
+		}
 	}
 }

@@ -25,6 +25,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime/debug"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -101,6 +103,28 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand: true,
 		OnUsageError:    usageError,
 		ExitErrHandler:  func(*cli.Context, error) {}, // main decides the exit code
+		Version:         version(),
+		// Without a command; with an argument that names none.
+		Action: func(c *cli.Context) error {
+			switch {
+			case c.NArg() == 0:
+				return cli.ShowAppHelp(c)
+			case c.Args().First() == "help" && c.NArg() == 1:
+				return cli.ShowAppHelp(c)
+			case c.Args().First() == "help" && c.App.Command(c.Args().Get(1)) != nil:
+				return cli.ShowCommandHelp(c, c.Args().Get(1))
+			}
+			name := c.Args().First()
+			if name == "help" {
+				name = c.Args().Get(1)
+			}
+			var names []string
+			for _, cmd := range c.App.VisibleCommands() {
+				names = append(names, cmd.Name)
+			}
+			return badInput(fmt.Errorf("%q is not a gotune command; the commands are %s (gotune --help says what each does)",
+				name, strings.Join(names, ", ")))
+		},
 		Commands: []*cli.Command{
 			runCommand(),
 			lsCommand(dbFlag),
@@ -122,6 +146,37 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		c.OnUsageError = usageError
 	}
 	return app
+}
+
+// version is gotune's version as the build records it: the module's
+// version, or "devel", and the commit it was built from when known.
+func version() string {
+	v := "devel"
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	if m := info.Main.Version; m != "" && m != "(devel)" {
+		v = m
+	}
+	var commit, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			commit = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ", modified"
+			}
+		}
+	}
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if commit != "" {
+		v += " (commit " + commit + dirty + ")"
+	}
+	return v + " " + info.GoVersion
 }
 
 // oneArg returns the single positional argument a command takes.

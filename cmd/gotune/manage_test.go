@@ -130,7 +130,33 @@ command = ["sh", "-c", "echo \"@gotune {\\\"loss\\\": $1}\"; test ! -e %s", "sh"
 			t.Errorf("rm left %s", f)
 		}
 	}
-	if entries, err := os.ReadDir(filepath.Join(dir, "checkpoints")); err != nil || len(entries) != 0 {
-		t.Errorf("rm left in checkpoints: %v %v", entries, err)
+	if left, _ := filepath.Glob(filepath.Join(dir, "checkpoints", "manage*")); len(left) > 0 {
+		t.Errorf("rm left %v", left)
+	}
+}
+
+// TestVersionAndUnknownCommands: --version answers, an unknown command is
+// said not to be one and the commands are listed, help still helps.
+func TestVersionAndUnknownCommands(t *testing.T) {
+	for _, c := range []struct {
+		args     []string
+		code     int
+		inStdout string
+		inStderr []string
+	}{
+		{args: []string{"--version"}, inStdout: "gotune version "},
+		{args: []string{"frobnicate"}, code: 2, inStderr: []string{`"frobnicate" is not a gotune command`, "run, ls, trials", "rm"}},
+		{args: []string{"help", "frobnicate"}, code: 2, inStderr: []string{`"frobnicate" is not a gotune command`}},
+		{args: []string{"help", "rm"}, inStdout: "gotune rm - remove experiments"},
+	} {
+		code, stdout, stderr := runCLI(c.args...)
+		if code != c.code || !strings.Contains(stdout, c.inStdout) || strings.Contains(stderr, "No help topic") {
+			t.Errorf("gotune %v: exit %d, want %d\n%s\n%s", c.args, code, c.code, stdout, stderr)
+		}
+		for _, want := range c.inStderr {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("gotune %v: stderr lacks %q:\n%s", c.args, want, stderr)
+			}
+		}
 	}
 }

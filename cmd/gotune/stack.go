@@ -41,6 +41,9 @@ func stackCommand(dbFlag cli.Flag) *cli.Command {
 			ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 			defer cancel()
 			reply, err := tuner.TrialStacks(ctx, c.String("db"), name, number, c.Int("rank"))
+			if errors.Is(err, tuner.ErrNoSuchRank) {
+				return badInput(err)
+			}
 			if errors.Is(err, tuner.ErrNotLive) {
 				return fmt.Errorf("%w (run gotune stack on the machine that runs the sweep)", err)
 			}

@@ -90,7 +90,7 @@ cpus_per_worker = 0.01
 		{[]string{"stacks", "x"}, 2, "want a trial number"},
 		{[]string{"stacks", "7"}, 2, "trial 7"},
 		{[]string{"nope", "1"}, 2, "nope"},
-		{[]string{"stacks", "1", "--rank", "4"}, 1, "no rank 4"},
+		{[]string{"stacks", "1", "--rank", "4"}, 2, "no rank 4"},
 	} {
 		code, _, stderr := runCLI(append(append([]string{"stack"}, tc.args...), "--db", db)...)
 		if code != tc.code || !strings.Contains(stderr, tc.want) {
