@@ -232,25 +232,34 @@ func largeExperimentWithCurve(t *testing.T, n, long int) *storage.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Concurrent writers share commits, so many writers build it fast.
-	const writers = 64
+	// Concurrent writers share commits, so many writers build it fast; each
+	// records its trials a batch at a time and queues their ends.
+	const writers, batch = 64, 100
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
 		wg.Go(func() {
+			var mine []storage.NewTrial
 			for i := w + 1; i <= n; i += writers {
-				act := []string{"tanh", "relu"}[i%2]
-				tr, err := db.CreateTrial(t.Context(), exp.ID, i, map[string]any{"lr": float64(i), "act": act})
-				reports := 1
-				if i == 1 {
-					reports = long
-				}
-				for it := 1; it <= reports && err == nil; it++ {
-					loss := float64(i) / float64(it)
-					err = db.AddReport(t.Context(), tr.ID(), storage.Report{Iteration: it, Time: time.Now(), Metrics: map[string]float64{"val_loss": loss}}, &loss)
-				}
-				if err == nil {
-					err = db.FinishTrial(t.Context(), tr.ID(), storage.TrialTerminated, "")
+				mine = append(mine, storage.NewTrial{Number: i, Params: map[string]any{"lr": float64(i), "act": []string{"tanh", "relu"}[i%2]}})
+			}
+			for len(mine) > 0 {
+				part := mine[:min(batch, len(mine))]
+				mine = mine[len(part):]
+				trs, err := db.CreateTrials(t.Context(), exp.ID, part)
+				for k, tr := range trs {
+					i := part[k].Number
+					reports := 1
+					if i == 1 {
+						reports = long
+					}
+					for it := 1; it <= reports && err == nil; it++ {
+						loss := float64(i) / float64(it)
+						err = db.AddReport(t.Context(), tr.ID(), storage.Report{Iteration: it, Time: time.Now(), Metrics: map[string]float64{"val_loss": loss}}, &loss)
+					}
+					if err == nil {
+						err = db.QueueFinishTrial(tr.ID(), storage.TrialTerminated, "")
+					}
 				}
 				if err != nil {
 					errs <- err
@@ -262,6 +271,9 @@ func largeExperimentWithCurve(t *testing.T, n, long int) *storage.DB {
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
