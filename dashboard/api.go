@@ -204,6 +204,7 @@ func (s *Server) experiments(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.ShowLiveStatus(exps...)
 	counts, err := statusCounts(r, db)
 	if err != nil {
 		return nil, err
@@ -223,6 +224,7 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.ShowLiveStatus(e)
 	counts, err := db.StatusCounts(r.Context(), name)
 	if err != nil {
 		return nil, err

@@ -20,8 +20,27 @@ import (
 )
 
 func TestExperimentsAPI(t *testing.T) {
-	srv, _ := fixtureServer(t)
+	srv, path := fixtureServer(t)
+	// "digits" is RUNNING in the database, but no run holds it: its run
+	// died, and it shows INTERRUPTED until a run holds its lock again.
 	var exps []map[string]any
+	getJSON(t, srv.URL+"/api/experiments", &exps)
+	var detail map[string]any
+	getJSON(t, srv.URL+"/api/experiments/digits", &detail)
+	if len(exps) == 0 || exps[0]["status"] != storage.ExperimentInterrupted || detail["status"] != storage.ExperimentInterrupted {
+		t.Errorf("digits without a live run: %v and %v, want INTERRUPTED", exps, detail["status"])
+	}
+	db, err := storage.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lock, err := db.LockExperiment("digits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	exps = nil
 	getJSON(t, srv.URL+"/api/experiments", &exps)
 	if len(exps) != 2 {
 		t.Fatalf("got %d experiments, want 2: %v", len(exps), exps)

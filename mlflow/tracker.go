@@ -288,7 +288,7 @@ func (t *Tracker) round(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ended := exp.Status != storage.ExperimentRunning
+	ended := storage.ExperimentEnded(exp.Status)
 	for _, tr := range trials {
 		st := trialState{tr.Status, tr.Restarts, tr.Iterations}
 		if r := t.runs[tr.Number]; r != nil && t.seen[tr.Number] == st && (!ended || r.Status != "") {
@@ -430,7 +430,7 @@ func (t *Tracker) sendTrial(ctx context.Context, exp *storage.Experiment, parent
 		}
 	}
 	status := trialStatus[tr.Status]
-	if status == "" && exp.Status != storage.ExperimentRunning {
+	if status == "" && storage.ExperimentEnded(exp.Status) {
 		status = "KILLED" // the sweep ended and left the trial unfinished
 	}
 	if status != "" && r.Status == "" {
@@ -475,7 +475,7 @@ func (t *Tracker) backlog(ctx context.Context, b Backlog) (Backlog, error) {
 	if err != nil {
 		return b, err
 	}
-	ended := exp.Status != storage.ExperimentRunning
+	ended := storage.ExperimentEnded(exp.Status)
 	if p := runs[0]; p == nil || (ended && p.Status == "") {
 		b.Runs++
 	}

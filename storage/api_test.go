@@ -798,16 +798,25 @@ func TestCreateTrialsAndQueuedFinish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := db.CreateTrials(ctx, exp.ID, []NewTrial{{1, map[string]any{"x": 1.0}}, {2, map[string]any{"x": 2.0}}})
+	ts, err := db.CreateTrials(ctx, exp.ID, []NewTrial{{Number: 1, Params: map[string]any{"x": 1.0}}, {Number: 2, Params: map[string]any{"x": 2.0}, Pending: true}})
 	if err != nil || len(ts) != 2 || ts[0].ID() == ts[1].ID() {
 		t.Fatalf("CreateTrials: %v, %v", ts, err)
 	}
 	// Trial 2 exists: the batch of 3 and 2 fails as a whole.
-	if _, err := db.CreateTrials(ctx, exp.ID, []NewTrial{{3, nil}, {2, nil}}); err == nil || !strings.Contains(err.Error(), "create trials 3–2") {
+	if _, err := db.CreateTrials(ctx, exp.ID, []NewTrial{{Number: 3}, {Number: 2}}); err == nil || !strings.Contains(err.Error(), "create trials 3–2") {
 		t.Errorf("a batch with a taken number: %v", err)
+	}
+	if ts[0].Status != TrialRunning || ts[1].Status != TrialPending {
+		t.Errorf("created %s and %s, want RUNNING and (Pending) PENDING", ts[0].Status, ts[1].Status)
 	}
 	if err := db.QueueFinishTrial(ts[0].ID(), TrialTerminated, ""); err != nil {
 		t.Fatal(err)
+	}
+	// Trial 2's group has its workers; trial 1 has ended and stays so.
+	for _, ts := range ts {
+		if err := db.QueueTrialRunning(ts.ID()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := db.Flush(ctx); err != nil {
 		t.Fatal(err)

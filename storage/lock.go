@@ -124,6 +124,33 @@ func lockFile(path string, busy func(holder, path string) error) (*ExperimentLoc
 	}
 }
 
+// RunLive reports whether a run holds experiment name's lock (see
+// LockExperiment), which a run that died no longer does. It tests the lock
+// with a shared one, taken and given up at once, so a run that starts at
+// that very moment may be refused as if another held it.
+func (db *DB) RunLive(name string) bool {
+	f, err := os.Open(LockPath(db.path, name))
+	if err != nil {
+		return false // no lock file: no run ever held it
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	return false
+}
+
+// ShowLiveStatus sets the status of each RUNNING experiment of es that no
+// run holds (RunLive) to INTERRUPTED, as it is: its run died without a
+// word. For what people read (gotune ls, the dashboard).
+func (db *DB) ShowLiveStatus(es ...*Experiment) {
+	for _, e := range es {
+		if e.Status == ExperimentRunning && !db.RunLive(e.Name) {
+			e.Status = ExperimentInterrupted
+		}
+	}
+}
+
 // Release gives the lock up and removes its file, which a run that ends
 // cleanly thus leaves no trace of (a process that is killed leaves the
 // file, and the next lock takes it over). Releasing twice is harmless.

@@ -15,7 +15,18 @@ const (
 	ExperimentRunning  = "RUNNING"
 	ExperimentFinished = "FINISHED"
 	ExperimentFailed   = "FAILED"
+	// ExperimentInterrupted: the run stopped before the sweep ended (a
+	// signal, a full disk, a crash); running it again resumes it. A run
+	// that stops on its own records it; one that was killed leaves
+	// RUNNING, which ShowLiveStatus turns into it.
+	ExperimentInterrupted = "INTERRUPTED"
 )
+
+// ExperimentEnded reports whether an experiment's status is final
+// (FINISHED or FAILED): it cannot be resumed.
+func ExperimentEnded(status string) bool {
+	return status == ExperimentFinished || status == ExperimentFailed
+}
 
 // Trial statuses.
 const (
@@ -270,9 +281,12 @@ func (db *DB) CreateTrial(ctx context.Context, expID int64, number int, params m
 }
 
 // NewTrial is a trial for CreateTrials to record: its number and params.
+// Pending records it PENDING rather than RUNNING: its group waits for its
+// workers, and QueueTrialRunning records when it has them.
 type NewTrial struct {
-	Number int
-	Params map[string]any
+	Number  int
+	Params  map[string]any
+	Pending bool
 }
 
 // CreateTrials records trials as CreateTrial does, all in one transaction:
@@ -301,7 +315,7 @@ func (db *DB) CreateTrials(ctx context.Context, expID int64, trials []NewTrial) 
 	ids := make([]int64, len(trials))
 	err := db.write(ctx, func(tx *wtx) error {
 		for i, nt := range trials {
-			res, err := tx.exec(insertTrial, expID, nt.Number, TrialRunning, enc[i].json, now)
+			res, err := tx.exec(insertTrial, expID, nt.Number, nt.status(), enc[i].json, now)
 			if err != nil {
 				return err
 			}
@@ -331,9 +345,16 @@ SELECT ?, mode = 'max' FROM experiments WHERE id = ?`, ids[i], expID); err != ni
 	}
 	out := make([]*Trial, len(trials))
 	for i, nt := range trials {
-		out[i] = &Trial{Number: nt.Number, Status: TrialRunning, Params: nt.Params, id: ids[i]}
+		out[i] = &Trial{Number: nt.Number, Status: nt.status(), Params: nt.Params, id: ids[i]}
 	}
 	return out, nil
+}
+
+func (nt NewTrial) status() string {
+	if nt.Pending {
+		return TrialPending
+	}
+	return TrialRunning
 }
 
 // SetTrialParams replaces the params of the trial with database id trialID,
@@ -418,6 +439,21 @@ func (db *DB) AddReport(ctx context.Context, trialID int64, r Report, objective 
 func (db *DB) SetTrialStatus(ctx context.Context, trialID int64, status string) error {
 	return db.write(ctx, func(tx *wtx) error {
 		return mustChange(tx.exec(`UPDATE trials SET status = ? WHERE id = ?`, status, trialID))
+	})
+}
+
+// QueueTrialRunning sets the trial with database id trialID RUNNING, as its
+// group has its workers, unless its status is final; like QueueEvent it
+// returns without waiting for the commit, which comes after every write
+// made or queued before it and before any made after it. It returns the
+// failure of an earlier queued write, if one failed.
+func (db *DB) QueueTrialRunning(trialID int64) error {
+	if db.w == nil {
+		return ErrReadOnly
+	}
+	return db.w.enqueue(func(tx *wtx) error {
+		_, err := tx.exec(`UPDATE trials SET status = ? WHERE id = ? AND status IN (?, ?)`, TrialRunning, trialID, TrialPending, TrialPaused)
+		return err
 	})
 }
 

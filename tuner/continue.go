@@ -76,7 +76,7 @@ func (t *Tuner) mayContinue(ctx context.Context, exp *storage.Experiment) error 
 	}
 	refuse := &ExistsError{Name: t.cfg.Name, DB: t.db.Path(), Status: exp.Status, Changes: changes}
 	if len(changes) == 0 {
-		if exp.Status != storage.ExperimentRunning && !t.rerunFailed {
+		if storage.ExperimentEnded(exp.Status) && !t.rerunFailed {
 			return refuse
 		}
 		return nil

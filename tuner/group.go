@@ -36,7 +36,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		Scaling:         tc.Scaling,
 		Failure:         tc.Failure,
 		KillTimeout:     tc.Kill(),
-		Placer:          managerPlacer{m: t.manager, req: t.groupRequest(tr.number), trial: tr.number, watch: t.gpus},
+		Placer:          managerPlacer{m: t.manager, req: t.groupRequest(tr.number), trial: tr.number, watch: t.gpus, db: t.db, trialID: tr.record.ID()},
 		LogDir:          filepath.Join(t.TrialDir(tr.number), "logs"),
 		TrialDir:        absPath(t.TrialDir(tr.number)),
 		Checkpoints:     tr.ckpts,
@@ -273,13 +273,16 @@ func (t *Tuner) groupsThatFit() int {
 	return max(total/lo, 1)
 }
 
-// managerPlacer places a trial's group through the resource manager and
-// shows its allocation to the GPU watch.
+// managerPlacer places a trial's group through the resource manager,
+// shows its allocation to the GPU watch, and records the trial RUNNING
+// once its group has its workers (it is PENDING while it waits for them).
 type managerPlacer struct {
-	m     *workers.Manager
-	req   workers.Request
-	trial int
-	watch *gpuWatch
+	m       *workers.Manager
+	req     workers.Request
+	trial   int
+	watch   *gpuWatch
+	db      *storage.DB
+	trialID int64
 }
 
 // Place asks the manager for hi workers, granted once lo fit.
@@ -291,6 +294,10 @@ func (p managerPlacer) Place(ctx context.Context, lo, hi int) (trainer.Placement
 	}
 	a, err := p.m.Acquire(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.db.QueueTrialRunning(p.trialID); err != nil {
+		a.Release()
 		return nil, err
 	}
 	p.watch.placed(p.trial, a)

@@ -206,7 +206,8 @@ func (l *loop) order(ctx context.Context, ord schedulers.Order) {
 			l.fail(fmt.Errorf("scheduler: ordered trial %d resumed with no room to run it", ord.Trial))
 			return
 		}
-		l.record(l.t.db.SetTrialStatus(ctx, tr.record.ID(), storage.TrialRunning))
+		// PENDING until its group has its workers again (managerPlacer).
+		l.record(l.t.db.SetTrialStatus(ctx, tr.record.ID(), storage.TrialPending))
 		l.record(l.t.db.AddEvent(ctx, l.exp.ID, tr.record.ID(), storage.EventPromotion, reasonOr(ord.Reason, "resumed by the scheduler"), decisionData(ord.Decision, ord.Rung)))
 		l.launch(ctx, tr)
 	case schedulers.Stop:
@@ -242,7 +243,7 @@ func (l *loop) startTrials(ctx context.Context) {
 			l.fail(fmt.Errorf("searcher: suggest trial %d: %w", number, err))
 			break
 		}
-		batch = append(batch, storage.NewTrial{Number: number, Params: config})
+		batch = append(batch, storage.NewTrial{Number: number, Params: config, Pending: true})
 	}
 	if len(batch) == 0 || l.err != nil {
 		return

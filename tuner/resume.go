@@ -246,6 +246,10 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 			return err
 		}
 		tr.restarts++
+		// PENDING until its group has its workers again (managerPlacer).
+		if err := t.db.SetTrialStatus(ctx, tr.record.ID(), storage.TrialPending); err != nil {
+			return err
+		}
 		l.launch(ctx, tr)
 	}
 	for _, tr := range exploiting {

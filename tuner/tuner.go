@@ -313,15 +313,14 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 
 	status := storage.ExperimentFinished
 	if runErr != nil {
-		// An interrupted experiment stays RUNNING, as it would after a crash.
-		status = storage.ExperimentRunning
+		// Running it again resumes it (a crash leaves RUNNING, which
+		// readers show as INTERRUPTED once no run holds its lock).
+		status = storage.ExperimentInterrupted
 	} else if l.succeeded == 0 {
 		status = storage.ExperimentFailed
 	}
-	if status != storage.ExperimentRunning {
-		if err := t.db.FinishExperiment(context.WithoutCancel(ctx), l.exp.ID, status); err != nil {
-			return nil, err
-		}
+	if err := t.db.FinishExperiment(context.WithoutCancel(ctx), l.exp.ID, status); err != nil {
+		return nil, errors.Join(runErr, err)
 	}
 	res, err := t.result(context.WithoutCancel(ctx))
 	if err != nil {

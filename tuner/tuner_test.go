@@ -243,9 +243,25 @@ func TestFitInterruptedLeavesTrialsRunning(t *testing.T) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	for _, tr := range res.Trials {
-		if tr.Status != storage.TrialRunning {
-			t.Errorf("interrupted trial %d is %s, want RUNNING (to be resumed)", tr.Number, tr.Status)
+		if tr.Status != storage.TrialRunning && tr.Status != storage.TrialPending {
+			t.Errorf("interrupted trial %d is %s, want RUNNING or, when its group had no workers yet, PENDING (to be resumed)", tr.Number, tr.Status)
 		}
+	}
+	// The experiment is INTERRUPTED until a run resumes it.
+	db, err := storage.OpenReadOnly(cfg.Storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if exp, err := db.Experiment(context.Background(), cfg.Name); err != nil || exp.Status != storage.ExperimentInterrupted {
+		t.Errorf("interrupted experiment: %+v, %v; want INTERRUPTED", exp, err)
+	}
+	tu, _ = New(cfg, WithTrainFunc(quadratic))
+	if _, err := tu.Fit(context.Background()); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if exp, err := db.Experiment(context.Background(), cfg.Name); err != nil || exp.Status != storage.ExperimentFinished {
+		t.Errorf("resumed experiment: %+v, %v; want FINISHED", exp, err)
 	}
 }
 

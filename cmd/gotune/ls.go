@@ -27,6 +27,7 @@ func lsCommand(dbFlag cli.Flag) *cli.Command {
 			if err != nil {
 				return err
 			}
+			db.ShowLiveStatus(exps...)
 			if c.Bool("json") {
 				out := make([]experimentJSON, len(exps))
 				for i, e := range exps {

@@ -1,0 +1,65 @@
+package tuner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
+)
+
+// Trials that wait for resources are PENDING: with room for one group at a
+// time and three trials allowed at once, only the trial whose group runs
+// is RUNNING.
+func TestTrialsWaitingForResourcesArePending(t *testing.T) {
+	cfg := testConfig(t, 3)
+	cfg.Search.MaxConcurrent = 3
+	cfg.Resources = workers.Declared{Nodes: 1, CPUs: 1}
+	cfg.Trainer.Scaling = trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 1}
+	db, err := storage.Open(cfg.Storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mu sync.Mutex
+	var seen []string
+	train := func(ctx context.Context, w *trainer.Worker) error {
+		// The first report commits after the trial was set RUNNING.
+		if err := w.Report(ctx, map[string]float64{"loss": 1}); err != nil {
+			return err
+		}
+		trials, err := db.Trials(ctx, cfg.Name)
+		if err != nil {
+			return err
+		}
+		statuses := ""
+		for _, tr := range trials {
+			statuses += fmt.Sprintf("%d:%s ", tr.Number, tr.Status)
+		}
+		mu.Lock()
+		seen = append(seen, statuses)
+		mu.Unlock()
+		return nil
+	}
+	tu, err := New(cfg, WithTrainFunc(train), WithDB(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Groups are placed in any order: each trial sees itself RUNNING and
+	// every other one PENDING or TERMINATED, the first to run two PENDING.
+	if len(seen) != 3 || strings.Count(seen[0], "PENDING") != 2 {
+		t.Errorf("statuses seen by each trial's first report: %q; want the first to see two trials PENDING", seen)
+	}
+	for _, statuses := range seen {
+		if strings.Count(statuses, "RUNNING") != 1 || strings.Count(statuses, "PENDING")+strings.Count(statuses, "TERMINATED") != 2 {
+			t.Errorf("a trial's first report saw %q: want one RUNNING trial, the others PENDING or TERMINATED", statuses)
+		}
+	}
+}
