@@ -482,6 +482,38 @@ func TestBrowserDrawsAHugeExperiment(t *testing.T) {
 	if asked["/api/version"] == 0 {
 		t.Errorf("the idle tab did not poll: %v", asked)
 	}
+
+	// A tab while the experiment changes (an event a second): it reads
+	// the page again after each change, but never the Pareto front of its
+	// single objective.
+	w, err := storage.Open(db.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	e, err := w.Experiment(t.Context(), "large")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	clear(requests)
+	mu.Unlock()
+	page0, server0 = taskTime(), processCPU(t)
+	for range int(idle / time.Second) {
+		if err := w.AddEvent(t.Context(), e.ID, 0, "note", "a change", nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	page1, server1 = taskTime(), processCPU(t)
+	mu.Lock()
+	asked = maps.Clone(requests)
+	mu.Unlock()
+	t.Logf("tab over %v of a change a second: renderer busy %.1f%% of a core, server %.1f%% of a core, requests %v",
+		idle, 100*(page1-page0)/idle.Seconds(), 100*(server1-server0).Seconds()/idle.Seconds(), asked)
+	if asked["/api/experiments/large/trials"] == 0 || asked["/api/experiments/large/front"] != 0 {
+		t.Errorf("while it changed the tab asked %v; want the trials again and no front", asked)
+	}
 	s, err := chromedp.Run(ctx, chromedp.Evaluate[shown](`({
 		rows: document.querySelectorAll('#trials tbody tr').length,
 		first: document.querySelector('#trials tbody tr').dataset.trial,
