@@ -99,3 +99,35 @@ func TestDeleteExperimentLeavesOthersAlone(t *testing.T) {
 		t.Errorf("a second delete: %v, want ErrNotFound", err)
 	}
 }
+
+// TestLeaderboardPutsUnreportedTrialsLast reads leaderboard_v of an
+// experiment to minimise and of one to maximise whose trials 2 and 4
+// never reported: they come last, after the others best first.
+func TestLeaderboardPutsUnreportedTrialsLast(t *testing.T) {
+	ctx := context.Background()
+	for mode, want := range map[string][]int{"min": {3, 1, 2, 4}, "max": {1, 3, 2, 4}} {
+		db := mustOpen(t)
+		f := newFixture(t, db, mode, 4)
+		f.report(t, 1, 1, 0.5)
+		f.report(t, 3, 1, 0.2)
+		rows, err := db.Query(ctx, `SELECT place, trial_id FROM leaderboard_v WHERE experiment = 'e' LIMIT 10`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for rows.Next() {
+			var place, trial int
+			if err := rows.Scan(&place, &trial); err != nil {
+				t.Fatal(err)
+			}
+			if place != len(got)+1 {
+				t.Errorf("%s: trial %d in place %d, row %d", mode, trial, place, len(got)+1)
+			}
+			got = append(got, trial)
+		}
+		rows.Close()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: leaderboard %v, want %v", mode, got, want)
+		}
+	}
+}

@@ -6,7 +6,7 @@ package storage
 // once a gotune that runs it has been released.
 //
 // Times are REAL seconds since 1970 (UTC); metrics, params and free-form data
-// are JSON objects in *_json TEXT columns. The three *_v views are the public
+// are JSON objects in *_json TEXT columns. The *_v views are the public
 // surface that `gotune query` and other SQL tools rely on; the tables may
 // change between versions, the views' columns may not.
 var migrations = []string{
@@ -336,6 +336,22 @@ SELECT e.name AS experiment, t.number AS trial_id, p.feasible,
        CASE WHEN e.objectives_json IS NULL THEN NULL
             ELSE t.id IN (SELECT trial_id FROM front2 UNION ALL SELECT trial_id FROM frontN) END AS on_front
 FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id;
+`,
+	// 6: leaderboard_v, each experiment's trials best first, as the
+	// natural top-10 should list them: a trial without a value of the
+	// metric (interrupted or failed before it reported one) comes after
+	// every trial with one, where ORDER BY best_metric over trials_v puts
+	// it first. trials_v itself stays unordered, since a view's ORDER BY
+	// costs every query over it a sort (an aggregate over 100,000 trials
+	// took four times as long).
+	`
+CREATE VIEW leaderboard_v AS
+SELECT e.name AS experiment,
+       row_number() OVER (PARTITION BY e.id ORDER BY p.best_metric IS NULL,
+           CASE e.mode WHEN 'max' THEN -p.best_metric ELSE p.best_metric END, t.number) AS place,
+       t.number AS trial_id, t.status, p.best_metric, p.last_metric, p.iterations, t.params_json
+FROM trials t JOIN experiments e ON e.id = t.experiment_id JOIN trial_progress p ON p.trial_id = t.id
+ORDER BY e.id, place;
 `,
 }
 

@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gotune/gotune/storage"
 )
 
 // TestManageAnExperiment takes a sweep through a user's afternoon: every
@@ -157,6 +162,46 @@ func TestVersionAndUnknownCommands(t *testing.T) {
 			if !strings.Contains(stderr, want) {
 				t.Errorf("gotune %v: stderr lacks %q:\n%s", c.args, want, stderr)
 			}
+		}
+	}
+}
+
+// TestQueryPrintsTimesInISO8601: the time columns (time, *_at) of a
+// query's result print as ISO 8601 in every format, and as stored with
+// --epoch; other numbers stay numbers.
+func TestQueryPrintsTimesInISO8601(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gotune.db")
+	w, err := storage.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	exp, err := w.CreateExperiment(ctx, "e", "loss", "min", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := w.CreateTrial(ctx, exp.ID, 1, map[string]any{"x": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss := 0.5
+	if err := w.AddReport(ctx, tr.ID(), storage.Report{Iteration: 1, Time: time.Date(2026, 11, 26, 22, 17, 52, 238_000_000, time.UTC),
+		Metrics: map[string]float64{"loss": loss}}, &loss); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	for _, c := range []struct {
+		args []string
+		want *regexp.Regexp
+	}{
+		{[]string{"SELECT created_at FROM experiments_v"}, regexp.MustCompile(`(?m)^created_at\n\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\n$`)},
+		{[]string{"--csv", "SELECT time, iteration FROM reports_v"}, regexp.MustCompile(`^time,iteration\n2026-11-26T22:17:52\.238Z,1\n$`)},
+		{[]string{"--json", "SELECT time, iteration FROM reports_v"}, regexp.MustCompile(`"time": "2026-11-26T22:17:52\.238Z", "iteration": 1}`)},
+		{[]string{"--epoch", "--csv", "SELECT time FROM reports_v"}, regexp.MustCompile(`^time\n1\.795731472238\d*e\+09\n$`)},
+	} {
+		code, out, stderr := runCLI(append([]string{"query", "--db", db}, c.args...)...)
+		if code != 0 || !c.want.MatchString(out) {
+			t.Errorf("query %v: exit %d\n%s%s", c.args, code, out, stderr)
 		}
 	}
 }

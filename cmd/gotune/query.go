@@ -28,6 +28,7 @@ func queryCommand(dbFlag cli.Flag) *cli.Command {
 			dbFlag,
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON array of objects"},
 			&cli.BoolFlag{Name: "csv", Usage: "print CSV with a header row"},
+			&cli.BoolFlag{Name: "epoch", Usage: "print times (the columns named time or ending in _at) as seconds since 1970, as stored, instead of ISO 8601"},
 			&cli.DurationFlag{Name: "timeout", Value: defaultQueryTimeout, Usage: "stop the statement after this long (`DURATION`, e.g. 30s or 2m; 0: no limit)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -90,6 +91,12 @@ func runQuery(ctx context.Context, c *cli.Context, db *storage.DB, q string, wri
 	if err != nil {
 		return err
 	}
+	times := map[int]bool{}
+	if !c.Bool("epoch") {
+		for i, col := range cols {
+			times[i] = isTimeColumn(col)
+		}
+	}
 	// Buffer the output, so that a query that fails midway prints nothing
 	// but its error.
 	var buf bytes.Buffer
@@ -102,6 +109,11 @@ func runQuery(ctx context.Context, c *cli.Context, db *storage.DB, q string, wri
 			}
 			if err := rows.Scan(ptrs...); err != nil {
 				return err
+			}
+			for i, v := range vals {
+				if times[i] {
+					vals[i] = isoTime(v)
+				}
 			}
 			if err := yield(vals); err != nil {
 				return err
@@ -116,6 +128,37 @@ func runQuery(ctx context.Context, c *cli.Context, db *storage.DB, q string, wri
 	return err
 }
 
+// isTimeColumn says whether a column of a query's result holds times, by
+// the schema's naming: time, or a name ending in _at (created_at, ...).
+func isTimeColumn(name string) bool {
+	name = strings.ToLower(name)
+	return name == "time" || strings.HasSuffix(name, "_at")
+}
+
+// isoTime is a time column's value as a time in UTC (printed in ISO 8601)
+// when it is a number of seconds since 1970, as the schema stores times;
+// anything else stays as it is.
+func isoTime(v any) any {
+	var secs float64
+	switch x := v.(type) {
+	case float64:
+		secs = x
+	case int64:
+		secs = float64(x)
+	default:
+		return v
+	}
+	if math.IsNaN(secs) || math.IsInf(secs, 0) {
+		return v
+	}
+	whole, frac := math.Modf(secs)
+	return time.Unix(int64(whole), int64(frac*1e9)).UTC().Round(time.Millisecond)
+}
+
+// isoLayout prints a time column's values: ISO 8601 in UTC, to the
+// millisecond.
+const isoLayout = "2006-01-02T15:04:05.000Z07:00"
+
 // sqlText renders a value of a query's result as text; NULL is "".
 func sqlText(v any) string {
 	switch x := v.(type) {
@@ -126,7 +169,7 @@ func sqlText(v any) string {
 	case float64:
 		return strconv.FormatFloat(x, 'g', -1, 64)
 	case time.Time:
-		return x.Format(time.RFC3339Nano)
+		return x.Format(isoLayout)
 	}
 	return fmt.Sprint(v)
 }
@@ -222,6 +265,8 @@ func sqlJSON(v any) ([]byte, error) {
 		}
 	case []byte:
 		return json.Marshal(string(x))
+	case time.Time:
+		return json.Marshal(x.Format(isoLayout))
 	}
 	return json.Marshal(v)
 }
