@@ -919,7 +919,7 @@ function renderEvents(events) {
 
 // ---- search: the Pareto front of several objectives, and importance
 
-const search = {exp: '', front: null, imp: null, impError: '', x: '', y: '', impMetric: ''};
+const search = {exp: '', front: null, imp: null, impError: '', x: '', y: '', impMetric: '', busy: false, again: null};
 
 // loadSearch reads the front and the importance of the selected
 // experiment; the importance only now and then, as it costs more.
@@ -953,12 +953,22 @@ async function renderSearch(full) {
 // renderSearchLater draws the front and the importance without holding
 // up the rest of the page: on a large experiment they cost the most.
 function renderSearchLater(full) {
-  if (search.busy) return;
+  if (search.busy) {
+    // Once the one under way ends (it may be of another experiment).
+    search.again = search.again || {full: false};
+    search.again.full = search.again.full || full;
+    return;
+  }
   search.busy = true;
   renderSearch(full).catch((err) => {
     search.impError = err.message;
     renderImportance();
-  }).finally(() => { search.busy = false; });
+  }).finally(() => {
+    search.busy = false;
+    const again = search.again;
+    search.again = null;
+    if (again) renderSearchLater(again.full);
+  });
 }
 
 // renderFront plots two of the objectives of an experiment that has
