@@ -2,11 +2,16 @@
 // written for it: a local search that perturbs the best configuration
 // found so far, plugged into the tuner with tuner.WithSearcher.
 //
-//	go run ./examples/custom_searcher [-db custom_searcher.db] [-trials 30]
+//	go run ./examples/custom_searcher [-db FILE] [-trials 30]
 //
-// The training function fits y = 2x + 1 by stochastic gradient descent
-// with momentum and reports the validation loss after every epoch. The
-// searcher tunes the learning rate and the momentum.
+// The results go to gotune-custom-searcher.db in the temporary folder
+// unless -db names another file (replaced if it exists). The training
+// function fits y = 2x + 1 by stochastic gradient descent with momentum
+// and reports the validation loss after every epoch. The searcher tunes
+// the learning rate and the momentum. Two runs give the same trials: the
+// seeds are fixed, and the trials run one at a time, since with several at
+// once what the searcher suggests depends on which trials happened to have
+// ended and reported, which is timing.
 package main
 
 import (
@@ -188,8 +193,9 @@ func run(ctx context.Context, db string, trials int) (*tuner.Result, error) {
 		Storage:   db,
 		Seed:      1,
 		Objective: tuner.Objective{Metric: "loss", Mode: "min"},
-		// NumSamples caps the trials; the searcher may end sooner.
-		Search:  tuner.SearchConfig{NumSamples: trials, MaxConcurrent: 2},
+		// NumSamples caps the trials; the searcher may end sooner. One
+		// trial at a time keeps the search the same from run to run.
+		Search:  tuner.SearchConfig{NumSamples: trials, MaxConcurrent: 1},
 		Trainer: trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.5}},
 	}
 	search := NewLocalSearch(1, 4)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -28,6 +29,28 @@ func TestCustomSearcherTunes(t *testing.T) {
 		if tr.Status == storage.TrialRunning {
 			t.Errorf("trial %d still RUNNING after Fit", tr.Number)
 		}
+	}
+}
+
+// TestCustomSearcherIsDeterministic runs the example twice: the same
+// trials, with the same configurations and losses.
+func TestCustomSearcherIsDeterministic(t *testing.T) {
+	var runs [2][]string
+	for i := range runs {
+		res, err := run(context.Background(), filepath.Join(t.TempDir(), "gotune.db"), 30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range res.Trials {
+			row := fmt.Sprintf("%d %s %v", tr.Number, tr.Status, tr.Params)
+			if tr.BestMetric != nil {
+				row += fmt.Sprint(" ", *tr.BestMetric)
+			}
+			runs[i] = append(runs[i], row)
+		}
+	}
+	if !reflect.DeepEqual(runs[0], runs[1]) {
+		t.Errorf("two runs differ:\n%v\n%v", runs[0], runs[1])
 	}
 }
 
