@@ -293,6 +293,9 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		}
 	}
 	t.gpus.expID = l.exp.ID
+	if err := t.tellNotices(ctx, l.exp.ID); err != nil {
+		return nil, err
+	}
 	ctl, err := serveControl(t.db.Path(), t.cfg.Name, &t.inspectors)
 	if err != nil {
 		// The sweep runs on; only stacks on demand are lost.

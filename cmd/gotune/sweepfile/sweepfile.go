@@ -277,6 +277,9 @@ func decode(name string, data []byte) (tuner.Config, *file, error) {
 			return tuner.Config{}, nil, at("mlflow.tracking_uri", err)
 		}
 	}
+	if _, set := lines["trainer.scaling.num_workers"]; set && f.Trainer.Scaling.NumWorkers == 0 {
+		return tuner.Config{}, nil, at("trainer.scaling.num_workers", errors.New("must be at least 1, got 0 (leave it out for 1)"))
+	}
 	if _, set := lines["mlflow.experiment"]; set && f.MLflow.Experiment == "" {
 		return tuner.Config{}, nil, at("mlflow.experiment", errors.New("must not be empty (leave it out to use the sweep's name)"))
 	}

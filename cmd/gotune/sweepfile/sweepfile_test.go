@@ -72,6 +72,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"missing key names its table", [2]string{`metric = "val_loss"`, ``}, 4, "objective.metric", "name the metric"},
 		{"unknown isolation", [2]string{`dataset = "data.csv"`, "dataset = \"data.csv\"\nisolation = \"thread\""}, 20, "trainer.isolation", `must be "goroutine" or "process"`},
 		{"bad nested value", [2]string{"num_workers = 2", "num_workers = -1"}, 22, "trainer.scaling.num_workers", "at least 1"},
+		{"zero workers", [2]string{"num_workers = 2", "num_workers = 0"}, 22, "trainer.scaling.num_workers", "at least 1, got 0"},
 		{"syntax error", [2]string{"seed = 7", "seed = = 7"}, 2, "", "unexpected character"},
 		{"negative log range", [2]string{"lr = { loguniform = [1e-4, 1e-1] }", "lr = { loguniform = [-1, 1e-1] }"}, 13, "search.space.lr", "goes negative"},
 		{"q not positive", [2]string{"epochs = 3", "epochs = { quniform = [1, 9, 0] }"}, 15, "search.space.epochs", "quniform: step q must be positive, got 0"},

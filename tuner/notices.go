@@ -1,0 +1,62 @@
+package tuner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gotune/gotune/searchspace"
+)
+
+// EventConfigNotice is the kind of an experiment event that says what a
+// legal but surprising setting will do (see Config.Notices).
+const EventConfigNotice = "config_notice"
+
+// Notices says what legal but surprising combinations of settings will do,
+// one sentence each: trials that all run one configuration. None when the
+// settings hold no surprise.
+func (c Config) Notices() []string {
+	c = c.withDefaults()
+	n := c.Search.NumSamples
+	space := c.Search.Space
+	if n < 2 || space == nil || len(c.Search.PointsToEvaluate) > 0 {
+		return nil
+	}
+	if space.Len() == 0 {
+		return []string{fmt.Sprintf("[search.space] is empty: the %d trials (search.num_samples) all run the same configuration, each with its own seed", n)}
+	}
+	if space.GridSize() > 1 && !varies(space.WithoutGrid()) {
+		return []string{fmt.Sprintf("search.num_samples = %d with no parameter but the grid's: each of the %d grid cells runs %d times with the same configuration, each with its own seed (num_samples = 1 runs each once)", n, space.GridSize(), n)}
+	}
+	return nil
+}
+
+// varies reports whether a parameter of space can take more than one
+// value.
+func varies(space *searchspace.Space) bool {
+	for _, p := range space.Params() {
+		switch d := p.Domain.(type) {
+		case searchspace.Constant:
+			continue
+		case searchspace.Choice:
+			if len(d.Values) < 2 {
+				continue
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// tellNotices records each of the config's notices as an experiment event
+// and tells a NoticeObserver.
+func (t *Tuner) tellNotices(ctx context.Context, expID int64) error {
+	for _, msg := range t.cfg.Notices() {
+		if err := t.db.AddEvent(ctx, expID, 0, EventConfigNotice, msg, nil); err != nil {
+			return err
+		}
+		if o, ok := t.observer.(NoticeObserver); ok {
+			o.OnNotice(msg)
+		}
+	}
+	return nil
+}
