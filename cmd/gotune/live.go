@@ -87,7 +87,7 @@ func renderLive(s liveSnapshot, width int) []string {
 		add("cannot read the results: %s", s.Err)
 	}
 	if len(s.Top) > 0 {
-		lines = append(lines, topTable(s)...)
+		lines = append(lines, topTable(s, width)...)
 		if more := s.Trials - len(s.Top); more > 0 {
 			add("... and %d more trials", more)
 		}
@@ -101,8 +101,11 @@ func renderLive(s liveSnapshot, width int) []string {
 }
 
 // topTable renders the best trials as a bordered table: trial, status,
-// iterations, best metric and every parameter.
-func topTable(s liveSnapshot) []string {
+// iterations, best metric and every parameter. When that is wider than
+// width (0: no limit), the parameters that have one value in every row
+// are left out, so that the cut at the right edge takes the varying ones
+// last.
+func topTable(s liveSnapshot, width int) []string {
 	params := map[string]bool{}
 	for _, t := range s.Top {
 		for k := range t.Params {
@@ -110,6 +113,24 @@ func topTable(s liveSnapshot) []string {
 		}
 	}
 	names := slices.Sorted(maps.Keys(params))
+	table := paramTable(s, names)
+	if width <= 0 || utf8.RuneCountInString(table[0]) <= width || len(s.Top) < 2 {
+		return table
+	}
+	varying := slices.DeleteFunc(slices.Clone(names), func(n string) bool {
+		first, ok := s.Top[0].Params[n]
+		for _, t := range s.Top[1:] {
+			if v, has := t.Params[n]; has != ok || formatValue(v) != formatValue(first) {
+				return false
+			}
+		}
+		return true
+	})
+	return paramTable(s, varying)
+}
+
+// paramTable renders the best trials with the parameters names.
+func paramTable(s liveSnapshot, names []string) []string {
 	header := append([]string{"trial", "status", "iter", s.Metric + " (" + s.Mode + ")"}, names...)
 	rows := [][]string{header}
 	for _, t := range s.Top {
@@ -353,18 +374,26 @@ type trialTimes struct {
 // estimateETA estimates the time a sweep has left: each trial is taken to
 // last as long as the finished ones did on average, so a running trial
 // has that mean less what it has run (at least nothing) left, and a
-// waiting one the whole mean; the sum is shared by the trials that run at
-// once now (at least one). Unknown (false) before a trial has finished.
+// waiting one the whole mean. The trials that run at once now (at least
+// one) are that many slots: each waiting trial starts in the slot that
+// frees first, and the sweep ends when the last slot does. Sharing the
+// work out evenly instead forgets that a trial runs in one slot only:
+// three trials of 4 s left for two slots take 8 s, not 6. Unknown (false)
+// before a trial has finished.
 func estimateETA(t trialTimes) (time.Duration, bool) {
 	if t.finished == 0 {
 		return 0, false
 	}
 	mean := t.finishedTotal / time.Duration(t.finished)
-	work := time.Duration(t.waiting) * mean
-	for _, d := range t.running {
-		work += max(mean-d, 0)
+	slots := make([]time.Duration, max(len(t.running), 1))
+	for i, d := range t.running {
+		slots[i] = max(mean-d, 0)
 	}
-	return work / time.Duration(max(len(t.running), 1)), true
+	for range t.waiting {
+		first := slices.Index(slots, slices.Min(slots))
+		slots[first] += mean
+	}
+	return slices.Max(slots), true
 }
 
 // readTrialTimes reads the times of experiment exp's trials at now, for a

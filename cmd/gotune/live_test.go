@@ -46,6 +46,32 @@ func liveFixture() liveSnapshot {
 	}
 }
 
+// TestNarrowLiveTableKeepsVaryingParameters renders the quickstart's
+// table on a terminal 80 wide: the constant epochs goes, and the
+// parameters that differ between trials (lr, sorted last) stay in view;
+// on a wide terminal epochs stays.
+func TestNarrowLiveTableKeepsVaryingParameters(t *testing.T) {
+	s := liveFixture()
+	for i, tr := range s.Top {
+		tr.Params = map[string]any{"epochs": int64(20), "hidden": int64(32 << i), "layers": int64(1 + i%3), "lr": 0.0123 * float64(i+1)}
+	}
+	header := func(width int) string {
+		for _, l := range renderLive(s, width) {
+			if strings.HasPrefix(l, "| trial") {
+				return l
+			}
+		}
+		t.Fatalf("no table header at width %d", width)
+		return ""
+	}
+	if h := header(80); strings.Contains(h, "epochs") || !strings.Contains(h, "| lr") {
+		t.Errorf("80 columns: %q, want lr without epochs", h)
+	}
+	if h := header(0); !strings.Contains(h, "epochs") || !strings.Contains(h, "| lr") {
+		t.Errorf("no limit: %q, want every parameter", h)
+	}
+}
+
 // TestRenderLive compares the status table of a fixed frame with
 // testdata/golden/live.txt, and checks that a narrow terminal cuts lines
 // rather than wrapping them.
@@ -271,8 +297,11 @@ func TestEstimateETA(t *testing.T) {
 	}{
 		{"nothing finished yet", trialTimes{running: []time.Duration{m}, waiting: 3}, 0, false},
 		// Mean 4m: the running ones have 3m and 0 left, four wait for 4m
-		// each: 19m of work over two at once.
-		{"some running, some waiting", trialTimes{finished: 2, finishedTotal: 8 * m, running: []time.Duration{m, 5 * m}, waiting: 4}, 19 * m / 2, true},
+		// each, two at once: the second slot runs from 0 to 8m, the first
+		// from 3m to 11m.
+		{"some running, some waiting", trialTimes{finished: 2, finishedTotal: 8 * m, running: []time.Duration{m, 5 * m}, waiting: 4}, 11 * m, true},
+		// Three trials of 4s left, two at a time: 8s, not 6s.
+		{"more waiting than slots", trialTimes{finished: 9, finishedTotal: 36 * time.Second, running: []time.Duration{4 * time.Second, 4 * time.Second}, waiting: 3}, 8 * time.Second, true},
 		{"only waiting: one at a time", trialTimes{finished: 1, finishedTotal: m, waiting: 3}, 3 * m, true},
 		{"done", trialTimes{finished: 2, finishedTotal: 2 * m}, 0, true},
 	} {
