@@ -45,8 +45,9 @@ import (
 //
 // With one objective each rung keeps its records ranked, so that a
 // decision or a promotion costs O(log n) for n records at a rung. With
-// several objectives a decision ranks the rung afresh by non-dominated
-// sorting, O(n²·m) for m objectives.
+// several objectives each rung keeps its records sorted into non-dominated
+// fronts as they arrive (paretoFronts), and a decision orders one front by
+// crowding distance at most.
 type asha struct {
 	c       Config
 	v       view
@@ -85,6 +86,9 @@ type ashaRung struct {
 	// len(Records)−diverged of byScore, are the ones cutoffs and quotas
 	// are computed from.
 	diverged int
+	// fronts sorts the records that did not diverge into non-dominated
+	// fronts in a multi-objective experiment; nil otherwise.
+	fronts *paretoFronts
 }
 
 func newASHARung(milestone float64) *ashaRung {
@@ -101,8 +105,14 @@ func (rg *ashaRung) add(rec *ashaRecord) {
 	rec.rung, rec.seq = rg, len(rg.Records)
 	rg.Records = append(rg.Records, rec)
 	rg.byScore.Insert(rec, rec.marked)
-	if rec.diverged() {
+	switch {
+	case rec.diverged():
 		rg.diverged++
+	case rec.Scores != nil:
+		if rg.fronts == nil {
+			rg.fronts = &paretoFronts{}
+		}
+		rg.fronts.insert(rec)
 	}
 }
 
@@ -285,9 +295,8 @@ func (a *asha) OnResult(r Result) Decision {
 	}
 	if !a.promote {
 		if a.metrics != nil {
-			d := a.stopDecisionMulti(rg, rec)
 			a.record(rg, rec)
-			return d
+			return a.stopDecisionMulti(rg, rec)
 		}
 		d := a.stopDecision(rg, score)
 		a.record(rg, rec)
@@ -387,46 +396,52 @@ func (a *asha) scores(metrics map[string]float64) []fnum {
 	return out
 }
 
-// stopDecisionMulti is stopDecision with several objectives: the result
-// passes when non-dominated sorting (then crowding distance) of the
-// rung's results, its own included, puts it within the best 1/η of them.
+// stopDecisionMulti is stopDecision with several objectives, for rec just
+// recorded at rung rg: the result passes when non-dominated sorting (then
+// crowding distance) of the rung's results, its own included, puts it
+// within the best 1/η of them. The fronts are kept as records arrive;
+// crowding distance is computed for rec's front only, and only when the
+// front straddles the cut.
 func (a *asha) stopDecisionMulti(rg *ashaRung, rec *ashaRecord) Decision {
 	where := a.rungName(rg.Milestone)
 	d := Decision{Rung: rg.Milestone}
-	finite := slices.DeleteFunc(slices.Clone(rg.Records), (*ashaRecord).diverged)
-	n := len(finite) + 1
-	order, front := paretoRank(append(finite, rec))
-	pos := slices.Index(order, n-1)
+	n := rg.finite()
 	keep := max(1, int(math.Ceil(float64(n)/a.c.ReductionFactor-relTol)))
-	if pos < keep {
+	f := rg.fronts.frontOf(rec)
+	before := 0
+	for _, front := range rg.fronts.fronts[:f] {
+		before += len(front)
+	}
+	pass := before+len(rg.fronts.fronts[f]) <= keep
+	if !pass && before < keep {
+		pass = before+slices.Index(byCrowding(rg.fronts.fronts[f]), rec) < keep
+	}
+	if pass {
 		d.Reason = fmt.Sprintf("passed %s: on front %d, within the best %d of the %d results recorded there by non-dominated sorting of %s",
-			where, front[n-1]+1, keep, n, strings.Join(a.metrics, ", "))
+			where, f+1, keep, n, strings.Join(a.metrics, ", "))
 		return d
 	}
 	d.Action = Stop
 	d.Reason = fmt.Sprintf("stopped at %s: on front %d, outside the best %d of the %d results recorded there by non-dominated sorting of %s",
-		where, front[n-1]+1, keep, n, strings.Join(a.metrics, ", "))
+		where, f+1, keep, n, strings.Join(a.metrics, ", "))
 	return d
 }
 
-// ranked returns the records of a rung of a multi-objective experiment
-// that did not diverge, best first, by non-dominated sorting. It ranks the
-// whole rung, O(n²·m) for n records of m objectives.
-func (a *asha) ranked(rg *ashaRung) []*ashaRecord {
-	finite := slices.DeleteFunc(slices.Clone(rg.Records), (*ashaRecord).diverged)
-	order, _ := paretoRank(finite)
-	out := make([]*ashaRecord, len(order))
-	for i, j := range order {
-		out[i] = finite[j]
+// ranked returns the q best records of a rung of a multi-objective
+// experiment, best first, by non-dominated sorting; diverged records are
+// never among them.
+func (a *asha) ranked(rg *ashaRung, q int) []*ashaRecord {
+	if rg.fronts == nil {
+		return nil
 	}
-	return out
+	return rg.fronts.top(q)
 }
 
 // kth returns the (i+1)-th best record of a rung: by score, ties to the
 // earlier one; with several objectives, by non-dominated sorting.
 func (a *asha) kth(rg *ashaRung, i int) *ashaRecord {
 	if a.metrics != nil {
-		return a.ranked(rg)[i]
+		return a.ranked(rg, i+1)[i]
 	}
 	return rg.byScore.At(i)
 }
@@ -434,7 +449,7 @@ func (a *asha) kth(rg *ashaRung, i int) *ashaRecord {
 // inTop reports whether rec is among the q best records of its rung.
 func (a *asha) inTop(rg *ashaRung, rec *ashaRecord, q int) bool {
 	if a.metrics != nil {
-		return slices.Contains(a.ranked(rg)[:q], rec)
+		return slices.Contains(a.ranked(rg, q), rec)
 	}
 	return rg.byScore.Rank(rec) < q
 }
@@ -476,7 +491,7 @@ func (a *asha) getJob(self int, drain bool) (bracket, rung int, rec *ashaRecord,
 func (a *asha) promotable(rg *ashaRung, self int, drain bool) *ashaRecord {
 	q := a.quota(rg.finite(), drain)
 	if a.metrics != nil {
-		for _, r := range a.ranked(rg)[:q] {
+		for _, r := range a.ranked(rg, q) {
 			if !r.Promoted && (r.Trial == self || a.st.Trials[r.Trial].State == paused) {
 				return r
 			}

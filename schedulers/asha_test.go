@@ -315,7 +315,7 @@ func TestASHASeveralObjectives(t *testing.T) {
 		p.OnResult(Result{Trial: i + 1, Time: 1, Score: m["a"], Metrics: m})
 	}
 	var order []int
-	for _, r := range p.ranked(p.st.Brackets[0][0]) {
+	for _, r := range p.ranked(p.st.Brackets[0][0], 3) {
 		order = append(order, r.Trial)
 	}
 	if want := []int{1, 3, 2}; !slices.Equal(order, want) {

@@ -279,3 +279,49 @@ func benchSpace(b *testing.B) *searchspace.Space {
 	}
 	return space
 }
+
+// BenchmarkASHASeveralObjectives measures one stop-mode decision of ASHA
+// with two or three objectives at a rung that holds n records already.
+func BenchmarkASHASeveralObjectives(b *testing.B) {
+	for _, m := range []int{2, 3} {
+		for _, n := range []int{2_000, 20_000} {
+			b.Run(fmt.Sprintf("m=%d/n=%d", m, n), func(b *testing.B) {
+				metrics := []string{"a", "b", "c"}[:m]
+				modes := []string{"min", "max", "min"}[:m]
+				cfg := Config{Kind: "asha", Mode: "stop", MaxT: 100, GracePeriod: 1}
+				s, err := New(cfg, Env{Metric: "a", Mode: "min", Metrics: metrics, Modes: modes})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(uint64(n), uint64(m)))
+				result := func(trial int) Result {
+					ms := map[string]float64{}
+					for _, k := range metrics {
+						ms[k] = float64(rng.IntN(1000)) / 10
+					}
+					return Result{Trial: trial, Time: 1, Score: ms["a"], Metrics: ms}
+				}
+				for i := 1; i <= n; i++ {
+					s.OnTrialAdd(i, nil)
+					s.OnResult(result(i))
+				}
+				snapshot, err := s.(Snapshotter).Snapshot()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := range b.N {
+					if i > 0 && i%restoreEvery == 0 {
+						b.StopTimer()
+						if err := s.(Snapshotter).Restore(snapshot); err != nil {
+							b.Fatal(err)
+						}
+						b.StartTimer()
+					}
+					s.OnTrialAdd(n+1+i, nil)
+					s.OnResult(result(n + 1 + i))
+				}
+			})
+		}
+	}
+}
