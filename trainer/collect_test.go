@@ -120,33 +120,48 @@ done`
 	}
 }
 
-// TestCollectedFileReadAgainRecordsEveryStepOnce: a CSV file with a
-// header and empty cells (as Lightning's CSVLogger writes), appended to by
-// a script that dies once and starts over, is read again by the restarted
+// TestCollectedFileReadAgainRecordsEveryStepOnce: a metrics file (CSV
+// with a header and empty cells, as Lightning's CSVLogger writes it, or
+// JSON lines in a folder of each start, found by a glob), appended to by a
+// script that dies once and starts over, is read again by the restarted
 // group: every step is recorded once.
 func TestCollectedFileReadAgainRecordsEveryStepOnce(t *testing.T) {
-	dir := t.TempDir()
-	script := `
+	cases := []struct {
+		name, file, script string
+	}{
+		{"csv", "metrics.csv", `
 f=metrics.csv
 [ -e "$f" ] || echo "epoch,step,train_loss,val_loss" > "$f"
 for s in 1 2 3 4 5 6; do
 	echo "0,$s,0.$s," >> "$f"
 	if [ $((s % 2)) -eq 0 ]; then echo "0,$s,,1.$s" >> "$f"; fi
 	if [ $s -eq 4 ] && [ ! -e died ]; then : > died; kill -9 $$; fi
-done`
-	spec := commandSpec(t, 1)
-	spec.Command = []string{"sh", "-c", script}
-	spec.Workdir = dir
-	spec.Metrics = MetricsConfig{File: "metrics.csv"}
-	spec.Failure.MaxFailures = 1
-	sink := &collect{}
-	if _, err := Run(context.Background(), spec, sink); err != nil {
-		t.Fatal(err)
+done`},
+		{"jsonl", "logs/*/metrics.jsonl", `
+d=logs/version_$$; mkdir -p $d; f=$d/metrics.jsonl
+for s in 1 2 3 4 5 6; do
+	echo "{\"step\": $s, \"train_loss\": 0.$s, \"note\": \"x\"}" >> "$f"
+	if [ $((s % 2)) -eq 0 ]; then echo "{\"step\": $s, \"val_loss\": 1.$s}" >> "$f"; fi
+	if [ $s -eq 4 ] && [ ! -e died ]; then : > died; kill -9 $$; fi
+done`},
 	}
-	got := stepSeries(sink.results, "step", "train_loss", "val_loss")
-	want := "1:train_loss=0.1, 2:train_loss=0.2,val_loss=1.2, 3:train_loss=0.3, 4:train_loss=0.4,val_loss=1.4, 5:train_loss=0.5, 6:train_loss=0.6,val_loss=1.6, "
-	if got != want {
-		t.Errorf("reports\n got %s\nwant %s", got, want)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := commandSpec(t, 1)
+			spec.Command = []string{"sh", "-c", tc.script}
+			spec.Workdir = t.TempDir()
+			spec.Metrics = MetricsConfig{File: tc.file}
+			spec.Failure.MaxFailures = 1
+			sink := &collect{}
+			if _, err := Run(context.Background(), spec, sink); err != nil {
+				t.Fatal(err)
+			}
+			got := stepSeries(sink.results, "step", "train_loss", "val_loss")
+			want := "1:train_loss=0.1, 2:train_loss=0.2,val_loss=1.2, 3:train_loss=0.3, 4:train_loss=0.4,val_loss=1.4, 5:train_loss=0.5, 6:train_loss=0.6,val_loss=1.6, "
+			if got != want {
+				t.Errorf("reports\n got %s\nwant %s", got, want)
+			}
+		})
 	}
 }
 
