@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/tuner"
@@ -235,59 +237,105 @@ func driveTabular(tb *table, system string, seed int64, n int, ps pendingSetting
 var tabularSettings = []pendingSetting{{1, false}, {8, false}, {8, true}, {32, false}, {32, true}}
 
 // runTabular measures gotune's TPE (and Optuna's through the peer, in
-// the same run) on the tabular benchmarks at each pending setting.
+// the same run) on the tabular benchmarks at each pending setting. Up to
+// -parallel of gotune's runs, and as many peer processes (one per table
+// and setting), run at once.
 func runTabular(o options, out *json.Encoder, peerOK bool) error {
 	tables := makeTables()
-	var peer *peerRun
+	// runs[system/table/setting] holds every seed's run.
+	runs := map[string][]tabularRun{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var peerOut bytes.Buffer
 	if peerOK {
 		dir, err := os.MkdirTemp("", "gotune-bench-search")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		file := filepath.Join(dir, "tables.json")
-		data, err := json.Marshal(tables)
-		if err == nil {
-			err = os.WriteFile(file, data, 0o644)
+		slots := make(chan struct{}, o.parallel)
+		for _, tb := range tables {
+			file := filepath.Join(dir, tb.Name+".json")
+			data, err := json.Marshal([]table{tb})
+			if err == nil {
+				err = os.WriteFile(file, data, 0o644)
+			}
+			if err != nil {
+				return err
+			}
+			for _, ps := range tabularSettings {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					slots <- struct{}{}
+					defer func() { <-slots }()
+					peer := startPeer(o, "tabular", "--tables", file, "--settings", ps.String(),
+						"--first-seed", strconv.Itoa(o.firstSeed), "--seeds", strconv.Itoa(o.tabularSeeds), "--trials", strconv.Itoa(o.trials))
+					var lines bytes.Buffer
+					peer.lines(json.NewEncoder(&lines), func(m map[string]any) {
+						var r tabularRun
+						for _, v := range m["regret"].([]any) {
+							r.regret = append(r.regret, v.(float64))
+						}
+						r.pendingRepeats = int(m["pending_repeats"].(float64))
+						r.repeats = int(m["repeats"].(float64))
+						k := "optuna_" + fmt.Sprint(m["sampler"]) + "/" + fmt.Sprint(m["table"]) + "/" + fmt.Sprint(m["setting"])
+						mu.Lock()
+						runs[k] = append(runs[k], r)
+						mu.Unlock()
+					})
+					mu.Lock()
+					if peerOut.Len() == 0 || !strings.Contains(peerOut.String(), lines.String()) {
+						peerOut.Write(lines.Bytes())
+					}
+					mu.Unlock()
+				}()
+			}
 		}
-		if err != nil {
-			return err
-		}
-		var ks []string
-		for _, ps := range tabularSettings {
-			ks = append(ks, ps.String())
-		}
-		peer = startPeer(o, "tabular", "--tables", file, "--settings", strings.Join(ks, ","),
-			"--first-seed", strconv.Itoa(o.firstSeed), "--seeds", strconv.Itoa(o.tabularSeeds), "--trials", strconv.Itoa(o.trials))
 	}
-	// runs[system/table/setting] holds every seed's run.
-	runs := map[string][]tabularRun{}
-	for _, tb := range tables {
+	type job struct {
+		tb     *table
+		ps     pendingSetting
+		system string
+		seed   int64
+	}
+	jobs := make(chan job)
+	errs := make(chan error, o.parallel)
+	var workers sync.WaitGroup
+	for range o.parallel {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for j := range jobs {
+				r, err := driveTabular(j.tb, j.system, j.seed, o.trials, j.ps)
+				if err != nil {
+					errs <- fmt.Errorf("%s on %s (%s), seed %d: %w", j.system, j.tb.Name, j.ps, j.seed, err)
+					continue
+				}
+				mu.Lock()
+				k := j.system + "/" + j.tb.Name + "/" + j.ps.String()
+				runs[k] = append(runs[k], r)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range tables {
 		for _, ps := range tabularSettings {
 			for _, system := range gotuneTabularSystems {
 				for seed := int64(o.firstSeed); seed < int64(o.firstSeed+o.tabularSeeds); seed++ {
-					r, err := driveTabular(&tb, system, seed, o.trials, ps)
-					if err != nil {
-						return fmt.Errorf("%s on %s (%s), seed %d: %w", system, tb.Name, ps, seed, err)
-					}
-					k := system + "/" + tb.Name + "/" + ps.String()
-					runs[k] = append(runs[k], r)
+					jobs <- job{&tables[i], ps, system, seed}
 				}
 			}
 		}
 	}
-	if peer != nil {
-		peer.lines(out, func(m map[string]any) {
-			var r tabularRun
-			for _, v := range m["regret"].([]any) {
-				r.regret = append(r.regret, v.(float64))
-			}
-			r.pendingRepeats = int(m["pending_repeats"].(float64))
-			r.repeats = int(m["repeats"].(float64))
-			k := "optuna_" + fmt.Sprint(m["sampler"]) + "/" + fmt.Sprint(m["table"]) + "/" + fmt.Sprint(m["setting"])
-			runs[k] = append(runs[k], r)
-		})
+	close(jobs)
+	workers.Wait()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
 	}
+	os.Stdout.Write(peerOut.Bytes())
 	systems := append(append([]string{}, gotuneTabularSystems...), "optuna_tpe_liar", "optuna_tpe")
 	for _, tb := range tables {
 		for _, ps := range tabularSettings {
