@@ -417,3 +417,53 @@ func writeEvents(t *testing.T, dir string, from, to int) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzTailEventFile feeds arbitrary bytes, in two writes, to the reader of
+// a growing event file: it never panics, never reads past the data, and
+// reads the same events whether the file arrived whole or in two parts.
+func FuzzTailEventFile(f *testing.F) {
+	var good []byte
+	for s := int64(1); s <= 3; s++ {
+		ev := tfevents.AppendEvent(nil, tfevents.Event{Step: s, Scalars: []tfevents.Scalar{{Tag: "loss", Value: float32(s)}}})
+		good = tfevents.AppendRecord(good, ev)
+	}
+	f.Add(good, 20)
+	f.Add(good[:len(good)-3], 7)
+	f.Add([]byte("\x00\x00\x00\x00\x00\x00\x00\x00garbage"), 3)
+	f.Fuzz(func(t *testing.T, data []byte, cut int) {
+		if cut < 0 || cut > len(data) {
+			cut = len(data) / 2
+		}
+		dir := t.TempDir()
+		path := filepath.Join(dir, "events.out.tfevents.1.host")
+		whole := &tailFile{path: path, events: true}
+		parts := &tailFile{path: path, events: true}
+		if err := os.WriteFile(path, data[:cut], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got := parts.read("step")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, parts.read("step")...)
+		want := whole.read("step")
+		if parts.offset > int64(len(data)) || whole.offset > int64(len(data)) {
+			t.Fatalf("read to %d and %d of %d bytes", parts.offset, whole.offset, len(data))
+		}
+		if !whole.broken && observations(got) != observations(want) {
+			t.Errorf("in two parts %v, whole %v", got, want)
+		}
+	})
+}
+
+// observations renders obs as "step:metrics" items, to compare.
+func observations(obs []observation) string {
+	var b strings.Builder
+	for _, o := range obs {
+		if o.step != nil {
+			fmt.Fprintf(&b, "%v", *o.step)
+		}
+		fmt.Fprintf(&b, ":%v ", o.metrics)
+	}
+	return b.String()
+}
