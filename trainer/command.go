@@ -17,10 +17,10 @@ var placeholder = regexp.MustCompile(`\{\{[A-Za-z_][A-Za-z0-9_.\-]*\}\}|\{[A-Za-
 
 // Placeholders returns the hyperparameter names that command's "{name}"
 // placeholders refer to, each once, in order of first appearance;
-// "{trial_dir}" names none.
+// "{trial_dir}" and "{sweep_dir}" name none.
 func Placeholders(command []string) []string {
 	var names []string
-	seen := map[string]bool{TrialDirPlaceholder: true}
+	seen := map[string]bool{TrialDirPlaceholder: true, SweepDirPlaceholder: true}
 	for _, arg := range command {
 		for _, m := range placeholder.FindAllString(arg, -1) {
 			if strings.HasPrefix(m, "{{") {

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -13,18 +14,29 @@ import (
 // arguments and its workdir. It names no hyperparameter.
 const TrialDirPlaceholder = "trial_dir"
 
+// SweepDirPlaceholder is the name of the placeholder, "{sweep_dir}", that
+// stands for the sweep file's folder (Spec.PathBase) in a command's
+// arguments and its workdir, for a file beside the sweep file that an
+// argument other than the script names. It names no hyperparameter.
+const SweepDirPlaceholder = "sweep_dir"
+
 // expandCommand is ExpandCommand for spec's command and workdir, with
 // "{trial_dir}" standing for spec.TrialDir. A relative workdir is in
 // spec.PathBase, and relative paths in the command that name no file in
 // the workdir are looked up there (see resolvePaths).
 func (s Spec) expandCommand() (argv []string, dir string, err error) {
 	values := s.Config
-	if s.TrialDir != "" {
+	if s.TrialDir != "" || s.PathBase != "" {
 		values = maps.Clone(s.Config)
 		if values == nil {
 			values = map[string]any{}
 		}
-		values[TrialDirPlaceholder] = s.TrialDir
+		if s.TrialDir != "" {
+			values[TrialDirPlaceholder] = s.TrialDir
+		}
+		if s.PathBase != "" {
+			values[SweepDirPlaceholder] = s.PathBase
+		}
 	}
 	expand := func(args []string, what string) ([]string, error) {
 		out, err := ExpandCommand(args, values)
@@ -55,40 +67,40 @@ func (s Spec) expandCommand() (argv []string, dir string, err error) {
 	return argv, dir, nil
 }
 
-// resolvePaths makes the command argv fit to run in workdir: a relative
-// path that names no file in workdir but a regular file in base (the
-// sweep file's folder), or else in this process's working directory, is
-// replaced by that file's absolute path. The paths considered are the
-// program when it holds a slash, every other argument, and the value of
-// an option written "--name=value". Anything else is left as it is.
+// resolvePaths makes the command argv fit to run in workdir: its program,
+// that is argv[0] when it holds a slash, else the first argument that is
+// not an option and names a regular file (the script an interpreter or
+// torchrun runs), is replaced by that file's absolute path when it names
+// no file in workdir but one in base (the sweep file's folder), or else in
+// this process's working directory. Every other argument is left as it is,
+// so that an output path (--snapshot=snapshot.pt) is never redirected to a
+// file of the same name outside the workdir, which every trial would
+// share; {sweep_dir} names the sweep file's folder in other arguments.
 func resolvePaths(argv []string, workdir, base string) []string {
-	out := make([]string, len(argv))
+	out := slices.Clone(argv)
 	for i, arg := range argv {
-		out[i] = arg
-		prefix, path := "", arg
 		switch {
 		case i == 0 && !strings.Contains(arg, "/"):
 			continue // looked up in PATH
-		case i > 0 && strings.HasPrefix(arg, "-"):
-			name, value, ok := strings.Cut(arg, "=")
-			if !ok {
-				continue
-			}
-			prefix, path = name+"=", value
-		}
-		if path == "" || filepath.IsAbs(path) || exists(filepath.Join(workdir, path)) {
+		case i > 0 && strings.HasPrefix(arg, "-"), arg == "", filepath.IsAbs(arg):
 			continue
+		}
+		if exists(filepath.Join(workdir, arg)) {
+			return out
 		}
 		for _, dir := range []string{base, "."} {
 			if dir == "" {
 				continue
 			}
-			if fi, err := os.Stat(filepath.Join(dir, path)); err == nil && fi.Mode().IsRegular() {
-				if abs, err := filepath.Abs(filepath.Join(dir, path)); err == nil {
-					out[i] = prefix + abs
+			if fi, err := os.Stat(filepath.Join(dir, arg)); err == nil && fi.Mode().IsRegular() {
+				if abs, err := filepath.Abs(filepath.Join(dir, arg)); err == nil {
+					out[i] = abs
 				}
-				break
+				return out
 			}
+		}
+		if i == 0 {
+			return out
 		}
 	}
 	return out

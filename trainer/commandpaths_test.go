@@ -9,28 +9,34 @@ import (
 	"testing"
 )
 
+// TestResolvePaths: only the program or the script is looked up beside
+// the sweep file (then in the working directory); every other argument
+// reaches the command as written, so that an output path that names a
+// stale file beside the sweep file is not redirected there.
 func TestResolvePaths(t *testing.T) {
 	root := t.TempDir()
 	base, work := filepath.Join(root, "sweep"), filepath.Join(root, "trial")
-	for _, f := range []string{"sweep/train.py", "sweep/conf.yaml", "sweep/data/x.csv", "trial/local.txt", "sweep/local.txt"} {
+	for _, f := range []string{"sweep/train.py", "sweep/conf.yaml", "sweep/snapshot.pt", "sweep/data/x.csv", "trial/local.py", "sweep/local.py", "sweep/run.sh"} {
 		os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755)
 		os.WriteFile(filepath.Join(root, f), nil, 0o644)
 	}
 	t.Chdir(root)
-	os.WriteFile(filepath.Join(root, "cwd.txt"), nil, 0o644)
-	argv := []string{"python3", "train.py", "--config=conf.yaml", "--data", "data/x.csv", "data", "local.txt", "cwd.txt", "missing.py", "--out=out", "-v"}
-	got := resolvePaths(argv, work, base)
-	want := []string{"python3", filepath.Join(base, "train.py"), "--config=" + filepath.Join(base, "conf.yaml"), "--data",
-		filepath.Join(base, "data/x.csv"), "data", "local.txt", filepath.Join(root, "cwd.txt"), "missing.py", "--out=out", "-v"}
-	if !slices.Equal(got, want) {
-		t.Errorf("resolvePaths:\n got %q\nwant %q", got, want)
-	}
-	if got := resolvePaths([]string{"./run.sh"}, work, base); got[0] != "./run.sh" {
-		t.Errorf("a program found nowhere: %q", got[0])
-	}
-	os.WriteFile(filepath.Join(base, "run.sh"), nil, 0o755)
-	if got := resolvePaths([]string{"./run.sh"}, work, base); got[0] != filepath.Join(base, "run.sh") {
-		t.Errorf("a program in the sweep folder: %q", got[0])
+	os.WriteFile(filepath.Join(root, "cwd.py"), nil, 0o644)
+	for _, tt := range []struct{ argv, want []string }{
+		{[]string{"python3", "train.py", "--config=conf.yaml", "--snapshot=snapshot.pt", "snapshot.pt", "data/x.csv", "-v"},
+			[]string{"python3", filepath.Join(base, "train.py"), "--config=conf.yaml", "--snapshot=snapshot.pt", "snapshot.pt", "data/x.csv", "-v"}},
+		{[]string{"torchrun", "--nproc_per_node", "4", "data", "train.py", "--out=snapshot.pt"},
+			[]string{"torchrun", "--nproc_per_node", "4", "data", filepath.Join(base, "train.py"), "--out=snapshot.pt"}},
+		{[]string{"python3", "-u", "cwd.py", "train.py"}, []string{"python3", "-u", filepath.Join(root, "cwd.py"), "train.py"}},
+		{[]string{"python3", "local.py", "train.py"}, []string{"python3", "local.py", "train.py"}},
+		{[]string{"python3", "missing.py", "train.py"}, []string{"python3", "missing.py", filepath.Join(base, "train.py")}},
+		{[]string{"./run.sh", "train.py"}, []string{filepath.Join(base, "run.sh"), "train.py"}},
+		{[]string{"./gone.sh", "train.py"}, []string{"./gone.sh", "train.py"}},
+		{[]string{"sh", "-c", "echo hi"}, []string{"sh", "-c", "echo hi"}},
+	} {
+		if got := resolvePaths(tt.argv, work, base); !slices.Equal(got, tt.want) {
+			t.Errorf("resolvePaths(%q):\n got %q\nwant %q", tt.argv, got, tt.want)
+		}
 	}
 }
 
@@ -90,5 +96,19 @@ func TestCommandPathsBesideSweepFile(t *testing.T) {
 		if got := strings.TrimSpace(string(where)); got != tt.want {
 			t.Errorf("workdir %q: ran in %q, want %q", tt.workdir, got, tt.want)
 		}
+	}
+}
+
+// TestSweepDirPlaceholder: {sweep_dir} in an argument is the sweep file's
+// folder, for the files beside it that arguments other than the script
+// name.
+func TestSweepDirPlaceholder(t *testing.T) {
+	spec := Spec{Command: []string{"python3", "--config={sweep_dir}/conf.yaml", "--lr={lr}"}, Config: map[string]any{"lr": 0.1}, PathBase: "/sweeps/a"}
+	argv, _, err := spec.expandCommand()
+	if want := []string{"python3", "--config=/sweeps/a/conf.yaml", "--lr=0.1"}; err != nil || !slices.Equal(argv, want) {
+		t.Errorf("expandCommand: %q, %v; want %q", argv, err, want)
+	}
+	if names := Placeholders(spec.Command); !slices.Equal(names, []string{"lr"}) {
+		t.Errorf("Placeholders: %q, want only lr", names)
 	}
 }

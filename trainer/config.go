@@ -47,7 +47,8 @@ type Config struct {
 	// lines on stdout.
 	Command []string `toml:"command" json:"command,omitempty"`
 	// Workdir is the folder Command runs in, relative to PathBase; "" is
-	// gotune's own working directory. "{trial_dir}" in it (and in Command) is the trial's own
+	// gotune's own working directory (gotune run makes a sweep file's
+	// default "{trial_dir}" instead). "{trial_dir}" in it (and in Command) is the trial's own
 	// folder: workdir = "{trial_dir}" runs every trial in a folder of its
 	// own, so that files the command writes where it runs are the trial's.
 	Workdir string `toml:"workdir" json:"workdir,omitempty"`

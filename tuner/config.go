@@ -439,6 +439,9 @@ func (c Config) validateCommand() error {
 	if c.Search.Space.Domain(trainer.TrialDirPlaceholder) != nil && c.Trainer.Command != nil {
 		return fieldErr("search.space."+trainer.TrialDirPlaceholder, "the name is taken: {%s} in a command is the trial's folder", trainer.TrialDirPlaceholder)
 	}
+	if c.Search.Space.Domain(trainer.SweepDirPlaceholder) != nil && c.Trainer.Command != nil {
+		return fieldErr("search.space."+trainer.SweepDirPlaceholder, "the name is taken: {%s} in a command is the sweep file's folder", trainer.SweepDirPlaceholder)
+	}
 	if w := c.Trainer.Workdir; w != "" {
 		for _, name := range trainer.Placeholders([]string{w}) {
 			if c.Search.Space.Domain(name) == nil {

@@ -48,6 +48,12 @@ func runCommand() *cli.Command {
 				return badInput(err)
 			}
 			cfg := sweep.Config
+			if cfg.Trainer.Command != nil && !sweep.WorkdirSet && !sweep.Cluster.Slurm() && c.String("listen") == "" {
+				// Each trial runs in its own folder unless told otherwise,
+				// so that no trial reads a file another wrote (a snapshot
+				// to resume from). Agents' nodes may not see that folder.
+				cfg.Trainer.Workdir = "{" + trainer.TrialDirPlaceholder + "}"
+			}
 			if db := c.String("db"); db != "" {
 				cfg.Storage = db
 			}

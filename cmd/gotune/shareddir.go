@@ -18,13 +18,17 @@ import (
 // may read them as its own (the PyTorch DDP tutorial resumes from any
 // snapshot.pt it finds where it runs). It compares the folder's entries
 // when each trial ends with what the folder held when the sweep started,
-// leaving out the results database and gotune's own folders.
+// leaving out the results database, gotune's own folders and the files
+// its own output goes to (gotune run sweep.toml > out.txt). A trial that
+// failed without a report (its command may never have started) is not
+// blamed for what changed.
 type sharedDirWatch struct {
-	dir    string
-	skip   func(name string) bool
-	before map[string]stamp
-	w      io.Writer
-	warned bool
+	dir      string
+	skip     func(name string) bool
+	before   map[string]stamp
+	w        io.Writer
+	warned   bool
+	reported map[int]bool
 }
 
 // stamp is what tells that a folder entry changed.
@@ -40,7 +44,7 @@ func newSharedDirWatch(cfg tuner.Config, w io.Writer) *sharedDirWatch {
 	if tc.Command == nil || cfg.Search.Trials() < 2 || strings.Contains(tc.Workdir, "{") {
 		return nil
 	}
-	dir, err := filepath.Abs(tc.Workdir) // "" is the working directory
+	dir, err := filepath.Abs(tc.Path(tc.Workdir)) // "" is the working directory
 	if err != nil {
 		return nil
 	}
@@ -49,8 +53,17 @@ func newSharedDirWatch(cfg tuner.Config, w io.Writer) *sharedDirWatch {
 		storage = tuner.DefaultStorage
 	}
 	db, _ := filepath.Abs(storage)
-	s := &sharedDirWatch{dir: dir, w: w, skip: func(name string) bool {
+	var outputs []os.FileInfo
+	for _, f := range []*os.File{os.Stdout, os.Stderr} {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			outputs = append(outputs, fi)
+		}
+	}
+	s := &sharedDirWatch{dir: dir, w: w, reported: map[int]bool{}, skip: func(name string) bool {
 		path := filepath.Join(dir, name)
+		if fi, err := os.Stat(path); err == nil && slices.ContainsFunc(outputs, func(o os.FileInfo) bool { return os.SameFile(o, fi) }) {
+			return true
+		}
 		// The database with its journal files, the folders of checkpoints,
 		// trials and logs beside it, and a folder that holds them all.
 		if rel, err := filepath.Rel(path, db); err == nil && filepath.IsLocal(rel) {
@@ -80,11 +93,12 @@ func (s *sharedDirWatch) scan() map[string]stamp {
 }
 
 // OnReport implements tuner.Observer.
-func (s *sharedDirWatch) OnReport(int, trainer.Result) {}
+func (s *sharedDirWatch) OnReport(trial int, _ trainer.Result) { s.reported[trial] = true }
 
 // OnTrialEnd implements tuner.Observer: it looks for what changed.
-func (s *sharedDirWatch) OnTrialEnd(trial int, _ string, _ error) {
-	if s.warned || s.before == nil {
+func (s *sharedDirWatch) OnTrialEnd(trial int, _ string, err error) {
+	defer delete(s.reported, trial)
+	if s.warned || s.before == nil || err != nil && !s.reported[trial] {
 		return
 	}
 	var changed []string

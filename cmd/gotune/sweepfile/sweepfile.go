@@ -95,6 +95,9 @@ type Sweep struct {
 	// in the database only, so that a trial that writes nothing else
 	// leaves no folder.
 	ReportFiles *bool
+	// WorkdirSet is whether [trainer] sets workdir; gotune run's default
+	// for a command is then the trial's own folder.
+	WorkdirSet bool
 }
 
 // fileObjective is the [objective] section, whose metric and mode are a
@@ -209,7 +212,12 @@ func DecodeSweep(name string, data []byte) (Sweep, error) {
 	if err != nil {
 		return Sweep{}, err
 	}
-	return Sweep{Config: cfg, MLflow: f.MLflow, Cluster: f.Cluster, ReportFiles: f.Trainer.ReportFiles}, nil
+	lines, err := keyLines(data)
+	if err != nil {
+		return Sweep{}, decodeError(name, err)
+	}
+	_, workdirSet := lines["trainer.workdir"]
+	return Sweep{Config: cfg, MLflow: f.MLflow, Cluster: f.Cluster, ReportFiles: f.Trainer.ReportFiles, WorkdirSet: workdirSet}, nil
 }
 
 // decode decodes and checks a sweep file's contents into the tuner's
