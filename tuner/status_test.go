@@ -52,14 +52,11 @@ func TestTrialsWaitingForResourcesArePending(t *testing.T) {
 	if _, err := tu.Fit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Groups are placed in any order: each trial sees itself RUNNING and
-	// every other one PENDING or TERMINATED, the first to run two PENDING.
-	if len(seen) != 3 || strings.Count(seen[0], "PENDING") != 2 {
-		t.Errorf("statuses seen by each trial's first report: %q; want the first to see two trials PENDING", seen)
-	}
-	for _, statuses := range seen {
-		if strings.Count(statuses, "RUNNING") != 1 || strings.Count(statuses, "PENDING")+strings.Count(statuses, "TERMINATED") != 2 {
-			t.Errorf("a trial's first report saw %q: want one RUNNING trial, the others PENDING or TERMINATED", statuses)
-		}
+	// Groups are placed in any order: the first to run sees itself
+	// RUNNING and the two others PENDING. (Later ones may still see the
+	// trial before them RUNNING: its group has given its workers back
+	// before the loop records its end.)
+	if len(seen) != 3 || strings.Count(seen[0], "RUNNING") != 1 || strings.Count(seen[0], "PENDING") != 2 {
+		t.Errorf("statuses seen by each trial's first report: %q; want the first to see one trial RUNNING and two PENDING", seen)
 	}
 }
