@@ -25,8 +25,9 @@ type loop struct {
 	// groups running now; succeeded the trials that ended without error.
 	started, running, succeeded int
 	// waiting: the searcher asked to wait for a running trial's next event.
-	// exhausted: it has no more configurations.
-	waiting, exhausted bool
+	// exhausted: it has no more configurations. scored: a report carried
+	// the objective.
+	waiting, exhausted, scored bool
 	// err ends the run: a database failure or a searcher's error.
 	err    error
 	cancel context.CancelFunc
@@ -341,6 +342,7 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	if !ok {
 		return trainer.Continue
 	}
+	l.scored = true
 	progress, hasProgress := t.progress(r)
 	step := progress
 	if !hasProgress {
@@ -461,6 +463,24 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 	if _, ok := tr.ckpts.dir.Latest(); !ok {
 		delete(l.trials, tr.number)
 	}
+	l.checkObjectiveReported(ctx)
+}
+
+// checkObjectiveReported ends the run with an *ObjectiveMissingError once
+// the first trials, as many as run at once, have ended without error and
+// no report has carried the objective: its name is wrong, and the other
+// trials would only spend their time the same way.
+func (l *loop) checkObjectiveReported(ctx context.Context) {
+	t := l.t
+	if l.scored || l.err != nil || l.succeeded < min(l.room(), t.cfg.Search.Trials()) {
+		return
+	}
+	seen, err := t.db.MetricNames(context.WithoutCancel(ctx), t.cfg.Name)
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	l.fail(&ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen})
 }
 
 // removeEmptyFolders removes the folders of the trials that hold nothing,

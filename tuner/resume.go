@@ -285,6 +285,7 @@ func (l *loop) replayReports(tr *trialRun, ts storage.TrialState) {
 		if !ok {
 			continue
 		}
+		l.scored = true
 		progress, hasProgress := t.progress(trainer.Result{Iteration: rep.Iteration, Metrics: rep.Metrics})
 		step := progress
 		if !hasProgress {

@@ -315,7 +315,10 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	}
 
 	status := storage.ExperimentFinished
-	if runErr != nil {
+	if errors.Is(runErr, ErrObjectiveNeverReported) {
+		// The sweep stopped early: its trials report no objective.
+		status = storage.ExperimentFailed
+	} else if runErr != nil {
 		// Running it again resumes it (a crash leaves RUNNING, which
 		// readers show as INTERRUPTED once no run holds its lock).
 		status = storage.ExperimentInterrupted

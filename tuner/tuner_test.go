@@ -344,3 +344,39 @@ func TestFitFailsWhenNoTrialReportsTheObjective(t *testing.T) {
 		t.Errorf("error %q, want %q", err, want)
 	}
 }
+
+// A sweep whose first trials, as many as run at once, end without the
+// objective stops there, FAILED, rather than running every trial.
+func TestFitStopsOnceTheFirstTrialsLackTheObjective(t *testing.T) {
+	cfg := testConfig(t, 12)
+	cfg.Search.MaxConcurrent = 2
+	cfg.Objective.Metric = "val_loss"
+	tu, err := New(cfg, WithTrainFunc(quadratic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tu.Fit(context.Background())
+	var me *ObjectiveMissingError
+	if !errors.As(err, &me) || res == nil {
+		t.Fatalf("Fit: %v, %v", res, err)
+	}
+	if want := `no trial reported the objective "val_loss"; the reports carried loss, step: check [objective] metric`; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	// Two trials ended; a third may have started meanwhile.
+	if len(res.Trials) > 3 {
+		t.Errorf("%d trials ran, want the sweep to stop after the first 2 ended", len(res.Trials))
+	}
+	db, err := storage.OpenReadOnly(cfg.Storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exp, err := db.Experiment(context.Background(), cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp.Status != storage.ExperimentFailed {
+		t.Errorf("experiment %s, want FAILED", exp.Status)
+	}
+}
