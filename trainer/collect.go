@@ -303,8 +303,11 @@ func (c *collector) poll(live bool) {
 		paths = append(paths, matches...)
 	}
 	if c.tbDir != "" {
+		own := c.a.r.spec.TrialDir
 		filepath.WalkDir(c.tbDir, func(path string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && tfevents.IsEventFile(d.Name()) {
+			// gotune writes the trial's reports as events directly in the
+			// trial's folder: those are not the script's.
+			if err == nil && !d.IsDir() && tfevents.IsEventFile(d.Name()) && (own == "" || filepath.Dir(path) != filepath.Clean(own)) {
 				paths = append(paths, path)
 			}
 			return nil

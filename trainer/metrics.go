@@ -54,7 +54,8 @@ type MetricsConfig struct {
 	// TensorBoard is a folder (resolved as File) under which the script
 	// writes TensorBoard event files: every scalar of every file found
 	// there, at any depth, is a metric named by its tag, at the event's
-	// step. Each file is a source of its own.
+	// step. Each file is a source of its own. The event files gotune
+	// itself writes directly in the trial's folder are not read.
 	TensorBoard string `toml:"tensorboard" json:"tensorboard,omitempty"`
 	// Step names a collected metric's step: the pattern group or pair, or
 	// the file's field, that holds it, and the report key it is recorded

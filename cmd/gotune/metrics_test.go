@@ -152,6 +152,25 @@ func TestCollectedMetricsSurviveKill9(t *testing.T) {
 					t.Errorf("trial %d recorded steps %v, want a beginning of %v, each once", trial, got, tc.steps)
 				}
 			}
+			// The attempts a worker's log counts go on across the kill, as
+			// TORCHELASTIC_RESTART_COUNT does.
+			logs, _ := filepath.Glob(filepath.Join(dir, "checkpoints", tc.name, "trial_*", "logs", "worker_0.log"))
+			resumed := 0
+			for _, path := range logs {
+				data, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := strings.Count(string(data), "attempt 1: worker 0"); n > 1 {
+					t.Errorf("%s says attempt 1 %d times", path, n)
+				}
+				if strings.Contains(string(data), "attempt 2: worker 0") {
+					resumed++
+				}
+			}
+			if len(logs) > 0 && resumed == 0 { // the event writer prints nothing: no log
+				t.Errorf("none of %d logs is of a resumed trial's second attempt", len(logs))
+			}
 			if code, out, stderr := runCLI("best", "--db", db, "--json", tc.name); code != 0 {
 				t.Errorf("best: exit %d\n%s%s", code, out, stderr)
 			}
