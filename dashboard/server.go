@@ -5,6 +5,9 @@
 // serves the JSON API the page reads (under /api/) and Prometheus metrics
 // (/metrics). It only reads the database; every asset is embedded in the
 // binary.
+//
+// It imports storage, tuner (parameter importance, live stacks) and workers
+// (usage); only cmd/gotune imports it.
 package dashboard
 
 import (

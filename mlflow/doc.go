@@ -9,4 +9,6 @@
 // acknowledged: the database stays the source of truth, the server may be
 // down or slow without holding the sweep up, and a resumed sweep or a
 // second Sync sends only what the server lacks.
+//
+// It imports storage only; the tuner does not import it.
 package mlflow

@@ -17,4 +17,7 @@
 // al., KDD 2017); Population Based Training (Jaderberg et al., 2017).
 // Users plug in their own by implementing Scheduler. Package sim plays the
 // trial side of any scheduler on a simulated clock.
+//
+// Of gotune's packages it imports only searchspace (PBT's perturbations);
+// never storage, trainer or tuner, whose I/O would break the replay.
 package schedulers

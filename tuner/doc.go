@@ -18,4 +18,9 @@
 //	t, err := tuner.New(cfg, tuner.WithTrainFunc(train))
 //	...
 //	res, err := t.Fit(ctx)
+//
+// It imports searchspace, schedulers, storage, trainer, workers and python;
+// none of them imports it, only what reads results or wires a sweep
+// (dashboard, dashboard/trialfiles, cmd/gotune and its sweepfile). See
+// docs/architecture.md.
 package tuner

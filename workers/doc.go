@@ -20,5 +20,6 @@
 // A Sampler reads GPU utilisation and memory every few seconds while
 // trials run; Allocation.Attribute assigns the samples to workers.
 //
-// The package imports nothing else of gotune's.
+// The package imports nothing else of gotune's but its generated protocol,
+// workers/agentpb.
 package workers

@@ -9,6 +9,9 @@
 // Summary and SessionLog messages are those of TensorFlow's
 // tensorflow/core/util/event.proto and framework/summary.proto; only the
 // fields below are written or read.
+//
+// It imports nothing of gotune's, so that trainer may read a script's
+// event files through it.
 package tfevents
 
 import (

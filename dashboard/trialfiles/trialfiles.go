@@ -3,6 +3,9 @@
 // `tensorboard --logdir <checkpoint root>/<experiment>` shows every
 // trial's curves as a run named after its folder, and reports.csv, one row
 // per report.
+//
+// It is a tuner.Observer and imports tfevents, trainer and tuner; nothing
+// below cmd/gotune imports it.
 package trialfiles
 
 import (

@@ -1,6 +1,6 @@
 // Package mlflowtest starts FastTrackML, a Go implementation of MLflow's
 // tracking server, on loopback for tests, and reads back through MLflow's
-// REST API what it holds.
+// REST API what it holds. It imports nothing of gotune's.
 package mlflowtest
 
 import (

@@ -5,7 +5,8 @@
 // (OnTrialAdd, OnResult, OnTrialEnd, and Next after every event), so it is
 // both the test harness of the built-in schedulers and a reference for
 // the tuner's loop, and it measures a scheduler's compute on synthetic
-// learning curves (bench/schedulers).
+// learning curves (bench/schedulers). It imports schedulers and
+// searchspace only.
 package sim
 
 import (

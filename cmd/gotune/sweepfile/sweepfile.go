@@ -2,6 +2,9 @@
 // strict: an unknown key, a value of the wrong type or a setting that fails
 // validation is an *Error naming the file, the line and the key, so that a
 // typo is caught before anything runs.
+//
+// It imports tuner and the packages whose sections it decodes (searchspace,
+// trainer, workers, mlflow); only cmd/gotune and benchmarks import it.
 package sweepfile
 
 import (
