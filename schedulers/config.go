@@ -520,3 +520,16 @@ func (v view) worse() string {
 
 // num formats a value for a reason.
 func num(x float64) string { return fmt.Sprintf("%.6g", x) }
+
+// HyperBandBudgets returns the times at which HyperBand with c's settings
+// judges trials, ascending: max_t/η^k for k = s_max down to 0, every
+// bracket's rungs, with max_t last. BOHB fits its model to the results
+// at one of them. c must have its defaults applied.
+func (c Config) HyperBandBudgets() []float64 {
+	sMax := newHyperBand(c, view{}).sMax
+	out := make([]float64, sMax+1)
+	for k := range out {
+		out[k] = c.MaxT / math.Pow(c.ReductionFactor, float64(sMax-k))
+	}
+	return out
+}

@@ -166,7 +166,9 @@ type SearchConfig struct {
 	// Algorithm is the searcher: "random" (the default) samples each
 	// configuration independently; "grid" is random search over a space
 	// that must have grid parameters; "tpe" and "cmaes" learn from finished
-	// trials (see TPE and CMAES; "cmaes" needs a numeric space); "nsga2"
+	// trials (see TPE and CMAES; "cmaes" needs a numeric space); "bohb"
+	// is TPE fitted to HyperBand's budgets, with [scheduler] kind =
+	// "hyperband" (see BOHB); "nsga2"
 	// evolves a population for several objectives (see NSGA2). With every
 	// algorithm, grid parameters are expanded: each cell of their cartesian
 	// product is tried NumSamples times, as Ray Tune does (see GridSearch).
@@ -210,7 +212,7 @@ type SearchConfig struct {
 }
 
 // Algorithms lists the values SearchConfig.Algorithm accepts.
-var Algorithms = []string{"random", "grid", "tpe", "cmaes", "nsga2"}
+var Algorithms = []string{"random", "grid", "tpe", "cmaes", "nsga2", "bohb"}
 
 // maxTrials bounds the trials of one experiment (NumSamples × grid cells).
 const maxTrials = 1_000_000
@@ -420,7 +422,7 @@ func (c Config) validateSearch() error {
 	if c.Search.Algorithm == "grid" && c.Search.Space.Len() == c.Search.Space.WithoutGrid().Len() {
 		return fieldErr("search.algorithm", "\"grid\" needs at least one grid parameter in [search.space], such as batch = { grid = [32, 64] }")
 	}
-	_, err := newSearcher(c.Search, c.searchSeed(), c.Objective)
+	_, err := newSearcher(c.Search, c.searchSeed(), c.Objective, c.Scheduler)
 	return err
 }
 

@@ -29,7 +29,7 @@ func TestValidateSearch(t *testing.T) {
 		msg    string
 	}{
 		{"unknown algorithm", func(c *Config) { c.Search.Algorithm = "bayes" }, nil,
-			"search.algorithm", `unknown algorithm "bayes" (have random, grid, tpe, cmaes, nsga2)`},
+			"search.algorithm", `unknown algorithm "bayes" (have random, grid, tpe, cmaes, nsga2, bohb)`},
 		{"grid without grid parameters", func(c *Config) { c.Search.Algorithm = "grid" }, []searchspace.Param{x},
 			"search.algorithm", "needs at least one grid parameter"},
 		{"cmaes with a choice", func(c *Config) { c.Search.Algorithm = "cmaes" }, []searchspace.Param{x, y, choice},

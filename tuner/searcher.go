@@ -216,8 +216,9 @@ func (s *RandomSearch) OnTrialEnd(int, TrialEnd) {}
 // expands the grid parameters and ends the search after
 // NumSamples × cells trials. search must have its defaults applied.
 //
-// obj's constraints and objectives go to TPE and NSGA-II.
-func newSearcher(search SearchConfig, seed int64, obj Objective) (Searcher, error) {
+// obj's constraints and objectives go to TPE and NSGA-II; sched's
+// HyperBand budgets to BOHB.
+func newSearcher(search SearchConfig, seed int64, obj Objective, sched SchedulerConfig) (Searcher, error) {
 	constraints := obj.constraints()
 	rest := search.Space.WithoutGrid()
 	// With grid parameters, the inner searcher's configurations repeat
@@ -238,6 +239,18 @@ func newSearcher(search SearchConfig, seed int64, obj Objective) (Searcher, erro
 			opts = append(opts, TPEAllowRepeats())
 		}
 		inner, err = NewTPE(rest, seed, opts...)
+	case "bohb":
+		if sched.Kind != "hyperband" {
+			return nil, fieldErr("search.algorithm", "\"bohb\" chooses the configurations of HyperBand's brackets: set [scheduler] kind = \"hyperband\" (got %q)", sched.Kind)
+		}
+		if obj.multi() {
+			return nil, fieldErr("search.algorithm", "bohb optimises one objective: with several, use \"tpe\" (MOTPE), \"nsga2\" or \"random\"")
+		}
+		opts := []TPEOption{TPEConstraints(constraints)}
+		if repeats {
+			opts = append(opts, TPEAllowRepeats())
+		}
+		inner, err = NewBOHB(rest, seed, sched.WithDefaults().HyperBandBudgets(), opts...)
 	case "nsga2":
 		inner, err = NewNSGA2(rest, seed, obj, constraints)
 	case "cmaes":

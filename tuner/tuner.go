@@ -179,7 +179,7 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 		return nil, &ConfigError{Key: "trainer", Err: errors.New("a Go training function runs in this process and cannot use the cluster's nodes: register it with trainer.Register and use WithWorkerProcess")}
 	}
 	if t.searcher == nil {
-		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed(), t.cfg.Objective)
+		s, err := newSearcher(t.cfg.Search, t.cfg.searchSeed(), t.cfg.Objective, t.cfg.Scheduler)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -255,5 +256,61 @@ dataset = %q
 		if !strings.Contains(out, want) {
 			t.Errorf("gotune run does not say %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestRunBOHBFromSweepFile runs algorithm = "bohb" under HyperBand from a
+// sweep file, over workers whose loss at epoch e is (x−0.3)² + 1/e: every
+// trial ends well and HyperBand stops some early. (Which budget BOHB
+// models, and what it suggests there, the tuner's BOHB tests check.)
+func TestRunBOHBFromSweepFile(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "worker.sh")
+	if err := os.WriteFile(script, []byte(chaosWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const trials = 3 * tuner.TPEStartupTrials
+	sweep := writeSweep(t, fmt.Sprintf(`name = "bohb"
+seed = 5
+[objective]
+metric = "loss"
+mode = "min"
+[search]
+algorithm = "bohb"
+num_samples = %d
+max_concurrent = 1
+[search.space]
+x = { uniform = [0.0, 1.0] }
+[scheduler]
+kind = "hyperband"
+time_attr = "epoch"
+max_t = 9
+reduction_factor = 3
+[trainer]
+command = ["sh", %q, "{x}", "9"]
+[trainer.checkpoint]
+num_to_keep = 1
+`, trials, script))
+	db := filepath.Join(dir, "gotune.db")
+	if code, out, errOut := runCLI("run", "--db", db, sweep); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ := runCLI("trials", "--db", db, "--json", "bohb")
+	var rows []trialJSON
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != trials {
+		t.Fatalf("trials: exit %d\n%s", code, out)
+	}
+	stopped := 0
+	for _, r := range rows {
+		switch r.Status {
+		case "STOPPED":
+			stopped++
+		case "TERMINATED":
+		default:
+			t.Errorf("trial %d ended %s", r.TrialID, r.Status)
+		}
+	}
+	if stopped == 0 {
+		t.Error("HyperBand stopped no trial early")
 	}
 }

@@ -1,0 +1,183 @@
+package tuner
+
+import (
+	"math"
+	"slices"
+
+	"github.com/gotune/gotune/searchspace"
+)
+
+// BOHB is the searcher of Falkner et al., "BOHB: Robust and Efficient
+// Hyperparameter Optimization at Scale" (ICML 2018), to run under a
+// HyperBand scheduler: HyperBand decides how long each trial runs, and
+// BOHB chooses each new trial's configuration with TPE fitted to the
+// results at the largest budget that has enough of them.
+//
+// The budgets are the times (values of the scheduler's time attribute)
+// at which HyperBand judges trials, ascending (see
+// schedulers.Config.HyperBandBudgets). A trial's result at a budget is its
+// first result whose time reaches it; a non-finite one (a diverged trial)
+// counts as the worst. For each suggestion BOHB takes the largest budget
+// with at least TPEStartupTrials results and fits a TPE (multivariate,
+// improvement-weighted, with the pending trials as constant liars; see
+// TPE) to them, each result standing for a trial that completed with it,
+// and the trials still running without one there as pending. While no
+// budget has enough results, it draws at random, as TPE does at its
+// start. Ray Tune pairs its TuneBOHB searcher with HyperBandForBOHB the
+// same way; Falkner et al. use d+1 results for d parameters, where BOHB
+// waits for TPE's start-up count.
+//
+// Trial n draws from TrialRand(seed, n), so a resumed experiment (see
+// Replayer) continues as an undisturbed one does when trials run one at a
+// time. Each suggestion refits TPE to the history at its budget: O(n²)
+// for n trials, about a millisecond at a thousand.
+type BOHB struct {
+	space   *searchspace.Space
+	seed    int64
+	budgets []float64
+	opts    []TPEOption
+	// configs holds every trial's configuration, by trial number; order
+	// lists the trial numbers as they were suggested or replayed.
+	configs map[int]map[string]any
+	order   []int
+	// results[b] holds each trial's score at budgets[b].
+	results []map[int]float64
+	// ended holds the trials that have ended.
+	ended map[int]bool
+}
+
+var (
+	_ Searcher = (*BOHB)(nil)
+	_ Replayer = (*BOHB)(nil)
+)
+
+// NewBOHB returns a BOHB searcher over space, seeded with seed, fitting
+// its model at budgets (positive, ascending). opts customise the TPE it
+// fits at each suggestion. It fails, with a *ConfigError, where NewTPE
+// would, or on budgets that are empty or not ascending.
+func NewBOHB(space *searchspace.Space, seed int64, budgets []float64, opts ...TPEOption) (*BOHB, error) {
+	if len(budgets) == 0 || !slices.IsSorted(budgets) || budgets[0] <= 0 {
+		return nil, fieldErr("scheduler", "bohb needs HyperBand's budgets, positive and ascending, got %v", budgets)
+	}
+	if _, err := NewTPE(space, seed, opts...); err != nil {
+		return nil, err
+	}
+	b := &BOHB{space: space, seed: seed, budgets: slices.Clone(budgets), opts: opts,
+		configs: map[int]map[string]any{}, results: make([]map[int]float64, len(budgets)), ended: map[int]bool{}}
+	for i := range b.results {
+		b.results[i] = map[int]float64{}
+	}
+	return b, nil
+}
+
+// Budget returns the budget the next suggestion's model is fitted at, and
+// false when no budget has TPEStartupTrials results yet (the suggestion is
+// then random).
+func (b *BOHB) Budget() (float64, bool) {
+	i := b.modelBudget()
+	if i < 0 {
+		return 0, false
+	}
+	return b.budgets[i], true
+}
+
+// modelBudget is the index of the largest budget with TPEStartupTrials
+// results, or −1.
+func (b *BOHB) modelBudget() int {
+	for i := len(b.budgets) - 1; i >= 0; i-- {
+		if len(b.results[i]) >= TPEStartupTrials {
+			return i
+		}
+	}
+	return -1
+}
+
+// Suggest implements Searcher: the suggestion of a TPE fitted to the
+// results at the model budget (see BOHB).
+func (b *BOHB) Suggest(trial int) (map[string]any, error) {
+	tpe, err := b.model()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := tpe.Suggest(trial)
+	if err != nil {
+		return nil, err
+	}
+	b.add(trial, cfg)
+	return cfg, nil
+}
+
+// model builds the TPE for the next suggestion: every trial is replayed
+// to it, so that its configuration counts as suggested; one with a
+// result at the model budget ends with it; one still running without a
+// result there stays pending; the others end without teaching it.
+func (b *BOHB) model() (*TPE, error) {
+	tpe, err := NewTPE(b.space, b.seed, b.opts...)
+	if err != nil {
+		return nil, err
+	}
+	at := b.modelBudget()
+	for _, trial := range b.order {
+		if err := tpe.Replay(trial, b.configs[trial]); err != nil {
+			return nil, err
+		}
+		if at >= 0 {
+			if score, ok := b.results[at][trial]; ok {
+				tpe.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: b.budgets[at], Score: score}})
+				continue
+			}
+		}
+		if b.ended[trial] {
+			tpe.OnTrialEnd(trial, TrialEnd{Status: TrialFailed})
+		}
+	}
+	return tpe, nil
+}
+
+func (b *BOHB) add(trial int, cfg map[string]any) {
+	if _, ok := b.configs[trial]; !ok {
+		b.order = append(b.order, trial)
+	}
+	b.configs[trial] = cfg
+}
+
+// OnResult implements Searcher: the result is the trial's result at each
+// budget its time reaches first.
+func (b *BOHB) OnResult(trial int, obs Observation) {
+	if _, ok := b.configs[trial]; !ok {
+		return
+	}
+	score := obs.Score
+	if math.IsNaN(score) || math.IsInf(score, 0) {
+		score = math.Inf(1)
+	}
+	for i, budget := range b.budgets {
+		if obs.Step < budget-1e-9*math.Max(1, budget) {
+			break
+		}
+		if _, ok := b.results[i][trial]; !ok {
+			b.results[i][trial] = score
+		}
+	}
+}
+
+// OnTrialEnd implements Searcher. A failed trial's results are
+// forgotten, as TPE learns nothing from a failed trial.
+func (b *BOHB) OnTrialEnd(trial int, end TrialEnd) {
+	if _, ok := b.configs[trial]; !ok {
+		return
+	}
+	b.ended[trial] = true
+	if end.Status == TrialFailed {
+		for _, r := range b.results {
+			delete(r, trial)
+		}
+	}
+}
+
+// Replay implements Replayer: the trial counts as running with config.
+// Each trial draws from a generator of its own, so nothing is re-drawn.
+func (b *BOHB) Replay(trial int, config map[string]any) error {
+	b.add(trial, config)
+	return nil
+}
