@@ -37,7 +37,7 @@ import (
 // A trial that reaches max_t is stopped, unless stop_last_trials is false:
 // then it runs on unjudged, as no rung lies beyond.
 //
-// A diverged result (NaN or +Inf; with several objectives, one of them NaN,
+// A diverged result (NaN or infinite; with several objectives, one of them NaN,
 // infinite or missing) is the worst possible: it stops its trial at the
 // rung in either mode, even as the rung's first, and it is left out of the
 // records that cutoffs and quotas are computed from, so it never lifts
@@ -120,7 +120,7 @@ func (rg *ashaRung) add(rec *ashaRecord) {
 func (rg *ashaRung) finite() int { return len(rg.Records) - rg.diverged }
 
 // diverged reports whether the record is a diverged result: its score is
-// NaN or +Inf, or with several objectives, one of them is (or is missing).
+// NaN or infinite, or with several objectives, one of them is (or is missing).
 func (rec *ashaRecord) diverged() bool {
 	if rec.Scores != nil {
 		return slices.ContainsFunc(rec.Scores, func(x fnum) bool { return diverged(float64(x)) })
@@ -285,7 +285,7 @@ func (a *asha) OnResult(r Result) Decision {
 		return Decision{Action: Continue}
 	}
 	rg := rungs[k]
-	score := worstIfNaN(r.Score)
+	score := worstIfDiverged(r.Score)
 	rec := &ashaRecord{Trial: r.Trial, Score: fnum(score), Scores: a.scores(r.Metrics)}
 	t.Rung = k
 	if rec.diverged() {

@@ -24,7 +24,7 @@ import (
 //
 // A trial that reaches max_t is stopped (unless stop_last_trials is false:
 // then it runs on, and is judged at the bracket's current rung like any
-// trial that reaches it), and a diverged result (NaN or +Inf) stops its
+// trial that reaches it), and a diverged result (NaN or infinite) stops its
 // trial at the rung; either ends the trial, and the rung
 // completes without it, as it does when a trial fails or ends early.
 type hyperBand struct {

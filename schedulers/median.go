@@ -17,7 +17,7 @@ import (
 // there are at least min_samples_required such trials. A tie with the
 // median goes on.
 //
-// Diverged results (NaN or +Inf) are the worst possible: a running average
+// Diverged results (NaN or infinite) are the worst possible: a running average
 // that takes one in is left out of the median and of the count, so it
 // never lifts the median; a trial whose result diverged stops (once past
 // grace_period) whatever the others did, as Optuna's pruners prune a NaN.
@@ -98,10 +98,10 @@ type medianTrial struct {
 	State    trialState `json:"state,omitempty"`
 	Released bool       `json:"released,omitempty"`
 	// sums[i] adds up the finite scores of Times[:i+1] from the grace
-	// period on; bad[i] counts those that diverged and negInf[i] those at
-	// −Inf. All three are rebuilt by Restore.
-	sums        []float64
-	bad, negInf []int
+	// period on; bad[i] counts those that diverged. Both are rebuilt by
+	// Restore.
+	sums []float64
+	bad  []int
 }
 
 var (
@@ -144,7 +144,7 @@ func (m *medianRule) OnResult(r Result) Decision {
 		m.st.Trials[r.Trial] = t
 	}
 	t.State = running
-	m.addResult(r.Trial, t, r.Time, worstIfNaN(r.Score))
+	m.addResult(r.Trial, t, r.Time, worstIfDiverged(r.Score))
 	if !reached(r.Time, m.c.GracePeriod) || t.Released {
 		return Decision{Action: Continue}
 	}
@@ -296,7 +296,7 @@ func (t *medianTrial) add(time, score, grace float64) {
 	i := sort.SearchFloat64s(t.Times, time)
 	truncated := i < len(t.Times)
 	t.Times, t.Scores = append(t.Times[:i], time), append(t.Scores[:i], fnum(score))
-	t.sums, t.bad, t.negInf = t.sums[:i], t.bad[:i], t.negInf[:i]
+	t.sums, t.bad = t.sums[:i], t.bad[:i]
 	t.appendSums(time, score, grace)
 	if truncated || i == 0 {
 		t.Best = slices.Min(t.Scores)
@@ -308,25 +308,23 @@ func (t *medianTrial) add(time, score, grace float64) {
 // appendSums extends the prefix sums and counts by the last result, score
 // at time.
 func (t *medianTrial) appendSums(time, score, grace float64) {
-	sum, bad, negInf := 0.0, 0, 0
+	sum, bad := 0.0, 0
 	if n := len(t.sums); n > 0 {
-		sum, bad, negInf = t.sums[n-1], t.bad[n-1], t.negInf[n-1]
+		sum, bad = t.sums[n-1], t.bad[n-1]
 	}
 	switch {
 	case !reached(time, grace):
 	case diverged(score):
 		bad++
-	case math.IsInf(score, -1):
-		negInf++
 	default:
 		sum += score
 	}
-	t.sums, t.bad, t.negInf = append(t.sums, sum), append(t.bad, bad), append(t.negInf, negInf)
+	t.sums, t.bad = append(t.sums, sum), append(t.bad, bad)
 }
 
 // meanBetween is the average of the trial's scores reported at times from
-// grace to time, +Inf when one of them diverged (else −Inf when one is
-// −Inf); false when it reported none then. Ray's rule averages from the grace period on: what a trial
+// grace to time, +Inf when one of them diverged; false when it reported
+// none then. Ray's rule averages from the grace period on: what a trial
 // did before it is not held against it, nor in its favour.
 func (t *medianTrial) meanBetween(grace, time float64) (float64, bool) {
 	from := sort.Search(len(t.Times), func(i int) bool { return reached(t.Times[i], grace) })
@@ -334,14 +332,10 @@ func (t *medianTrial) meanBetween(grace, time float64) (float64, bool) {
 	if to <= from {
 		return 0, false
 	}
-	sum, bad, negInf := t.sums[to-1], t.bad[to-1], t.negInf[to-1]
-	switch {
-	case bad > 0:
+	if t.bad[to-1] > 0 {
 		return math.Inf(1), true
-	case negInf > 0:
-		return math.Inf(-1), true
 	}
-	return sum / float64(to-from), true
+	return t.sums[to-1] / float64(to-from), true
 }
 
 // OnTrialEnd implements Scheduler. An ended trial's history stays: later

@@ -30,7 +30,7 @@ import (
 // hyperparam_mutations does not name it.
 // Ties in the ranking go to the lower trial number. A trial ranks by its
 // latest report (Ray ranks by the score at its last perturbation, which
-// can be an interval old); a diverged score (NaN or +Inf) ranks last and
+// can be an interval old); a diverged score (NaN or infinite) ranks last and
 // such a trial is never a donor.
 //
 // The live trials are kept ranked, so that a perturbation costs O(log n)
@@ -171,7 +171,7 @@ func (p *pbt) OnResult(r Result) Decision {
 		t = &pbtTrial{}
 		p.st.Trials[r.Trial] = t
 	}
-	score := worstIfNaN(r.Score)
+	score := worstIfDiverged(r.Score)
 	p.update(r.Trial, t, func() {
 		t.State, t.HasScore, t.Score = running, true, fnum(score)
 		if r.Checkpoint {

@@ -30,7 +30,7 @@ import (
 //     at the times both reported (at least startup_steps of them), says
 //     with a p-value below p_threshold that it is worse.
 //
-// A diverged result (NaN or +Inf) is the worst possible: a trial whose
+// A diverged result (NaN or infinite) is the worst possible: a trial whose
 // latest result diverged stops at once (every kind), and diverged scores
 // are left out of percentiles. A trial counts as completed when it ended
 // without this scheduler stopping it.
@@ -116,7 +116,7 @@ func (p *pruner) OnResult(r Result) Decision {
 		t = newPrunerTrial()
 		p.st.Trials[r.Trial] = t
 	}
-	score := worstIfNaN(r.Score)
+	score := worstIfDiverged(r.Score)
 	t.add(r.Time, score)
 	if !reached(r.Time, p.c.GracePeriod) || (p.c.Interval > 0 && !reached(r.Time, float64(t.Judged)+p.c.Interval)) {
 		return Decision{Action: Continue}

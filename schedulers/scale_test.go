@@ -254,7 +254,7 @@ func TestPBTRankingMatchesSorting(t *testing.T) {
 				// The reference: every live trial ranked by sorting, as if
 				// the result had been taken in.
 				self := *p.st.Trials[n]
-				self.State, self.HasScore, self.Score = running, true, fnum(worstIfNaN(r.Score))
+				self.State, self.HasScore, self.Score = running, true, fnum(worstIfDiverged(r.Score))
 				if r.Checkpoint {
 					self.HasCkpt = true
 				}
@@ -285,7 +285,7 @@ func TestPBTRankingMatchesSorting(t *testing.T) {
 				var donors []int
 				if bottom {
 					for _, m := range live[:q] {
-						if m != n && p.st.Trials[m].HasCkpt {
+						if m != n && p.st.Trials[m].HasCkpt && !diverged(float64(score(m))) {
 							donors = append(donors, m)
 						}
 					}

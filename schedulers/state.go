@@ -53,21 +53,24 @@ func (f *fnum) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// worstIfNaN makes a NaN score (a diverged trial) the worst possible, so
-// that it sorts last and never beats a cutoff.
-func worstIfNaN(x float64) float64 {
-	if math.IsNaN(x) {
+// worstIfDiverged makes a diverged score (see diverged) the worst
+// possible, +Inf, so that it sorts last and never beats a cutoff.
+func worstIfDiverged(x float64) float64 {
+	if diverged(x) {
 		return math.Inf(1)
 	}
 	return x
 }
 
-// diverged reports whether a lower-is-better score is a diverged result:
-// NaN, or +Inf (a loss that overflowed, or NaN as worstIfNaN stores it).
+// diverged reports whether a score is a diverged result: NaN, or
+// infinite either way (a loss that overflowed, or an accuracy that did
+// in a "max" experiment, whose negated score is −Inf). No finite result
+// is worse, nor better: −Inf would otherwise win every comparison, and
+// interpolating a cutoff between it and a finite score gives NaN.
 // Every scheduler treats such a result as the worst possible: it never
 // passes a rung or a comparison, and it is left out of the cutoffs and
 // medians other trials are measured against, so it never lifts them.
-func diverged(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 1) }
+func diverged(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }
 
 // quantile is the q-quantile of sorted (ascending) values with linear
 // interpolation between neighbours, as numpy's percentile computes it.
