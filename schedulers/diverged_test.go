@@ -28,7 +28,7 @@ func TestASHAInfiniteResultsDiverge(t *testing.T) {
 				// then the cutoff lies between the two finite records, and a
 				// worse one stops.
 				add(4), res(4, 1, sign*0.5-0.1, Continue).at(1).cut(0.5),
-				add(5), res(5, 1, sign*0.5+0.1, Stop).at(1).cut(0.5-0.05*sign),
+				add(5), res(5, 1, sign*0.5+0.1, Stop).at(1).cut(0.5 - 0.05*sign),
 			})
 		})
 	}
