@@ -175,6 +175,13 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 			t.train, t.process, t.env = nil, trainer.BuiltinProcess, []string{env}
 		}
 	}
+	// A missing program fails here, before any trial starts, not in
+	// every trial.
+	if len(t.cfg.Trainer.Command) > 0 {
+		if err := t.cfg.checkProgram(); err != nil {
+			return nil, err
+		}
+	}
 	if t.cluster != nil && t.train != nil {
 		return nil, &ConfigError{Key: "trainer", Err: errors.New("a Go training function runs in this process and cannot use the cluster's nodes: register it with trainer.Register and use WithWorkerProcess")}
 	}

@@ -1,0 +1,68 @@
+package tuner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// checkProgram finds the command's program before any trial starts, as
+// its workers will: a bare name in PATH (trainer.env's PATH, else this
+// process's), a path when it is absolute, else in the workdir, the sweep
+// file's folder (PathBase) or this process's working folder. A program
+// with a placeholder, or one that a workdir with a placeholder may hold,
+// is left to each trial.
+func (c Config) checkProgram() error {
+	prog := c.Trainer.Command[0]
+	if strings.Contains(prog, "{") {
+		return nil
+	}
+	if !strings.Contains(prog, "/") {
+		path, set := c.Trainer.Env["PATH"]
+		if !set {
+			path = os.Getenv("PATH")
+		}
+		for _, dir := range filepath.SplitList(path) {
+			if dir == "" {
+				dir = "."
+			}
+			if executable(filepath.Join(dir, prog)) {
+				return nil
+			}
+		}
+		return fieldErr("trainer.command", "program %q is not in PATH (%s): install it, or name it by its path", prog, path)
+	}
+	if filepath.IsAbs(prog) {
+		if executable(prog) {
+			return nil
+		}
+		return fieldErr("trainer.command", "program %s does not exist or is not executable", prog)
+	}
+	wd := c.Trainer.Workdir
+	if strings.Contains(wd, "{") {
+		return nil
+	}
+	var dirs []string
+	switch {
+	case wd != "" && !filepath.IsAbs(wd) && c.Trainer.PathBase != "":
+		dirs = append(dirs, filepath.Join(c.Trainer.PathBase, wd))
+	case wd != "":
+		dirs = append(dirs, wd)
+	}
+	if c.Trainer.PathBase != "" {
+		dirs = append(dirs, c.Trainer.PathBase)
+	}
+	dirs = append(dirs, ".")
+	for _, dir := range dirs {
+		if executable(filepath.Join(dir, prog)) {
+			return nil
+		}
+	}
+	return fieldErr("trainer.command", "program %s is not in %s, or is not executable", prog, strings.Join(dirs, ", "))
+}
+
+// executable reports whether path is a file that someone may execute.
+func executable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0
+}

@@ -1,0 +1,51 @@
+package tuner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gotune/gotune/trainer"
+)
+
+// A command whose program does not exist is refused when the tuner is
+// built, before any trial starts; one the trials name by a placeholder,
+// or that a per-trial workdir may hold, is left to them.
+func TestNewFindsTheCommandsProgram(t *testing.T) {
+	base := t.TempDir()
+	os.WriteFile(filepath.Join(base, "train.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(base, "data.txt"), []byte("x"), 0o644)
+	for _, tc := range []struct {
+		name    string
+		command []string
+		workdir string
+		env     map[string]string
+		want    string // "" when accepted
+	}{
+		{"in PATH", []string{"sh", "-c", "true"}, "", nil, ""},
+		{"not in PATH", []string{"gotune-no-such-program", "--lr=1"}, "", nil, `program "gotune-no-such-program" is not in PATH`},
+		{"not in trainer.env's PATH", []string{"sh"}, "", map[string]string{"PATH": base}, `program "sh" is not in PATH (` + base + `)`},
+		{"beside the sweep file", []string{"./train.sh"}, "", nil, ""},
+		{"missing beside the sweep file", []string{"./missing.sh"}, "", nil, "program ./missing.sh is not in " + base},
+		{"not executable", []string{"./data.txt"}, "", nil, "not executable"},
+		{"absolute", []string{filepath.Join(base, "train.sh")}, "", nil, ""},
+		{"absolute, missing", []string{filepath.Join(base, "nope")}, "", nil, "does not exist"},
+		{"per-trial workdir", []string{"./made-by-setup.sh"}, "runs/{trial_dir}", nil, ""},
+		{"placeholder", []string{"{steps}"}, "", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 1)
+			cfg.Trainer = trainer.Config{Command: tc.command, Workdir: tc.workdir, PathBase: base, Env: tc.env}
+			_, err := New(cfg)
+			var ce *ConfigError
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("New: %v, want it accepted", err)
+			case tc.want != "" && (!errors.As(err, &ce) || ce.Key != "trainer.command" || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("New: %v, want a trainer.command error that says %q", err, tc.want)
+			}
+		})
+	}
+}
