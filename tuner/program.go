@@ -3,6 +3,7 @@ package tuner
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -49,7 +50,7 @@ func (c Config) checkProgram() error {
 	case wd != "":
 		dirs = append(dirs, wd)
 	}
-	if c.Trainer.PathBase != "" {
+	if c.Trainer.PathBase != "" && !slices.Contains(dirs, c.Trainer.PathBase) {
 		dirs = append(dirs, c.Trainer.PathBase)
 	}
 	dirs = append(dirs, ".")

@@ -106,7 +106,7 @@ func runCommand() *cli.Command {
 			}
 			t, err = tuner.New(cfg, opts...)
 			if err != nil {
-				return badInput(fmt.Errorf("%s: %w", path, err))
+				return badInput(sweep.Locate(err))
 			}
 			if msg := reportFilesNotice(t.Config().Search.Trials(), sweep.ReportFiles); msg != "" {
 				fmt.Fprintln(c.App.ErrWriter, msg)

@@ -191,3 +191,26 @@ cpus_per_worker = 0.1
 		t.Errorf("the trial's own file: %v", err)
 	}
 }
+
+// TestRunNamesTheLineOfAMissingProgram: a command whose program does not
+// exist is refused before any trial starts, as every sweep-file error is:
+// file, line and key.
+func TestRunNamesTheLineOfAMissingProgram(t *testing.T) {
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "sweep.toml")
+	os.WriteFile(sweep, []byte(`name = "noprog"
+[objective]
+metric = "loss"
+[trainer]
+workdir = "."
+command = ["./no-such-program", "--lr=1"]
+`), 0o644)
+	code, _, stderr := runCLI("run", "--db", filepath.Join(dir, "noprog.db"), sweep)
+	want := sweep + ":6: trainer.command: program ./no-such-program is not in "
+	if code != exitBadInput || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, exitBadInput, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "noprog.db")); err == nil {
+		t.Error("the refused sweep created its database")
+	}
+}

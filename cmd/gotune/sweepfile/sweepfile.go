@@ -101,6 +101,24 @@ type Sweep struct {
 	// WorkdirSet is whether [trainer] sets workdir; gotune run's default
 	// for a command is then the trial's own folder.
 	WorkdirSet bool
+
+	name  string    // the file's name, for errors
+	lines lineIndex // the line of each key in the file
+}
+
+// Locate turns a *tuner.ConfigError that a check after decoding found
+// (tuner.New's: a command's program that does not exist) into an *Error
+// that names the file, the key's line and the key; other errors come back
+// naming the file.
+func (s Sweep) Locate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *tuner.ConfigError
+	if errors.As(err, &ce) {
+		return &Error{File: s.name, Line: s.lines.find(ce.Key), Key: ce.Key, Err: ce.Err}
+	}
+	return &Error{File: s.name, Err: err}
 }
 
 // fileObjective is the [objective] section, whose metric and mode are a
@@ -220,7 +238,7 @@ func DecodeSweep(name string, data []byte) (Sweep, error) {
 		return Sweep{}, decodeError(name, err)
 	}
 	_, workdirSet := lines["trainer.workdir"]
-	return Sweep{Config: cfg, MLflow: f.MLflow, Cluster: f.Cluster, ReportFiles: f.Trainer.ReportFiles, WorkdirSet: workdirSet}, nil
+	return Sweep{Config: cfg, MLflow: f.MLflow, Cluster: f.Cluster, ReportFiles: f.Trainer.ReportFiles, WorkdirSet: workdirSet, name: name, lines: lines}, nil
 }
 
 // decode decodes and checks a sweep file's contents into the tuner's
