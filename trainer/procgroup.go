@@ -175,6 +175,17 @@ func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
 // in bytes.
 const maxQuotedLine = 300
 
+// quotedTail is how many of a worker's last log lines an error quotes.
+const quotedTail = 5
+
+// quoteLines writes lines of a worker's log into an error, indented; they
+// may hold escape sequences or be long.
+func quoteLines(b *strings.Builder, lines []string) {
+	for _, line := range lines {
+		b.WriteString("\n    " + workers.Printable(line, maxQuotedLine, false))
+	}
+}
+
 // outsideStopSettle is how long a worker's death by SIGTERM or SIGINT that
 // the group did not send waits before it fails the attempt.
 const outsideStopSettle = 2 * time.Second
@@ -187,23 +198,35 @@ func stoppedFromOutside(err error) bool {
 	return errors.As(err, &ee) && ee.Code < 0 && (ee.Signal == syscall.SIGTERM || ee.Signal == syscall.SIGINT)
 }
 
-// exitFailure describes a worker process that ended badly, quoting the end
-// of its log.
+// exitFailure describes a worker process that ended badly, quoting its
+// log: its last Python traceback, which holds the cause even when ordinary
+// output followed it, and the end of the log.
 func exitFailure(rank int, p *workers.Process, err error) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "worker %d (pid %d) %v", rank, p.Pid(), err)
+	where := ""
+	if p.LogPath() != "" {
+		where = fmt.Sprintf(" (%s)", p.LogPath())
+	}
 	tail := p.Tail()
-	tail = tail[max(0, len(tail)-5):]
-	if len(tail) > 0 {
-		b.WriteString("; the end of its log")
-		if p.LogPath() != "" {
-			fmt.Fprintf(&b, " (%s)", p.LogPath())
+	if tb := p.Traceback(); tb != nil {
+		fmt.Fprintf(&b, "; its last Python traceback%s:", where)
+		quoteLines(&b, tb.Lines[:1])
+		if tb.Omitted > 0 {
+			fmt.Fprintf(&b, "\n    … %d lines left out", tb.Omitted)
 		}
-		for i, line := range tail {
-			// A worker's output may hold escape sequences or be long.
-			tail[i] = workers.Printable(line, maxQuotedLine, false)
+		quoteLines(&b, tb.Lines[1:])
+		if after := min(tb.LinesAfter, quotedTail, len(tail)); after > 0 {
+			if tb.LinesAfter > after {
+				fmt.Fprintf(&b, "\n  followed, %d lines later, by the end of its log:", tb.LinesAfter-after)
+			} else {
+				b.WriteString("\n  followed by:")
+			}
+			quoteLines(&b, tail[len(tail)-after:])
 		}
-		b.WriteString(":\n    " + strings.Join(tail, "\n    "))
+	} else if len(tail) > 0 {
+		fmt.Fprintf(&b, "; the end of its log%s:", where)
+		quoteLines(&b, tail[max(0, len(tail)-quotedTail):])
 	}
 	var ee *workers.ExitError
 	if errors.As(err, &ee) {

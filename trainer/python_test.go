@@ -125,3 +125,41 @@ func TestNestedTorchrunReportsOnce(t *testing.T) {
 		t.Errorf("reports (step/rank/nested) %v, want each step once, from the nested rank 0", got)
 	}
 }
+
+// TestPythonTracebackInTheError: a script that raises and then writes more
+// (its exit handlers, a logger shutting down) fails with an error that
+// quotes the traceback, not only the ordinary lines after it.
+func TestPythonTracebackInTheError(t *testing.T) {
+	needPython(t)
+	script := filepath.Join(t.TempDir(), "train.py")
+	os.WriteFile(script, []byte(`import atexit, sys
+
+def shutdown():
+    for i in range(10):
+        print(f"closing loader {i}", file=sys.stderr)
+
+def load_batch(step):
+    raise ValueError(f"the real cause at step {step}")
+
+atexit.register(shutdown)
+for step in range(50):
+    print(f"step {step}: loss {1 / (step + 1):.3f}")
+load_batch(50)
+`), 0o644)
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 1,
+		Command:    []string{"/usr/bin/python3", script},
+		Scaling:    ScalingConfig{NumWorkers: 1},
+		ScratchDir: filepath.Join(t.TempDir(), "scratch"),
+		LogDir:     t.TempDir(),
+	}
+	_, err := Run(context.Background(), spec, &collect{})
+	for _, want := range []string{
+		"exited with status 1", "its last Python traceback", "Traceback (most recent call last):",
+		"in load_batch", "ValueError: the real cause at step 50", "followed",
+	} {
+		if !errorContains(err, want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -474,6 +474,12 @@ func (p *Process) Notef(format string, args ...any) {
 // stdout that was not a report, without Logf's lines), oldest first.
 func (p *Process) Tail() []string { return p.log.tail() }
 
+// Traceback returns the last Python traceback the process wrote to its
+// log, nil when it wrote none. A script's last lines are often ordinary
+// output written after the traceback, so an error that quotes only the end
+// of the log can miss its cause.
+func (p *Process) Traceback() *Traceback { return p.log.traceback() }
+
 // LogPath is the process's log file, "" when it keeps none. For a remote
 // process it is on this node: the agent streams the lines here.
 func (p *Process) LogPath() string { return p.log.path }
@@ -682,6 +688,7 @@ type processLog struct {
 	shut bool
 	last [tailLines]string
 	n    int
+	tb   traceback
 }
 
 // newProcessLog is spec's log, created by its first line.
@@ -724,6 +731,7 @@ func (l *processLog) write(line []byte, own bool) {
 	if own {
 		l.last[l.n%tailLines] = string(line)
 		l.n++
+		l.tb.follow(string(line), l.n)
 	}
 	if l.f == nil && l.path != "" && !l.shut {
 		l.create()
@@ -805,6 +813,16 @@ func (l *processLog) tail() []string {
 		out = append(out, l.last[i%tailLines])
 	}
 	return out
+}
+
+// traceback returns the log's last Python traceback, nil for none.
+func (l *processLog) traceback() *Traceback {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tb.lines == nil {
+		return nil
+	}
+	return &Traceback{Lines: slices.Clone(l.tb.lines), Omitted: l.tb.omitted, LinesAfter: l.n - l.tb.end}
 }
 
 func (l *processLog) close() {
