@@ -67,3 +67,26 @@ func executable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0
 }
+
+// NodePrograms are the programs that every node running the command's
+// workers must have, for a cluster's head to require of each agent when it
+// joins (workers.HeadConfig.Programs): the command's program when it is a
+// bare name looked up in PATH or an absolute path. A program named by a
+// placeholder, looked up in trainer.env's PATH or by a path relative to a
+// folder the head may copy to the node is left to each trial.
+func (c Config) NodePrograms() []string {
+	if len(c.Trainer.Command) == 0 {
+		return nil
+	}
+	prog := c.Trainer.Command[0]
+	_, pathSet := c.Trainer.Env["PATH"]
+	switch {
+	case strings.Contains(prog, "{"):
+		return nil
+	case filepath.IsAbs(prog):
+		return []string{prog}
+	case !strings.Contains(prog, "/") && !pathSet:
+		return []string{prog}
+	}
+	return nil
+}

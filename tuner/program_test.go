@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,5 +48,27 @@ func TestNewFindsTheCommandsProgram(t *testing.T) {
 				t.Errorf("New: %v, want a trainer.command error that says %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A cluster's head requires of each joining agent the programs that the
+// agent's own PATH or file system must hold; the rest is left to trials.
+func TestNodePrograms(t *testing.T) {
+	for _, tc := range []struct {
+		command []string
+		env     map[string]string
+		want    []string
+	}{
+		{[]string{"python3", "train.py"}, nil, []string{"python3"}},
+		{[]string{"/opt/venv/bin/python", "train.py"}, nil, []string{"/opt/venv/bin/python"}},
+		{[]string{"./train.sh"}, nil, nil},
+		{[]string{"{program}"}, nil, nil},
+		{[]string{"python3"}, map[string]string{"PATH": "/opt/bin"}, nil},
+		{nil, nil, nil},
+	} {
+		cfg := Config{Trainer: trainer.Config{Command: tc.command, Env: tc.env}}
+		if got := cfg.NodePrograms(); !slices.Equal(got, tc.want) {
+			t.Errorf("%q with env %v: %q, want %q", tc.command, tc.env, got, tc.want)
+		}
 	}
 }

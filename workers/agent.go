@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -257,6 +258,13 @@ func (a *agent) session(ctx context.Context, client agentpb.HeadClient) (joined 
 	if err != nil {
 		return false, refusal(err)
 	}
+	if req := first.GetRequire(); req != nil {
+		lacks := &agentpb.Lacks{Programs: lacking(req.Programs)}
+		stream.Send(&agentpb.AgentMessage{Msg: &agentpb.AgentMessage_Lacks{Lacks: lacks}})
+		if first, err = stream.Recv(); err != nil {
+			return false, refusal(err)
+		}
+	}
 	w := first.GetWelcome()
 	if w == nil {
 		return false, fmt.Errorf("protocol error: the head's first message is %T", first.Msg)
@@ -275,6 +283,18 @@ func (a *agent) session(ctx context.Context, client agentpb.HeadClient) (joined 
 	err = s.run(stream, time.Duration(w.HeartbeatMillis)*time.Millisecond, time.Duration(w.TimeoutMillis)*time.Millisecond)
 	s.shutdown()
 	return true, err
+}
+
+// lacking returns the programs, bare names in PATH or absolute paths, that
+// this node cannot execute.
+func lacking(programs []string) []string {
+	var missing []string
+	for _, p := range programs {
+		if _, err := exec.LookPath(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	return missing
 }
 
 // refusal marks the head's answers that retrying cannot change.

@@ -546,3 +546,41 @@ func TestAgentTLS(t *testing.T) {
 		t.Errorf("%d nodes joined, want only the trusted agent's", n)
 	}
 }
+
+// TestAgentLackingTheProgramIsRefused: an agent whose node lacks the
+// sweep's program is refused when it joins, told which program and which
+// node, and never takes work; the head goes on and takes an agent that has
+// it.
+func TestAgentLackingTheProgramIsRefused(t *testing.T) {
+	const program = "gotune-test-train"
+	h, logs := testHead(t, HeadConfig{Programs: []string{"sh", program}})
+	_, done := testAgent(t, h, AgentConfig{Node: Node{Name: "bare"}})
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `node bare (127.0.0.1) lacks the sweep's program "`+program+`"`) {
+			t.Errorf("RunAgent on a node without the program: %v", err)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("an agent without the program kept trying")
+	}
+	if !logs.has(`agent refused: node bare (127.0.0.1) lacks the sweep's program "` + program + `"`) {
+		t.Errorf("the refusal was not logged: %q", logs.lines)
+	}
+	if len(h.Manager().Nodes()) != 0 {
+		t.Fatal("a refused agent's node was added")
+	}
+
+	bin := t.TempDir()
+	os.WriteFile(filepath.Join(bin, program), []byte("#!/bin/sh\necho trained\n"), 0o755)
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	testAgent(t, h, AgentConfig{Node: Node{Name: "equipped"}})
+	waitAgents(t, h, 1)
+	p, err := h.Launcher(0).Start(LaunchSpec{Args: []string{program}, Env: os.Environ()}, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, p)
+	if p.Err() != nil || p.Node() != "equipped" {
+		t.Errorf("the program on node %s: %v", p.Node(), p.Err())
+	}
+}

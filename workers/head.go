@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,11 @@ type HeadConfig struct {
 	// Logf receives one line per join, loss and refused call; nil means
 	// the standard logger.
 	Logf func(format string, args ...any)
+	// Programs are the programs the sweep's command starts that every
+	// node must have, bare names looked up in the agent's PATH or absolute
+	// paths: an agent whose node lacks one is refused when it joins,
+	// naming the program and the node, and the sweep goes on without it.
+	Programs []string
 }
 
 // Head is the service node agents join to lend their nodes to a sweep.
@@ -400,7 +406,7 @@ func (hs *headServer) Session(stream agentpb.Head_SessionServer) error {
 		return err
 	}
 	defer h.wg.Done()
-	first, err := recvWithin(stream, h.cfg.Timeout)
+	first, err := recvWithin(stream, h.cfg.Timeout, "Join")
 	if err != nil {
 		return err
 	}
@@ -424,6 +430,9 @@ func (hs *headServer) Session(stream agentpb.Head_SessionServer) error {
 			}
 		}
 	}
+	if err := h.require(stream, node, host); err != nil {
+		return err
+	}
 	s := newSession(h, host, join.Shared)
 	if err := h.attach(s, node, host); err != nil {
 		return status.Error(codes.Unavailable, err.Error())
@@ -443,8 +452,38 @@ func (hs *headServer) Session(stream agentpb.Head_SessionServer) error {
 	return status.Error(codes.Unavailable, cause.Error())
 }
 
-// recvWithin receives the first message of a stream, failing after d.
-func recvWithin(stream agentpb.Head_SessionServer, d time.Duration) (*agentpb.AgentMessage, error) {
+// require asks a joining agent for the sweep's programs and refuses its
+// node when it lacks one, before the node takes any work.
+func (h *Head) require(stream agentpb.Head_SessionServer, n Node, host string) error {
+	if len(h.cfg.Programs) == 0 {
+		return nil
+	}
+	if err := stream.Send(&agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Require{Require: &agentpb.Require{Programs: h.cfg.Programs}}}); err != nil {
+		return err
+	}
+	m, err := recvWithin(stream, h.cfg.Timeout, "Lacks")
+	if err != nil {
+		return err
+	}
+	lacks := m.GetLacks()
+	if lacks == nil {
+		return status.Errorf(codes.InvalidArgument, "a Require is answered by a Lacks, not %T", m.Msg)
+	}
+	if len(lacks.Programs) == 0 {
+		return nil
+	}
+	missing := make([]string, len(lacks.Programs))
+	for i, p := range lacks.Programs {
+		missing[i] = strconv.Quote(Printable(p, 200, false))
+	}
+	msg := fmt.Sprintf("node %s (%s) lacks the sweep's program %s: install it there, or leave that node out", Printable(n.Name, MaxNodeName, false), host, strings.Join(missing, ", "))
+	h.logf("agent refused: %s", msg)
+	return status.Error(codes.FailedPrecondition, msg)
+}
+
+// recvWithin receives the next message of a stream, failing after d
+// without the message it names.
+func recvWithin(stream agentpb.Head_SessionServer, d time.Duration, what string) (*agentpb.AgentMessage, error) {
 	type got struct {
 		m   *agentpb.AgentMessage
 		err error
@@ -458,7 +497,7 @@ func recvWithin(stream agentpb.Head_SessionServer, d time.Duration) (*agentpb.Ag
 	case g := <-ch:
 		return g.m, g.err
 	case <-time.After(d):
-		return nil, status.Error(codes.DeadlineExceeded, "no Join in time")
+		return nil, status.Errorf(codes.DeadlineExceeded, "no %s in time", what)
 	}
 }
 
@@ -503,7 +542,7 @@ func (hs *headServer) GetFiles(req *agentpb.GetFilesRequest, stream agentpb.Head
 }
 
 // protocolVersion is the version of agent.proto both sides speak.
-const protocolVersion = 1
+const protocolVersion = 2
 
 // heartbeatInterval is how often each side of a session sends a heartbeat
 // when the other gives up after timeout.

@@ -61,14 +61,15 @@ func startCluster(ctx context.Context, c *cli.Context, sweep sweepfile.Sweep, cf
 	if sweep.Cluster.Slurm() {
 		return startSlurm(ctx, c, sweep, cfg)
 	}
-	opts, stop, err := listen(ctx, c, cfg.Resources)
+	opts, stop, err := listen(ctx, c, cfg.Resources, cfg.NodePrograms())
 	return ctx, opts, stop, err
 }
 
 // listen starts the head --listen asks for, waits for the agents --agents
 // asks for, and returns the tuner options that use it and a function that
-// stops it. Without --listen it returns no options.
-func listen(ctx context.Context, c *cli.Context, resources workers.Declared) ([]tuner.Option, func(), error) {
+// stops it; an agent whose node lacks one of programs is refused. Without
+// --listen it returns no options.
+func listen(ctx context.Context, c *cli.Context, resources workers.Declared, programs []string) ([]tuner.Option, func(), error) {
 	addr := c.String("listen")
 	if addr == "" {
 		for _, f := range []string{"agents", "host", "head-workers", "cert", "key", "ca"} {
@@ -91,7 +92,7 @@ func listen(ctx context.Context, c *cli.Context, resources workers.Declared) ([]
 	cfg := workers.HeadConfig{
 		Manager: workers.NewManager(nodes, workers.ManagerConfig{}),
 		Token:   token, Timeout: c.Duration("agent-timeout"), Host: c.String("host"),
-		Logf: logTo(c.App.ErrWriter),
+		Logf: logTo(c.App.ErrWriter), Programs: programs,
 	}
 	if files := (workers.TLSFiles{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("ca")}); !files.IsZero() {
 		cfg.TLS = &files

@@ -184,6 +184,7 @@ func startSlurm(ctx context.Context, c *cli.Context, sweep sweepfile.Sweep, cfg 
 	h, err := workers.ListenHead(listenAt, workers.HeadConfig{
 		Manager: workers.NewManager(nil, workers.ManagerConfig{}),
 		Token:   token, TLS: &files, Timeout: c.Duration("agent-timeout"), Host: headHost, Logf: s.logf,
+		Programs: cfg.NodePrograms(),
 	})
 	if err != nil {
 		return nil, nil, nil, badInput(err)

@@ -1,7 +1,10 @@
 // The protocol between a sweep's head and the node agents that join it.
 //
 // An agent dials the head and opens a Session: its first message is a Join
-// with the node's inventory, the head answers with a Welcome, and from then
+// with the node's inventory; when the sweep's command needs programs on
+// every node, the head asks for them (Require) and the agent answers which
+// its node lacks (Lacks), and the head refuses a node that lacks one; the
+// head answers with a Welcome, and from then
 // on both sides send heartbeats while the head asks the agent to launch,
 // signal, feed and inspect (StackRequest, UsageRequest) worker processes, and the agent streams their report
 // lines, log lines, control-stream bytes and exits back. Folders travel on
@@ -51,6 +54,7 @@ type AgentMessage struct {
 	//	*AgentMessage_FetchFailed
 	//	*AgentMessage_Stack
 	//	*AgentMessage_Usage
+	//	*AgentMessage_Lacks
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -183,6 +187,15 @@ func (x *AgentMessage) GetUsage() *UsageReply {
 	return nil
 }
 
+func (x *AgentMessage) GetLacks() *Lacks {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Lacks); ok {
+			return x.Lacks
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -227,6 +240,10 @@ type AgentMessage_Usage struct {
 	Usage *UsageReply `protobuf:"bytes,10,opt,name=usage,proto3,oneof"`
 }
 
+type AgentMessage_Lacks struct {
+	Lacks *Lacks `protobuf:"bytes,11,opt,name=lacks,proto3,oneof"`
+}
+
 func (*AgentMessage_Join) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
@@ -247,6 +264,8 @@ func (*AgentMessage_Stack) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Usage) isAgentMessage_Msg() {}
 
+func (*AgentMessage_Lacks) isAgentMessage_Msg() {}
+
 type HeadMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -261,6 +280,7 @@ type HeadMessage struct {
 	//	*HeadMessage_Release
 	//	*HeadMessage_Stack
 	//	*HeadMessage_Usage
+	//	*HeadMessage_Require
 	Msg           isHeadMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -393,6 +413,15 @@ func (x *HeadMessage) GetUsage() *UsageRequest {
 	return nil
 }
 
+func (x *HeadMessage) GetRequire() *Require {
+	if x != nil {
+		if x, ok := x.Msg.(*HeadMessage_Require); ok {
+			return x.Require
+		}
+	}
+	return nil
+}
+
 type isHeadMessage_Msg interface {
 	isHeadMessage_Msg()
 }
@@ -437,6 +466,10 @@ type HeadMessage_Usage struct {
 	Usage *UsageRequest `protobuf:"bytes,10,opt,name=usage,proto3,oneof"`
 }
 
+type HeadMessage_Require struct {
+	Require *Require `protobuf:"bytes,11,opt,name=require,proto3,oneof"`
+}
+
 func (*HeadMessage_Welcome) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Heartbeat) isHeadMessage_Msg() {}
@@ -457,6 +490,8 @@ func (*HeadMessage_Stack) isHeadMessage_Msg() {}
 
 func (*HeadMessage_Usage) isHeadMessage_Msg() {}
 
+func (*HeadMessage_Require) isHeadMessage_Msg() {}
+
 // Join is an agent's first message.
 type Join struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -468,7 +503,7 @@ type Join struct {
 	// Shared says the agent sees the head's files at the same paths (a
 	// shared file system): no folder needs copying.
 	Shared bool `protobuf:"varint,3,opt,name=shared,proto3" json:"shared,omitempty"`
-	// Version is the protocol version the agent speaks, 1.
+	// Version is the protocol version the agent speaks, 2.
 	Version       uint32 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -793,6 +828,100 @@ func (*Heartbeat) Descriptor() ([]byte, []int) {
 	return file_agent_proto_rawDescGZIP(), []int{6}
 }
 
+// Require names the programs the sweep's command starts that every node
+// must have: bare names looked up in the agent's PATH, or absolute paths.
+// The head sends it, when there are any, in answer to the Join, before the
+// Welcome; the agent answers with a Lacks.
+type Require struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Programs      []string               `protobuf:"bytes,1,rep,name=programs,proto3" json:"programs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Require) Reset() {
+	*x = Require{}
+	mi := &file_agent_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Require) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Require) ProtoMessage() {}
+
+func (x *Require) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Require.ProtoReflect.Descriptor instead.
+func (*Require) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Require) GetPrograms() []string {
+	if x != nil {
+		return x.Programs
+	}
+	return nil
+}
+
+// Lacks answers a Require: the programs this node lacks, none when it has
+// every one.
+type Lacks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Programs      []string               `protobuf:"bytes,1,rep,name=programs,proto3" json:"programs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lacks) Reset() {
+	*x = Lacks{}
+	mi := &file_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lacks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lacks) ProtoMessage() {}
+
+func (x *Lacks) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lacks.ProtoReflect.Descriptor instead.
+func (*Lacks) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Lacks) GetPrograms() []string {
+	if x != nil {
+		return x.Programs
+	}
+	return nil
+}
+
 // Launch starts a worker process (see workers.LaunchSpec).
 type Launch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -822,7 +951,7 @@ type Launch struct {
 
 func (x *Launch) Reset() {
 	*x = Launch{}
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +963,7 @@ func (x *Launch) String() string {
 func (*Launch) ProtoMessage() {}
 
 func (x *Launch) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +976,7 @@ func (x *Launch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Launch.ProtoReflect.Descriptor instead.
 func (*Launch) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Launch) GetId() uint64 {
@@ -924,7 +1053,7 @@ type Input struct {
 
 func (x *Input) Reset() {
 	*x = Input{}
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1065,7 @@ func (x *Input) String() string {
 func (*Input) ProtoMessage() {}
 
 func (x *Input) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1078,7 @@ func (x *Input) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Input.ProtoReflect.Descriptor instead.
 func (*Input) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Input) GetKey() string {
@@ -979,7 +1108,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1120,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1133,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Started) GetId() uint64 {
@@ -1041,7 +1170,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1182,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1195,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Output) GetId() uint64 {
@@ -1101,7 +1230,7 @@ type ControlData struct {
 
 func (x *ControlData) Reset() {
 	*x = ControlData{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1242,7 @@ func (x *ControlData) String() string {
 func (*ControlData) ProtoMessage() {}
 
 func (x *ControlData) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1255,7 @@ func (x *ControlData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlData.ProtoReflect.Descriptor instead.
 func (*ControlData) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ControlData) GetId() uint64 {
@@ -1158,7 +1287,7 @@ type Exited struct {
 
 func (x *Exited) Reset() {
 	*x = Exited{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1299,7 @@ func (x *Exited) String() string {
 func (*Exited) ProtoMessage() {}
 
 func (x *Exited) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1312,7 @@ func (x *Exited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exited.ProtoReflect.Descriptor instead.
 func (*Exited) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Exited) GetId() uint64 {
@@ -1227,7 +1356,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1368,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1381,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Signal) GetId() uint64 {
@@ -1287,7 +1416,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1428,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1441,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Release) GetId() uint64 {
@@ -1334,7 +1463,7 @@ type StackRequest struct {
 
 func (x *StackRequest) Reset() {
 	*x = StackRequest{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1475,7 @@ func (x *StackRequest) String() string {
 func (*StackRequest) ProtoMessage() {}
 
 func (x *StackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1488,7 @@ func (x *StackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StackRequest.ProtoReflect.Descriptor instead.
 func (*StackRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StackRequest) GetId() uint64 {
@@ -1391,7 +1520,7 @@ type StackReply struct {
 
 func (x *StackReply) Reset() {
 	*x = StackReply{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1532,7 @@ func (x *StackReply) String() string {
 func (*StackReply) ProtoMessage() {}
 
 func (x *StackReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1545,7 @@ func (x *StackReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StackReply.ProtoReflect.Descriptor instead.
 func (*StackReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StackReply) GetId() uint64 {
@@ -1466,7 +1595,7 @@ type UsageRequest struct {
 
 func (x *UsageRequest) Reset() {
 	*x = UsageRequest{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1607,7 @@ func (x *UsageRequest) String() string {
 func (*UsageRequest) ProtoMessage() {}
 
 func (x *UsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1620,7 @@ func (x *UsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRequest.ProtoReflect.Descriptor instead.
 func (*UsageRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UsageRequest) GetId() uint64 {
@@ -1522,7 +1651,7 @@ type UsageReply struct {
 
 func (x *UsageReply) Reset() {
 	*x = UsageReply{}
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1663,7 @@ func (x *UsageReply) String() string {
 func (*UsageReply) ProtoMessage() {}
 
 func (x *UsageReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1676,7 @@ func (x *UsageReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReply.ProtoReflect.Descriptor instead.
 func (*UsageReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UsageReply) GetId() uint64 {
@@ -1595,7 +1724,7 @@ type PortRequest struct {
 
 func (x *PortRequest) Reset() {
 	*x = PortRequest{}
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1736,7 @@ func (x *PortRequest) String() string {
 func (*PortRequest) ProtoMessage() {}
 
 func (x *PortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1749,7 @@ func (x *PortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortRequest.ProtoReflect.Descriptor instead.
 func (*PortRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PortRequest) GetId() uint64 {
@@ -1641,7 +1770,7 @@ type PortReply struct {
 
 func (x *PortReply) Reset() {
 	*x = PortReply{}
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1782,7 @@ func (x *PortReply) String() string {
 func (*PortReply) ProtoMessage() {}
 
 func (x *PortReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1795,7 @@ func (x *PortReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortReply.ProtoReflect.Descriptor instead.
 func (*PortReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PortReply) GetId() uint64 {
@@ -1705,7 +1834,7 @@ type Fetch struct {
 
 func (x *Fetch) Reset() {
 	*x = Fetch{}
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1846,7 @@ func (x *Fetch) String() string {
 func (*Fetch) ProtoMessage() {}
 
 func (x *Fetch) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1859,7 @@ func (x *Fetch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fetch.ProtoReflect.Descriptor instead.
 func (*Fetch) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Fetch) GetId() uint64 {
@@ -1765,7 +1894,7 @@ type FetchFailed struct {
 
 func (x *FetchFailed) Reset() {
 	*x = FetchFailed{}
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1906,7 @@ func (x *FetchFailed) String() string {
 func (*FetchFailed) ProtoMessage() {}
 
 func (x *FetchFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1919,7 @@ func (x *FetchFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchFailed.ProtoReflect.Descriptor instead.
 func (*FetchFailed) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FetchFailed) GetId() uint64 {
@@ -1825,7 +1954,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1966,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1979,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FileChunk) GetPath() string {
@@ -1896,7 +2025,7 @@ type PutFilesReply struct {
 
 func (x *PutFilesReply) Reset() {
 	*x = PutFilesReply{}
-	mi := &file_agent_proto_msgTypes[24]
+	mi := &file_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2037,7 @@ func (x *PutFilesReply) String() string {
 func (*PutFilesReply) ProtoMessage() {}
 
 func (x *PutFilesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[24]
+	mi := &file_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2050,7 @@ func (x *PutFilesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesReply.ProtoReflect.Descriptor instead.
 func (*PutFilesReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_proto_rawDescGZIP(), []int{26}
 }
 
 type GetFilesRequest struct {
@@ -1933,7 +2062,7 @@ type GetFilesRequest struct {
 
 func (x *GetFilesRequest) Reset() {
 	*x = GetFilesRequest{}
-	mi := &file_agent_proto_msgTypes[25]
+	mi := &file_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2074,7 @@ func (x *GetFilesRequest) String() string {
 func (*GetFilesRequest) ProtoMessage() {}
 
 func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[25]
+	mi := &file_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2087,7 @@ func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFilesRequest.ProtoReflect.Descriptor instead.
 func (*GetFilesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetFilesRequest) GetKey() string {
@@ -1972,7 +2101,7 @@ var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\x0fgotune.agent.v1\"\xb3\x04\n" +
+	"\vagent.proto\x12\x0fgotune.agent.v1\"\xe3\x04\n" +
 	"\fAgentMessage\x12+\n" +
 	"\x04join\x18\x01 \x01(\v2\x15.gotune.agent.v1.JoinH\x00R\x04join\x12:\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1a.gotune.agent.v1.HeartbeatH\x00R\theartbeat\x124\n" +
@@ -1984,8 +2113,9 @@ const file_agent_proto_rawDesc = "" +
 	"\ffetch_failed\x18\b \x01(\v2\x1c.gotune.agent.v1.FetchFailedH\x00R\vfetchFailed\x123\n" +
 	"\x05stack\x18\t \x01(\v2\x1b.gotune.agent.v1.StackReplyH\x00R\x05stack\x123\n" +
 	"\x05usage\x18\n" +
-	" \x01(\v2\x1b.gotune.agent.v1.UsageReplyH\x00R\x05usageB\x05\n" +
-	"\x03msg\"\xae\x04\n" +
+	" \x01(\v2\x1b.gotune.agent.v1.UsageReplyH\x00R\x05usage\x12.\n" +
+	"\x05lacks\x18\v \x01(\v2\x16.gotune.agent.v1.LacksH\x00R\x05lacksB\x05\n" +
+	"\x03msg\"\xe4\x04\n" +
 	"\vHeadMessage\x124\n" +
 	"\awelcome\x18\x01 \x01(\v2\x18.gotune.agent.v1.WelcomeH\x00R\awelcome\x12:\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1a.gotune.agent.v1.HeartbeatH\x00R\theartbeat\x121\n" +
@@ -1997,7 +2127,8 @@ const file_agent_proto_rawDesc = "" +
 	"\arelease\x18\b \x01(\v2\x18.gotune.agent.v1.ReleaseH\x00R\arelease\x125\n" +
 	"\x05stack\x18\t \x01(\v2\x1d.gotune.agent.v1.StackRequestH\x00R\x05stack\x125\n" +
 	"\x05usage\x18\n" +
-	" \x01(\v2\x1d.gotune.agent.v1.UsageRequestH\x00R\x05usageB\x05\n" +
+	" \x01(\v2\x1d.gotune.agent.v1.UsageRequestH\x00R\x05usage\x124\n" +
+	"\arequire\x18\v \x01(\v2\x18.gotune.agent.v1.RequireH\x00R\arequireB\x05\n" +
 	"\x03msg\"w\n" +
 	"\x04Join\x12)\n" +
 	"\x04node\x18\x01 \x01(\v2\x15.gotune.agent.v1.NodeR\x04node\x12\x12\n" +
@@ -2021,7 +2152,11 @@ const file_agent_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x10heartbeat_millis\x18\x03 \x01(\x03R\x0fheartbeatMillis\x12%\n" +
 	"\x0etimeout_millis\x18\x04 \x01(\x03R\rtimeoutMillis\"\v\n" +
-	"\tHeartbeat\"\xed\x01\n" +
+	"\tHeartbeat\"%\n" +
+	"\aRequire\x12\x1a\n" +
+	"\bprograms\x18\x01 \x03(\tR\bprograms\"#\n" +
+	"\x05Lacks\x12\x1a\n" +
+	"\bprograms\x18\x01 \x03(\tR\bprograms\"\xed\x01\n" +
 	"\x06Launch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12\x12\n" +
@@ -2117,7 +2252,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),    // 0: gotune.agent.v1.AgentMessage
 	(*HeadMessage)(nil),     // 1: gotune.agent.v1.HeadMessage
@@ -2126,61 +2261,65 @@ var file_agent_proto_goTypes = []any{
 	(*GPU)(nil),             // 4: gotune.agent.v1.GPU
 	(*Welcome)(nil),         // 5: gotune.agent.v1.Welcome
 	(*Heartbeat)(nil),       // 6: gotune.agent.v1.Heartbeat
-	(*Launch)(nil),          // 7: gotune.agent.v1.Launch
-	(*Input)(nil),           // 8: gotune.agent.v1.Input
-	(*Started)(nil),         // 9: gotune.agent.v1.Started
-	(*Output)(nil),          // 10: gotune.agent.v1.Output
-	(*ControlData)(nil),     // 11: gotune.agent.v1.ControlData
-	(*Exited)(nil),          // 12: gotune.agent.v1.Exited
-	(*Signal)(nil),          // 13: gotune.agent.v1.Signal
-	(*Release)(nil),         // 14: gotune.agent.v1.Release
-	(*StackRequest)(nil),    // 15: gotune.agent.v1.StackRequest
-	(*StackReply)(nil),      // 16: gotune.agent.v1.StackReply
-	(*UsageRequest)(nil),    // 17: gotune.agent.v1.UsageRequest
-	(*UsageReply)(nil),      // 18: gotune.agent.v1.UsageReply
-	(*PortRequest)(nil),     // 19: gotune.agent.v1.PortRequest
-	(*PortReply)(nil),       // 20: gotune.agent.v1.PortReply
-	(*Fetch)(nil),           // 21: gotune.agent.v1.Fetch
-	(*FetchFailed)(nil),     // 22: gotune.agent.v1.FetchFailed
-	(*FileChunk)(nil),       // 23: gotune.agent.v1.FileChunk
-	(*PutFilesReply)(nil),   // 24: gotune.agent.v1.PutFilesReply
-	(*GetFilesRequest)(nil), // 25: gotune.agent.v1.GetFilesRequest
+	(*Require)(nil),         // 7: gotune.agent.v1.Require
+	(*Lacks)(nil),           // 8: gotune.agent.v1.Lacks
+	(*Launch)(nil),          // 9: gotune.agent.v1.Launch
+	(*Input)(nil),           // 10: gotune.agent.v1.Input
+	(*Started)(nil),         // 11: gotune.agent.v1.Started
+	(*Output)(nil),          // 12: gotune.agent.v1.Output
+	(*ControlData)(nil),     // 13: gotune.agent.v1.ControlData
+	(*Exited)(nil),          // 14: gotune.agent.v1.Exited
+	(*Signal)(nil),          // 15: gotune.agent.v1.Signal
+	(*Release)(nil),         // 16: gotune.agent.v1.Release
+	(*StackRequest)(nil),    // 17: gotune.agent.v1.StackRequest
+	(*StackReply)(nil),      // 18: gotune.agent.v1.StackReply
+	(*UsageRequest)(nil),    // 19: gotune.agent.v1.UsageRequest
+	(*UsageReply)(nil),      // 20: gotune.agent.v1.UsageReply
+	(*PortRequest)(nil),     // 21: gotune.agent.v1.PortRequest
+	(*PortReply)(nil),       // 22: gotune.agent.v1.PortReply
+	(*Fetch)(nil),           // 23: gotune.agent.v1.Fetch
+	(*FetchFailed)(nil),     // 24: gotune.agent.v1.FetchFailed
+	(*FileChunk)(nil),       // 25: gotune.agent.v1.FileChunk
+	(*PutFilesReply)(nil),   // 26: gotune.agent.v1.PutFilesReply
+	(*GetFilesRequest)(nil), // 27: gotune.agent.v1.GetFilesRequest
 }
 var file_agent_proto_depIdxs = []int32{
 	2,  // 0: gotune.agent.v1.AgentMessage.join:type_name -> gotune.agent.v1.Join
 	6,  // 1: gotune.agent.v1.AgentMessage.heartbeat:type_name -> gotune.agent.v1.Heartbeat
-	9,  // 2: gotune.agent.v1.AgentMessage.started:type_name -> gotune.agent.v1.Started
-	10, // 3: gotune.agent.v1.AgentMessage.output:type_name -> gotune.agent.v1.Output
-	11, // 4: gotune.agent.v1.AgentMessage.control:type_name -> gotune.agent.v1.ControlData
-	12, // 5: gotune.agent.v1.AgentMessage.exited:type_name -> gotune.agent.v1.Exited
-	20, // 6: gotune.agent.v1.AgentMessage.port:type_name -> gotune.agent.v1.PortReply
-	22, // 7: gotune.agent.v1.AgentMessage.fetch_failed:type_name -> gotune.agent.v1.FetchFailed
-	16, // 8: gotune.agent.v1.AgentMessage.stack:type_name -> gotune.agent.v1.StackReply
-	18, // 9: gotune.agent.v1.AgentMessage.usage:type_name -> gotune.agent.v1.UsageReply
-	5,  // 10: gotune.agent.v1.HeadMessage.welcome:type_name -> gotune.agent.v1.Welcome
-	6,  // 11: gotune.agent.v1.HeadMessage.heartbeat:type_name -> gotune.agent.v1.Heartbeat
-	7,  // 12: gotune.agent.v1.HeadMessage.launch:type_name -> gotune.agent.v1.Launch
-	13, // 13: gotune.agent.v1.HeadMessage.signal:type_name -> gotune.agent.v1.Signal
-	11, // 14: gotune.agent.v1.HeadMessage.control:type_name -> gotune.agent.v1.ControlData
-	19, // 15: gotune.agent.v1.HeadMessage.port:type_name -> gotune.agent.v1.PortRequest
-	21, // 16: gotune.agent.v1.HeadMessage.fetch:type_name -> gotune.agent.v1.Fetch
-	14, // 17: gotune.agent.v1.HeadMessage.release:type_name -> gotune.agent.v1.Release
-	15, // 18: gotune.agent.v1.HeadMessage.stack:type_name -> gotune.agent.v1.StackRequest
-	17, // 19: gotune.agent.v1.HeadMessage.usage:type_name -> gotune.agent.v1.UsageRequest
-	3,  // 20: gotune.agent.v1.Join.node:type_name -> gotune.agent.v1.Node
-	4,  // 21: gotune.agent.v1.Node.gpus:type_name -> gotune.agent.v1.GPU
-	8,  // 22: gotune.agent.v1.Launch.inputs:type_name -> gotune.agent.v1.Input
-	0,  // 23: gotune.agent.v1.Head.Session:input_type -> gotune.agent.v1.AgentMessage
-	23, // 24: gotune.agent.v1.Head.PutFiles:input_type -> gotune.agent.v1.FileChunk
-	25, // 25: gotune.agent.v1.Head.GetFiles:input_type -> gotune.agent.v1.GetFilesRequest
-	1,  // 26: gotune.agent.v1.Head.Session:output_type -> gotune.agent.v1.HeadMessage
-	24, // 27: gotune.agent.v1.Head.PutFiles:output_type -> gotune.agent.v1.PutFilesReply
-	23, // 28: gotune.agent.v1.Head.GetFiles:output_type -> gotune.agent.v1.FileChunk
-	26, // [26:29] is the sub-list for method output_type
-	23, // [23:26] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	11, // 2: gotune.agent.v1.AgentMessage.started:type_name -> gotune.agent.v1.Started
+	12, // 3: gotune.agent.v1.AgentMessage.output:type_name -> gotune.agent.v1.Output
+	13, // 4: gotune.agent.v1.AgentMessage.control:type_name -> gotune.agent.v1.ControlData
+	14, // 5: gotune.agent.v1.AgentMessage.exited:type_name -> gotune.agent.v1.Exited
+	22, // 6: gotune.agent.v1.AgentMessage.port:type_name -> gotune.agent.v1.PortReply
+	24, // 7: gotune.agent.v1.AgentMessage.fetch_failed:type_name -> gotune.agent.v1.FetchFailed
+	18, // 8: gotune.agent.v1.AgentMessage.stack:type_name -> gotune.agent.v1.StackReply
+	20, // 9: gotune.agent.v1.AgentMessage.usage:type_name -> gotune.agent.v1.UsageReply
+	8,  // 10: gotune.agent.v1.AgentMessage.lacks:type_name -> gotune.agent.v1.Lacks
+	5,  // 11: gotune.agent.v1.HeadMessage.welcome:type_name -> gotune.agent.v1.Welcome
+	6,  // 12: gotune.agent.v1.HeadMessage.heartbeat:type_name -> gotune.agent.v1.Heartbeat
+	9,  // 13: gotune.agent.v1.HeadMessage.launch:type_name -> gotune.agent.v1.Launch
+	15, // 14: gotune.agent.v1.HeadMessage.signal:type_name -> gotune.agent.v1.Signal
+	13, // 15: gotune.agent.v1.HeadMessage.control:type_name -> gotune.agent.v1.ControlData
+	21, // 16: gotune.agent.v1.HeadMessage.port:type_name -> gotune.agent.v1.PortRequest
+	23, // 17: gotune.agent.v1.HeadMessage.fetch:type_name -> gotune.agent.v1.Fetch
+	16, // 18: gotune.agent.v1.HeadMessage.release:type_name -> gotune.agent.v1.Release
+	17, // 19: gotune.agent.v1.HeadMessage.stack:type_name -> gotune.agent.v1.StackRequest
+	19, // 20: gotune.agent.v1.HeadMessage.usage:type_name -> gotune.agent.v1.UsageRequest
+	7,  // 21: gotune.agent.v1.HeadMessage.require:type_name -> gotune.agent.v1.Require
+	3,  // 22: gotune.agent.v1.Join.node:type_name -> gotune.agent.v1.Node
+	4,  // 23: gotune.agent.v1.Node.gpus:type_name -> gotune.agent.v1.GPU
+	10, // 24: gotune.agent.v1.Launch.inputs:type_name -> gotune.agent.v1.Input
+	0,  // 25: gotune.agent.v1.Head.Session:input_type -> gotune.agent.v1.AgentMessage
+	25, // 26: gotune.agent.v1.Head.PutFiles:input_type -> gotune.agent.v1.FileChunk
+	27, // 27: gotune.agent.v1.Head.GetFiles:input_type -> gotune.agent.v1.GetFilesRequest
+	1,  // 28: gotune.agent.v1.Head.Session:output_type -> gotune.agent.v1.HeadMessage
+	26, // 29: gotune.agent.v1.Head.PutFiles:output_type -> gotune.agent.v1.PutFilesReply
+	25, // 30: gotune.agent.v1.Head.GetFiles:output_type -> gotune.agent.v1.FileChunk
+	28, // [28:31] is the sub-list for method output_type
+	25, // [25:28] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2199,6 +2338,7 @@ func file_agent_proto_init() {
 		(*AgentMessage_FetchFailed)(nil),
 		(*AgentMessage_Stack)(nil),
 		(*AgentMessage_Usage)(nil),
+		(*AgentMessage_Lacks)(nil),
 	}
 	file_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*HeadMessage_Welcome)(nil),
@@ -2211,6 +2351,7 @@ func file_agent_proto_init() {
 		(*HeadMessage_Release)(nil),
 		(*HeadMessage_Stack)(nil),
 		(*HeadMessage_Usage)(nil),
+		(*HeadMessage_Require)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2218,7 +2359,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,7 +1,10 @@
 // The protocol between a sweep's head and the node agents that join it.
 //
 // An agent dials the head and opens a Session: its first message is a Join
-// with the node's inventory, the head answers with a Welcome, and from then
+// with the node's inventory; when the sweep's command needs programs on
+// every node, the head asks for them (Require) and the agent answers which
+// its node lacks (Lacks), and the head refuses a node that lacks one; the
+// head answers with a Welcome, and from then
 // on both sides send heartbeats while the head asks the agent to launch,
 // signal, feed and inspect (StackRequest, UsageRequest) worker processes, and the agent streams their report
 // lines, log lines, control-stream bytes and exits back. Folders travel on
