@@ -50,7 +50,7 @@ func varies(space *searchspace.Space) bool {
 // tellNotices records each of the config's notices as an experiment event
 // and tells a NoticeObserver.
 func (t *Tuner) tellNotices(ctx context.Context, expID int64) error {
-	for _, msg := range t.cfg.Notices() {
+	for _, msg := range append(t.cfg.Notices(), t.sharedGPUNotice()...) {
 		if err := t.db.AddEvent(ctx, expID, 0, EventConfigNotice, msg, nil); err != nil {
 			return err
 		}
@@ -59,4 +59,20 @@ func (t *Tuner) tellNotices(ctx context.Context, expID int64) error {
 		}
 	}
 	return nil
+}
+
+// sharedGPUNotice says, for a command whose group's workers must share GPUs
+// on the manager's nodes, that PyTorch's NCCL backend refuses that, and
+// how to avoid it. None when each worker has a device of its own, and for
+// workers in Go, whose collectives need no device of their own.
+func (t *Tuner) sharedGPUNotice() []string {
+	if t.cfg.Trainer.Command == nil {
+		return nil
+	}
+	req := t.groupRequest(0)
+	shared := t.manager.SharedDevices(req)
+	if shared == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("trainer.scaling.gpus_per_worker = %g with %d workers: %d of a trial's workers share a GPU with another of them, as there are too few GPUs for a device each; PyTorch's NCCL backend refuses two ranks on one device (\"Duplicate GPU detected\"), so such a script fails: set gpus_per_worker = 1, use fewer workers, or the gloo backend", req.Per.GPUs, req.Workers, shared)}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+	"github.com/gotune/gotune/workers"
 )
 
 // Settings that make every trial (or every grid cell's trials) run one
@@ -71,4 +73,58 @@ func TestFitRecordsConfigNotices(t *testing.T) {
 		}
 	}
 	t.Errorf("no config_notice event among %v", evs)
+}
+
+// A command whose group's workers must share a GPU hears, at the start,
+// that PyTorch's NCCL backend refuses that; one with a device per worker,
+// and workers in Go, hear nothing.
+func TestSharedGPUNotice(t *testing.T) {
+	tests := []struct {
+		name    string
+		gpus    int
+		command bool
+		want    bool
+	}{
+		{"two workers on one GPU", 1, true, true},
+		{"a GPU each", 2, true, false},
+		{"workers in Go", 1, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t, 1)
+			cfg.Resources = workers.Declared{Nodes: 1, CPUs: 4, GPUs: tt.gpus}
+			cfg.Trainer.Scaling = trainer.ScalingConfig{NumWorkers: 2, CPUsPerWorker: 0.5, GPUsPerWorker: 0.5}
+			var opts []Option
+			if tt.command {
+				cfg.Trainer.Command = []string{"sh", "-c", `echo '@gotune {"loss": 1}'`}
+			} else {
+				opts = append(opts, WithTrainFunc(quadratic))
+			}
+			tu, err := New(cfg, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.Fit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			db, err := storage.OpenReadOnly(cfg.Storage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			evs, err := db.Events(context.Background(), cfg.Name, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var notices []string
+			for _, e := range evs {
+				if e.Kind == EventConfigNotice && strings.Contains(e.Message, "NCCL") {
+					notices = append(notices, e.Message)
+				}
+			}
+			if got := len(notices) == 1 && strings.Contains(notices[0], "2 of a trial's workers share a GPU"); got != tt.want || len(notices) > 1 {
+				t.Errorf("NCCL notices %q, want one: %v", notices, tt.want)
+			}
+		})
+	}
 }

@@ -237,6 +237,37 @@ func (m *Manager) Check(req Request) error {
 	return m.checkLocked(req)
 }
 
+// SharedDevices is how many of req's workers, placed on idle nodes at
+// their group's full size (or as many as fit), share a GPU with another worker of their group:
+// 0 when each has devices of its own (placement keeps a group's workers on
+// distinct devices while there are enough). PyTorch's NCCL backend refuses
+// two ranks on one device, so a sweep says so before it starts.
+func (m *Manager) SharedDevices(req Request) int {
+	d := demandOf(req.Per)
+	if d.gpu == 0 || d.wholeGPUs() || req.validate() != nil {
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.capacity.clone()
+	n := v.totalFit(d, req.Workers)
+	if n < req.min() {
+		return 0 // Check refuses it
+	}
+	slots, _ := place(v, n, d, req.Placement, nil, nil)
+	ranks := map[[2]int]int{}
+	for _, s := range slots {
+		ranks[[2]int{s.node, s.devs[0]}]++
+	}
+	shared := 0
+	for _, k := range ranks {
+		if k > 1 {
+			shared += k
+		}
+	}
+	return shared
+}
+
 func (m *Manager) checkLocked(req Request) error {
 	if err := req.validate(); err != nil {
 		if req.Name != "" {
@@ -464,7 +495,7 @@ func (a *Allocation) Grow() (int, error) {
 	if k == 0 {
 		return 0, nil
 	}
-	slots, _ := place(avail, k, a.d, a.req.Placement, nil)
+	slots, _ := place(avail, k, a.d, a.req.Placement, nil, a.slots)
 	m.free.apply(slots, a.d, -1)
 	a.slots = groupByNode(append(a.slots, slots...))
 	return k, nil
@@ -594,7 +625,7 @@ func (m *Manager) serveQueueLocked() {
 		if m.reserver == nil && now.Sub(t.since) >= m.reserveAfter {
 			live := m.capacity.clone()
 			copy(live.off, m.free.off) // reserve nothing on lost nodes
-			if slots, ok := place(live, t.req.min(), t.d, t.req.Placement, &avail); ok {
+			if slots, ok := place(live, t.req.min(), t.d, t.req.Placement, &avail, nil); ok {
 				t.resv, m.reserver = slots, t
 				avail.apply(slots, t.d, -1)
 			}
@@ -614,7 +645,7 @@ func placeRequest(v view, t *Ticket) ([]slot, bool) {
 			return nil, false
 		}
 	}
-	return place(v, n, t.d, t.req.Placement, nil)
+	return place(v, n, t.d, t.req.Placement, nil, nil)
 }
 
 // grantLocked gives t its slots. The slots must fit in m.free.

@@ -195,7 +195,8 @@ func TestCUDAVisibleDevices(t *testing.T) {
 	}{
 		{"declared whole GPUs", gpuNodes(1, 8, 4), gpuRequest("", 2, 2), []string{"0,1", "2,3"}},
 		{"no GPUs", gpuNodes(1, 8, 4), Request{Workers: 2, Per: Resources{CPUs: 1}}, []string{"", ""}},
-		{"shares see the same device", gpuNodes(1, 8, 4), gpuRequest("", 2, 0.5), []string{"0", "0"}},
+		{"a group's shares see distinct devices", gpuNodes(1, 8, 4), gpuRequest("", 2, 0.5), []string{"0", "1"}},
+		{"shares of the only GPU see the same device", gpuNodes(1, 8, 1), gpuRequest("", 2, 0.5), []string{"0", "0"}},
 		{"spread shares see different devices", gpuNodes(1, 8, 4), Request{Workers: 2, Per: Resources{GPUs: 0.5}, Placement: Spread}, []string{"0", "1"}},
 		{"discovered GPUs by UUID", []Node{discovered}, gpuRequest("", 1, 1), []string{"GPU-aaaa"}},
 		{"MIG devices by UUID", []Node{discovered}, gpuRequest("", 3, 1), []string{"GPU-aaaa", "MIG-bbbb", "MIG-cccc"}},

@@ -146,12 +146,16 @@ func (v view) freeGPU(i int) int64 {
 // place finds room in v for n workers of demand d under policy, takes it
 // from v and returns the workers' slots; ok is false, and v unchanged, when
 // they do not fit. Ties are broken by node and device index, so equal
-// inputs give equal placements.
+// inputs give equal placements. group holds the group's slots already
+// placed (an elastic group that grows), nil for none: a worker with a share
+// of a device goes to a device without another worker of its group when
+// its node has one, since PyTorch's NCCL backend refuses two ranks on one
+// device.
 //
 // prefer, when not nil, is what is free right now while v is what may be
 // reserved: pack then chooses the nodes and devices with the most free in
 // prefer, so that a reservation is satisfied as soon as possible.
-func place(v view, n int, d demand, policy Placement, prefer *view) ([]slot, bool) {
+func place(v view, n int, d demand, policy Placement, prefer *view, group []slot) ([]slot, bool) {
 	if n <= 0 {
 		return nil, false
 	}
@@ -178,9 +182,11 @@ func place(v view, n int, d demand, policy Placement, prefer *view) ([]slot, boo
 		order, counts = packNodes(v, fits, n, d, prefer)
 	}
 	slots := make([]slot, 0, n)
+	taken := slices.Clone(group)
 	for j, i := range order {
 		for range counts[j] {
-			slots = append(slots, takeOne(v, i, d, policy, prefer))
+			s := takeOne(v, i, d, policy, prefer, taken)
+			slots, taken = append(slots, s), append(taken, s)
 		}
 	}
 	return slots, true
@@ -274,10 +280,11 @@ func spreadNodes(fits, room []int, n int) (order, counts []int) {
 
 // takeOne takes one worker's demand from node i of v, which must have room
 // for it, choosing its devices: whole devices in index order (with prefer,
-// those free right now first); for a share, the fullest device it fits on
-// under Pack (so shares stack on one device and whole devices stay free)
-// and the emptiest under Spread.
-func takeOne(v view, i int, d demand, policy Placement, prefer *view) slot {
+// those free right now first); for a share, the device it fits on with the
+// fewest workers of its group (taken: the group's slots so far), and among
+// those the fullest under Pack (so shares stack on one device and whole
+// devices stay free) and the emptiest under Spread.
+func takeOne(v view, i int, d demand, policy Placement, prefer *view, taken []slot) slot {
 	s := slot{node: i}
 	v.cpu[i] -= d.cpu
 	v.mem[i] -= d.mem
@@ -303,12 +310,20 @@ func takeOne(v view, i int, d demand, policy Placement, prefer *view) slot {
 		s.devs = cand[:want]
 	default:
 		s.share = d.gpu
+		ranks := make([]int, len(v.gpu[i])) // the group's workers on each device
+		for _, t := range taken {
+			if t.node == i {
+				for _, dev := range t.devs {
+					ranks[dev]++
+				}
+			}
+		}
 		best := -1
 		for dev, f := range v.gpu[i] {
 			if f < d.gpu {
 				continue
 			}
-			if best < 0 || better(v, prefer, i, dev, best, policy) {
+			if best < 0 || ranks[dev] < ranks[best] || ranks[dev] == ranks[best] && better(v, prefer, i, dev, best, policy) {
 				best = dev
 			}
 		}

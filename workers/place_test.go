@@ -47,10 +47,16 @@ func TestPlace(t *testing.T) {
 			[]string{"1:[0]"}},
 		{"whole devices, two per worker", gpuNodes(1, 8, 4), [][2]int{{0, 1}}, nil, 1, Resources{GPUs: 2}, Pack,
 			[]string{"0:[0 2]"}},
-		{"shares stack on one device", gpuNodes(1, 8, 2), nil, nil, 4, Resources{GPUs: 0.25}, Pack,
-			[]string{"0:[0]", "0:[0]", "0:[0]", "0:[0]"}},
+		{"a group's shares take distinct devices first", gpuNodes(1, 8, 2), nil, nil, 4, Resources{GPUs: 0.25}, Pack,
+			[]string{"0:[0]", "0:[1]", "0:[0]", "0:[1]"}},
+		{"a group's shares on distinct devices", gpuNodes(1, 8, 2), nil, nil, 2, Resources{GPUs: 0.5}, Pack,
+			[]string{"0:[0]", "0:[1]"}},
+		{"a group's shares share the only device", gpuNodes(1, 8, 1), nil, nil, 2, Resources{GPUs: 0.5}, Pack,
+			[]string{"0:[0]", "0:[0]"}},
 		{"shares fill the fullest device first", gpuNodes(1, 8, 3), nil, [][3]int{{0, 1, 5000}, {0, 2, 2500}}, 1, Resources{GPUs: 0.5}, Pack,
 			[]string{"0:[1]"}},
+		{"a group's shares fill the fullest devices first", gpuNodes(1, 8, 3), nil, [][3]int{{0, 1, 5000}, {0, 2, 2500}}, 2, Resources{GPUs: 0.5}, Pack,
+			[]string{"0:[1]", "0:[2]"}},
 		{"shares spread over devices", gpuNodes(1, 8, 2), nil, nil, 2, Resources{GPUs: 0.25}, Spread,
 			[]string{"0:[0]", "0:[1]"}},
 		{"shares never exceed a device", gpuNodes(1, 8, 1), nil, nil, 4, Resources{GPUs: 0.3}, Pack, nil},
@@ -75,7 +81,7 @@ func TestPlace(t *testing.T) {
 				v.gpu[u[0]][u[1]] -= int64(u[2])
 			}
 			before := v.clone()
-			slots, ok := place(v, tt.n, demandOf(tt.per), tt.policy, nil)
+			slots, ok := place(v, tt.n, demandOf(tt.per), tt.policy, nil, nil)
 			if tt.want == nil {
 				if ok {
 					t.Fatalf("placed %v, want no fit", layout(slots))
@@ -110,7 +116,7 @@ func TestPlaceReservationPrefersFreeNow(t *testing.T) {
 		now.gpu[0][d] = 0 // node 0 busy
 	}
 	now.gpu[1][0] = 0 // node 1 partly busy, node 2 idle
-	slots, ok := place(capacity, 4, demandOf(Resources{GPUs: 1}), Pack, &now)
+	slots, ok := place(capacity, 4, demandOf(Resources{GPUs: 1}), Pack, &now, nil)
 	if !ok || slots[0].node != 2 {
 		t.Errorf("reserved %v, want node 2, which is idle", layout(slots))
 	}
@@ -118,8 +124,48 @@ func TestPlaceReservationPrefersFreeNow(t *testing.T) {
 	capacity = viewOf(gpuNodes(1, 8, 4))
 	now = viewOf(gpuNodes(1, 8, 4))
 	now.gpu[0][0], now.gpu[0][2] = 0, 0
-	slots, _ = place(capacity, 1, demandOf(Resources{GPUs: 2}), Pack, &now)
+	slots, _ = place(capacity, 1, demandOf(Resources{GPUs: 2}), Pack, &now, nil)
 	if got := layout(slots); !reflect.DeepEqual(got, []string{"0:[1 3]"}) {
 		t.Errorf("reserved %v, want devices 1 and 3, which are free now", got)
+	}
+}
+
+// TestPlaceGrowingGroupAvoidsItsDevices: a worker added to an elastic group
+// takes a device without one of the group's workers, though the group's
+// device is the fullest.
+func TestPlaceGrowingGroupAvoidsItsDevices(t *testing.T) {
+	v := viewOf(gpuNodes(1, 8, 2))
+	group := []slot{{node: 0, devs: []int{0}, share: 5000}}
+	v.apply(group, demandOf(Resources{GPUs: 0.5}), -1)
+	slots, ok := place(v, 1, demandOf(Resources{GPUs: 0.5}), Pack, nil, group)
+	if got := layout(slots); !ok || !reflect.DeepEqual(got, []string{"0:[1]"}) {
+		t.Errorf("got %v, want device 1, which holds none of the group", got)
+	}
+}
+
+func TestSharedDevices(t *testing.T) {
+	tests := []struct {
+		name  string
+		nodes []Node
+		req   Request
+		want  int
+	}{
+		{"a device each", gpuNodes(1, 8, 4), Request{Workers: 4, Per: Resources{GPUs: 0.5}}, 0},
+		{"two on each of two devices", gpuNodes(1, 8, 2), Request{Workers: 4, Per: Resources{GPUs: 0.5}}, 4},
+		{"three on two devices", gpuNodes(1, 8, 2), Request{Workers: 3, Per: Resources{GPUs: 0.25}}, 2},
+		{"a node each", gpuNodes(2, 8, 1), Request{Workers: 2, Per: Resources{GPUs: 0.5}, Placement: Spread}, 0},
+		{"packed on one node", gpuNodes(2, 8, 1), Request{Workers: 2, Per: Resources{GPUs: 0.5}}, 2},
+		{"one worker", gpuNodes(1, 8, 1), Request{Workers: 1, Per: Resources{GPUs: 0.5}}, 0},
+		{"whole devices", gpuNodes(1, 8, 2), Request{Workers: 2, Per: Resources{GPUs: 1}}, 0},
+		{"an elastic group at its full size", gpuNodes(1, 8, 2), Request{Workers: 3, MinWorkers: 2, Per: Resources{GPUs: 0.5}}, 2},
+		{"never fits", gpuNodes(1, 8, 1), Request{Workers: 3, Per: Resources{GPUs: 0.5}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewManager(tt.nodes, ManagerConfig{})
+			if got := m.SharedDevices(tt.req); got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

@@ -111,10 +111,11 @@ func TestSamplerErrors(t *testing.T) {
 }
 
 func TestAttribute(t *testing.T) {
-	nodes := []Node{{Name: "box", CPUs: 8, GPUs: []GPU{{Index: 0, MIG: -1, UUID: "GPU-a"}, {Index: 1, MIG: -1, UUID: "GPU-b"}}}}
+	nodes := []Node{{Name: "box", CPUs: 8, GPUs: []GPU{{Index: 0, MIG: -1, UUID: "GPU-b"}, {Index: 1, MIG: -1, UUID: "GPU-a"}}}}
 	m, _ := newTestManager(nodes, time.Hour)
-	a := mustGranted(t, mustSubmit(t, m, Request{Workers: 2, Per: Resources{GPUs: 0.5}}))
+	// b takes GPU-b whole, so a's two workers share GPU-a.
 	b := mustGranted(t, mustSubmit(t, m, Request{Workers: 1, Per: Resources{GPUs: 1}}))
+	a := mustGranted(t, mustSubmit(t, m, Request{Workers: 2, Per: Resources{GPUs: 0.5}}))
 	samples := []GPUSample{
 		{Node: "box", GPU: "GPU-a", Utilization: 10},
 		{Node: "box", GPU: "GPU-b", Utilization: 90},
