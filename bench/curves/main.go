@@ -333,12 +333,12 @@ func main() {
 	if peerSeeds == 0 {
 		peerSeeds = *seeds
 	}
-	var peers []summary
+	var peers []any
 	for _, pruner := range []string{"hyperband", "sha"} {
 		traces, version, err := optuna(*python, *table, pruner, peerSeeds, *budget)
 		name := "optuna tpe+" + pruner
 		if err != nil {
-			peers = append(peers, summary{System: name, Note: "skipped: " + err.Error()})
+			peers = append(peers, map[string]string{"system": name, "skipped": err.Error()})
 			continue
 		}
 		s := summarise(name, traces, *budget, nil)
