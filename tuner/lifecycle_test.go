@@ -383,12 +383,13 @@ func TestWorkersAreRecorded(t *testing.T) {
 }
 
 // fakeGPUs reads the same utilisation of every declared GPU.
+// fakeGPUs reads three GPUs of one node, GPU i at 40+i % utilisation.
 type fakeGPUs struct{ node string }
 
 func (f fakeGPUs) ReadGPUs() ([]workers.GPUSample, error) {
 	now := time.Now()
 	var out []workers.GPUSample
-	for i := range 2 {
+	for i := range 3 {
 		out = append(out, workers.GPUSample{Time: now, Node: f.node, GPU: fmt.Sprint(i), Utilization: 40 + float64(i),
 			HasUtilization: true, MemoryUsed: 1 << 30, MemoryTotal: 8 << 30})
 	}
@@ -397,7 +398,7 @@ func (f fakeGPUs) ReadGPUs() ([]workers.GPUSample, error) {
 
 func TestGPUSamplesAreTiedToWorkers(t *testing.T) {
 	cfg := testConfig(t, 1)
-	cfg.Resources = workers.Declared{CPUs: 4, GPUs: 2}
+	cfg.Resources = workers.Declared{CPUs: 4, GPUs: 3}
 	cfg.Trainer.Scaling.GPUsPerWorker = 0.5
 	slow := func(ctx context.Context, w *trainer.Worker) error {
 		for s := 1; s <= 6; s++ {
@@ -425,18 +426,33 @@ func TestGPUSamplesAreTiedToWorkers(t *testing.T) {
 	for _, w := range ws {
 		ids[w.ID] = true
 	}
+	// The two workers hold half of a device each, on two distinct devices
+	// (a group's workers take devices none of the others use while there
+	// are enough); the third GPU is idle and never sampled. Each sampled
+	// GPU belongs to one worker, and no worker to two GPUs.
 	tied := 0
+	workerOf, gpuOf := map[int]int64{}, map[int64]int{}
 	for _, s := range samples {
-		// Both workers share GPU 0 (half a device each); GPU 1 is idle.
-		if s.GPU != 0 || s.Util != 40 {
-			t.Errorf("sample %+v: want GPU 0 at 40%%", s)
+		if s.Util != 40+float64(s.GPU) {
+			t.Errorf("sample %+v: want GPU %d's own utilisation %d%%", s, s.GPU, 40+s.GPU)
 		}
-		if ids[s.WorkerID] {
-			tied++
+		if !ids[s.WorkerID] {
+			continue
 		}
+		tied++
+		if w, ok := workerOf[s.GPU]; ok && w != s.WorkerID {
+			t.Errorf("GPU %d sampled for workers %d and %d", s.GPU, w, s.WorkerID)
+		}
+		if g, ok := gpuOf[s.WorkerID]; ok && g != s.GPU {
+			t.Errorf("worker %d sampled on GPUs %d and %d", s.WorkerID, g, s.GPU)
+		}
+		workerOf[s.GPU], gpuOf[s.WorkerID] = s.WorkerID, s.GPU
 	}
 	if len(samples) == 0 || tied == 0 {
 		t.Errorf("%d samples, %d tied to a recorded worker", len(samples), tied)
+	}
+	if len(workerOf) != 2 {
+		t.Errorf("samples of GPUs %v, want two (one a worker; the idle one never)", workerOf)
 	}
 }
 
