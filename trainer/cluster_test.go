@@ -154,11 +154,14 @@ func TestRemoteGroupSurvivesNodeLoss(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if sum.Restarts != 1 || len(sink.events) != 1 || sink.events[0].Workers != 2 {
+				// A report rank 0 sends while node b goes is not recorded
+				// (a reports_skipped event says so); it is made again.
+				restarts := sink.restarts()
+				if sum.Restarts != 1 || len(restarts) != 1 || restarts[0].Workers != 2 {
 					t.Errorf("restarts %d, events %+v; want one restart with 2 workers", sum.Restarts, sink.events)
 				}
-				if len(sink.events) == 1 && !strings.Contains(sink.events[0].Cause, "lost with node b") {
-					t.Errorf("restart cause %q", sink.events[0].Cause)
+				if len(restarts) == 1 && !strings.Contains(restarts[0].Cause, "lost with node b") {
+					t.Errorf("restart cause %q", restarts[0].Cause)
 				}
 				if got := strings.Join(committed, " "); got != "state_0 state_1 state_2" {
 					t.Errorf("checkpoint 2 holds %q, want every rank's shard", got)

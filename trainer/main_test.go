@@ -295,6 +295,20 @@ func (c *collect) Event(_ context.Context, e Event) error {
 	return nil
 }
 
+// restarts returns the restart events, leaving out the others (such as
+// the reports_skipped a failure may add when a report races it).
+func (c *collect) restarts() []Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Event
+	for _, e := range c.events {
+		if e.Kind == EventRestart {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // series renders the results as "iteration:value" pairs, to compare runs.
 func (c *collect) series() string {
 	c.mu.Lock()
