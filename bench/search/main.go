@@ -348,10 +348,7 @@ func gotuneOverhead(o options) (map[int]float64, error) {
 	for _, n := range slices.Sorted(slices.Values(o.lengths)) {
 		for ; finished < n-1; finished++ {
 			trial++
-			cfg, err := random.Suggest(trial)
-			if err == nil {
-				err = s.Replay(trial, cfg)
-			}
+			cfg, err := replayRandom(random, s, trial)
 			if err != nil {
 				return nil, err
 			}
@@ -364,11 +361,7 @@ func gotuneOverhead(o options) (map[int]float64, error) {
 			var running []int
 			for range pending {
 				trial++
-				cfg, err := random.Suggest(trial)
-				if err == nil {
-					err = s.Replay(trial, cfg)
-				}
-				if err != nil {
+				if _, err := replayRandom(random, s, trial); err != nil {
 					return nil, err
 				}
 				running = append(running, trial)
@@ -390,6 +383,17 @@ func gotuneOverhead(o options) (map[int]float64, error) {
 		}
 	}
 	return res, nil
+}
+
+// replayRandom draws trial's configuration from random and hands it to
+// s as a trial of its own (Replay), as the peer adds random trials to its
+// study.
+func replayRandom(random *tuner.RandomSearch, s *tuner.TPE, trial int) (map[string]any, error) {
+	cfg, err := random.Suggest(trial)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, s.Replay(trial, cfg)
 }
 
 // overheadPending is how many trials run while the overhead part times
