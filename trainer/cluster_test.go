@@ -174,6 +174,35 @@ func TestRemoteGroupSurvivesNodeLoss(t *testing.T) {
 	}
 }
 
+// A remote rank's shard is copied to this node before it counts, which
+// can take longer than rank 0 takes to report again: each checkpoint
+// still waits for it, and none is committed without it.
+func TestRemoteShardSlowerThanRankZero(t *testing.T) {
+	c := newTestCluster(t, false, "a")
+	// Rank 1's shards take longer to copy than a step takes.
+	spec := commandSpec(t, 2, "--steps=4", "--sleep-ms=50", "--shards", "--shard-mb=32", "--lockstep", "--pid-dir="+t.TempDir())
+	spec.Placer, spec.Launcher = c, c.h.Local()
+	spec.Checkpoints = &testStore{dir: t.TempDir()}
+	held := map[int]string{}
+	sink := &collect{on: func(r Result) Action {
+		entries, _ := os.ReadDir(r.CheckpointPath)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		held[r.Iteration] = strings.Join(names, " ")
+		return Continue
+	}}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	for it := 1; it <= 4; it++ {
+		if got := held[it]; got != "pad_1 state_0 state_1" {
+			t.Errorf("checkpoint %d holds %q, want both ranks' shards", it, got)
+		}
+	}
+}
+
 // Goroutine workers cannot run on another node: a slot with a launcher
 // fails the group at once.
 func TestGoroutineWorkersStayHome(t *testing.T) {

@@ -95,10 +95,12 @@ func formatValue(v any) string {
 //     and they are merged into one committed checkpoint.
 //   - A report whose checkpoint may have shards waits for them: for every
 //     rank that has handed over a shard before, until its shard arrives or it
-//     exits. At the group's first checkpoint, whose contributors are not
-//     known yet, it waits for the ranks that have handed over nothing until
-//     rank 0 prints its next report line, they exit, or firstShardWait
-//     passes. A rank that contributes to one checkpoint must contribute to
+//     exits. A shard counts as handed over from its report line, before its
+//     folder is copied here from another node (which may take longer than
+//     rank 0 takes to report again). At the group's first checkpoint, whose
+//     contributors are not known yet, it waits for the ranks that have
+//     handed over nothing until rank 0 prints its next report line, they
+//     exit, or firstShardWait passes. A rank that contributes to one checkpoint must contribute to
 //     every one, and must keep in step with rank 0 (as DDP ranks do through
 //     their collectives): its shard of a round comes before rank 0's report
 //     of the next round. When only rank 0 hands over checkpoints (the common case),
@@ -248,48 +250,58 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 		return
 	}
 	handed := dir != "" // even when refused: it keeps its place in the count
-	if handed {
-		// A remote process's folder comes over before its next line.
-		var err error
-		if dir, _, err = c.a.takeOver(rank, p, dir); err != nil {
-			p.Logf("warning: ignored the checkpoint of a report: %v", err)
+	if rank != 0 {
+		if handed {
+			c.addShard(rank, p, dir)
 		}
+		return // other ranks' metrics are not the trial's
+	}
+	if handed {
+		dir = c.takeOver(rank, p, dir)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.cond.Broadcast()
-	if rank == 0 {
-		c.rank0 = p
-		if len(metrics) == 0 && !handed {
-			return // a heartbeat
-		}
-		if c.handed[0] > 0 {
-			// Rank 0 has moved on past its first checkpoint: the other
-			// ranks have had a whole step to hand over theirs.
-			c.firstWaitOver = true
-		}
-		rep := &lineReport{metrics: metrics}
-		if handed {
-			c.handed[0]++
-			rep.ordinal, rep.dir = c.handed[0], dir
-			if rep.ordinal == 1 && c.n > 1 {
-				c.timer = time.AfterFunc(firstShardWait, func() {
-					c.mu.Lock()
-					c.firstWaitOver = true
-					c.cond.Broadcast()
-					c.mu.Unlock()
-				})
-			}
-		}
-		c.queue = append(c.queue, rep)
-		return
+	c.rank0 = p
+	if len(metrics) == 0 && !handed {
+		return // a heartbeat
 	}
-	if !handed {
-		return // other ranks' metrics are not the trial's
+	if c.handed[0] > 0 {
+		// Rank 0 has moved on past its first checkpoint: the other
+		// ranks have had a whole step to hand over theirs.
+		c.firstWaitOver = true
 	}
+	rep := &lineReport{metrics: metrics}
+	if handed {
+		c.handed[0]++
+		rep.ordinal, rep.dir = c.handed[0], dir
+		if rep.ordinal == 1 && c.n > 1 {
+			c.timer = time.AfterFunc(firstShardWait, func() {
+				c.mu.Lock()
+				c.firstWaitOver = true
+				c.cond.Broadcast()
+				c.mu.Unlock()
+			})
+		}
+	}
+	c.queue = append(c.queue, rep)
+}
+
+// addShard takes the checkpoint folder rank (not 0) handed over as its
+// next shard. The shard takes its place in the count, and rank counts as
+// a contributor, before the folder is taken over: a remote rank's folder
+// is copied to this node first, which may take longer than rank 0 takes
+// to report again, and the report it belongs with waits for it meanwhile.
+func (c *collator) addShard(rank int, p *workers.Process, dir string) {
+	c.mu.Lock()
 	c.handed[rank]++
 	j := c.handed[rank]
 	c.contributor[rank] = true
+	c.mu.Unlock()
+	dir = c.takeOver(rank, p, dir)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.cond.Broadcast()
 	if j <= c.deliveredOrd {
 		if dir != "" {
 			p.Logf("warning: dropped checkpoint %s: rank 0's report it belongs with (its checkpoint %d) was already delivered; hand each checkpoint over before rank 0's next report", dir, j)
@@ -298,6 +310,17 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 		return
 	}
 	c.shards[rank][j] = dir
+}
+
+// takeOver is attempt.takeOver for a report line's checkpoint: it returns
+// the folder taken over, or "" when it was refused or could not be taken
+// over (the node was lost, the attempt is ending).
+func (c *collator) takeOver(rank int, p *workers.Process, dir string) string {
+	taken, _, err := c.a.takeOver(rank, p, dir)
+	if err != nil {
+		p.Logf("warning: ignored the checkpoint of a report: %v", err)
+	}
+	return taken
 }
 
 // addCollected queues a report of metrics collected from Spec.Metrics'

@@ -151,6 +151,7 @@ func testCommand(args []string) int {
 	every := fs.Int("ckpt-every", 1, "")
 	sleepMS := fs.Int("sleep-ms", 0, "")
 	shards := fs.Bool("shards", false, "every rank hands over its own state")
+	shardMB := fs.Int("shard-mb", 0, "ranks other than 0 add this many MiB of padding to their shards")
 	hangAt := fs.Int("hang-at", 0, "")
 	hangMarker := fs.String("hang-marker", "", "")
 	pidDir := fs.String("pid-dir", "", "")
@@ -233,6 +234,13 @@ func testCommand(args []string) int {
 			if err := writeState(filepath.Join(dir, state), s, v); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1
+			}
+			if rank > 0 && *shardMB > 0 {
+				pad := make([]byte, *shardMB<<20)
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("pad_%d", rank)), pad, 0o644); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					return 1
+				}
 			}
 			m["checkpoint"] = dir
 		}
