@@ -5,10 +5,14 @@
 // trials and best trial when it is done.
 //
 // Configurations come from a Searcher: RandomSearch, TPE (a multivariate
-// Tree-structured Parzen Estimator, grown from Optuna's TPE sampler) and
-// CMAES (through goptuna's sampler), crossed with grid parameters by a
-// GridSearch and bounded by a Limiter, as SearchConfig describes; or from
-// a Searcher of your own, given with WithSearcher.
+// Tree-structured Parzen Estimator, grown from Optuna's TPE sampler; MOTPE
+// with several objectives), BOHB (TPE fitted at HyperBand's budgets),
+// NSGA-II and CMAES (through goptuna's sampler), preceded by Points to
+// try first, crossed with grid parameters by a GridSearch and bounded by a
+// Limiter, as SearchConfig describes; or from a Searcher of your own, given
+// with WithSearcher. TPE, MOTPE and BOHB count the trials still running as
+// bad ones (a constant liar), and in a finite space none suggests a
+// configuration twice unless repeats are allowed.
 //
 // The smallest Go program that tunes a training function:
 //
