@@ -228,7 +228,7 @@ func (p *pruner) wilcoxon(self int, t *prunerTrial, time float64, at string) Dec
 			diffs = append(diffs, float64(t.Scores[i])-y)
 		}
 	}
-	if len(diffs) < max(p.c.StartupSteps, 1) || slices.ContainsFunc(diffs, func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }) {
+	if len(diffs) < max(p.c.StartupSteps, 1) || slices.ContainsFunc(diffs, diverged) {
 		return Decision{Action: Continue}
 	}
 	pv := wilcoxonGreater(diffs)
