@@ -361,17 +361,11 @@ func checkApplicable(c Config) error {
 
 // checkPruner validates the settings of Optuna's pruners.
 func checkPruner(c Config) error {
-	if err := finite("grace_period", c.GracePeriod); err != nil {
+	if err := nonNegative("grace_period", c.GracePeriod); err != nil {
 		return err
 	}
-	if c.GracePeriod < 0 {
-		return fieldErr("grace_period", "must not be negative, got %g", c.GracePeriod)
-	}
-	if err := finite("interval", c.Interval); err != nil {
+	if err := nonNegative("interval", c.Interval); err != nil {
 		return err
-	}
-	if c.Interval < 0 {
-		return fieldErr("interval", "must not be negative, got %g", c.Interval)
 	}
 	switch c.Kind {
 	case "percentile":
@@ -404,11 +398,8 @@ func checkPruner(c Config) error {
 		if *c.Patience < 0 {
 			return fieldErr("patience", "must not be negative, got %d", *c.Patience)
 		}
-		if err := finite("min_delta", c.MinDelta); err != nil {
+		if err := nonNegative("min_delta", c.MinDelta); err != nil {
 			return err
-		}
-		if c.MinDelta < 0 {
-			return fieldErr("min_delta", "must not be negative, got %g", c.MinDelta)
 		}
 	case "wilcoxon":
 		if !(c.PThreshold > 0 && c.PThreshold < 1) {
@@ -464,6 +455,16 @@ func positive(key string, v float64) error {
 	}
 	if v <= 0 {
 		return fieldErr(key, "must be positive, got %g", v)
+	}
+	return nil
+}
+
+func nonNegative(key string, v float64) error {
+	if err := finite(key, v); err != nil {
+		return err
+	}
+	if v < 0 {
+		return fieldErr(key, "must not be negative, got %g", v)
 	}
 	return nil
 }
