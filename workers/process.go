@@ -729,9 +729,10 @@ func (l *processLog) write(line []byte, own bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if own {
-		l.last[l.n%tailLines] = string(line)
+		text := string(line)
+		l.last[l.n%tailLines] = text
 		l.n++
-		l.tb.follow(string(line), l.n)
+		l.tb.follow(text, l.n)
 	}
 	if l.f == nil && l.path != "" && !l.shut {
 		l.create()
