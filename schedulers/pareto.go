@@ -34,8 +34,8 @@ func dominates(a, b []fnum) bool {
 	return better
 }
 
-// insert adds rec and returns the front it joined.
-func (pf *paretoFronts) insert(rec *ashaRecord) int {
+// insert adds rec to the first front none of whose members dominates it.
+func (pf *paretoFronts) insert(rec *ashaRecord) {
 	dominated := func(f int) bool {
 		return slices.ContainsFunc(pf.fronts[f], func(q *ashaRecord) bool { return dominates(q.Scores, rec.Scores) })
 	}
@@ -48,9 +48,8 @@ func (pf *paretoFronts) insert(rec *ashaRecord) int {
 			hi = mid
 		}
 	}
-	front := lo
 	moving := []*ashaRecord{rec}
-	for f := front; len(moving) > 0; f++ {
+	for f := lo; len(moving) > 0; f++ {
 		if f == len(pf.fronts) {
 			pf.fronts = append(pf.fronts, nil)
 		}
@@ -67,7 +66,6 @@ func (pf *paretoFronts) insert(rec *ashaRecord) int {
 		pf.fronts[f] = merged
 		moving = down
 	}
-	return front
 }
 
 // frontOf returns the index of the front that holds rec, or -1.
