@@ -227,32 +227,18 @@ func Decode(name string, data []byte) (tuner.Config, error) {
 	return s.Config, err
 }
 
-// DecodeSweep decodes a sweep file's contents; name is used in errors.
+// DecodeSweep decodes and checks a sweep file's contents; name is used in
+// errors.
 func DecodeSweep(name string, data []byte) (Sweep, error) {
-	cfg, f, err := decode(name, data)
-	if err != nil {
-		return Sweep{}, err
-	}
-	lines, err := keyLines(data)
-	if err != nil {
-		return Sweep{}, decodeError(name, err)
-	}
-	_, workdirSet := lines["trainer.workdir"]
-	return Sweep{Config: cfg, MLflow: f.MLflow, Cluster: f.Cluster, ReportFiles: f.Trainer.ReportFiles, WorkdirSet: workdirSet, name: name, lines: lines}, nil
-}
-
-// decode decodes and checks a sweep file's contents into the tuner's
-// configuration; name is used in errors.
-func decode(name string, data []byte) (tuner.Config, *file, error) {
 	var f file
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return tuner.Config{}, nil, decodeError(name, err)
+		return Sweep{}, decodeError(name, err)
 	}
 	lines, err := keyLines(data)
 	if err != nil {
-		return tuner.Config{}, nil, decodeError(name, err)
+		return Sweep{}, decodeError(name, err)
 	}
 	at := func(key string, err error) error {
 		return &Error{File: name, Line: lines.find(key), Key: key, Err: err}
@@ -260,7 +246,7 @@ func decode(name string, data []byte) (tuner.Config, *file, error) {
 
 	objective, key, err := f.Objective.objective()
 	if err != nil {
-		return tuner.Config{}, nil, at(key, err)
+		return Sweep{}, at(key, err)
 	}
 	cfg := tuner.Config{
 		Name:      f.Name,
@@ -282,13 +268,13 @@ func decode(name string, data []byte) (tuner.Config, *file, error) {
 		d, when, err := searchspace.ParseConditional(f.Search.Space[n])
 		var ce *searchspace.ConditionError
 		if errors.As(err, &ce) {
-			return tuner.Config{}, nil, at(key+".when", ce.Err)
+			return Sweep{}, at(key+".when", ce.Err)
 		}
 		if err != nil {
-			return tuner.Config{}, nil, at(key, err)
+			return Sweep{}, at(key, err)
 		}
 		if err := space.AddParam(searchspace.Param{Name: n, Domain: d, When: when}); err != nil {
-			return tuner.Config{}, nil, at(key, err)
+			return Sweep{}, at(key, err)
 		}
 	}
 	cfg.Search.Space = space
@@ -296,33 +282,34 @@ func decode(name string, data []byte) (tuner.Config, *file, error) {
 		// A [resources] section declares at least one node, even when it
 		// leaves nodes out.
 		if _, set := lines["resources.nodes"]; set && r.Nodes < 1 {
-			return tuner.Config{}, nil, at("resources.nodes", fmt.Errorf("must be at least 1, got %d", r.Nodes))
+			return Sweep{}, at("resources.nodes", fmt.Errorf("must be at least 1, got %d", r.Nodes))
 		}
 		cfg.Resources = *r
 		cfg.Resources.Nodes = max(r.Nodes, 1)
 	}
 	if u := f.MLflow.TrackingURI; u != "" {
 		if err := mlflow.CheckURI(u); err != nil {
-			return tuner.Config{}, nil, at("mlflow.tracking_uri", err)
+			return Sweep{}, at("mlflow.tracking_uri", err)
 		}
 	}
 	if _, set := lines["trainer.scaling.num_workers"]; set && f.Trainer.Scaling.NumWorkers == 0 {
-		return tuner.Config{}, nil, at("trainer.scaling.num_workers", errors.New("must be at least 1, got 0 (leave it out for 1)"))
+		return Sweep{}, at("trainer.scaling.num_workers", errors.New("must be at least 1, got 0 (leave it out for 1)"))
 	}
 	if _, set := lines["mlflow.experiment"]; set && f.MLflow.Experiment == "" {
-		return tuner.Config{}, nil, at("mlflow.experiment", errors.New("must not be empty (leave it out to use the sweep's name)"))
+		return Sweep{}, at("mlflow.experiment", errors.New("must not be empty (leave it out to use the sweep's name)"))
 	}
 	if key, err := f.Cluster.check(func(k string) bool { _, ok := lines[k]; return ok }); err != nil {
-		return tuner.Config{}, nil, at(key, err)
+		return Sweep{}, at(key, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		var ce *tuner.ConfigError
 		if errors.As(err, &ce) {
-			return tuner.Config{}, nil, at(ce.Key, ce.Err)
+			return Sweep{}, at(ce.Key, ce.Err)
 		}
-		return tuner.Config{}, nil, &Error{File: name, Err: err}
+		return Sweep{}, &Error{File: name, Err: err}
 	}
-	return cfg, &f, nil
+	_, workdirSet := lines["trainer.workdir"]
+	return Sweep{Config: cfg, MLflow: f.MLflow, Cluster: f.Cluster, ReportFiles: f.Trainer.ReportFiles, WorkdirSet: workdirSet, name: name, lines: lines}, nil
 }
 
 // decodeError turns go-toml's errors into an *Error with a line and a key.
