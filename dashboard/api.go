@@ -58,10 +58,15 @@ func (s *Server) api(h func(r *http.Request, db *storage.DB) (any, error)) http.
 		if hd, ok := out.(interface{ setHeaders(http.Header) }); ok {
 			hd.setHeaders(w.Header())
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		w.Write(append(body, '\n'))
+		writeJSON(w, body)
 	}
+}
+
+// writeJSON sends body, a JSON value, for no cache to keep.
+func writeJSON(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(append(body, '\n'))
 }
 
 func writeError(w http.ResponseWriter, err error) {
@@ -193,9 +198,7 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := json.Marshal(Version{v})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Write(append(body, '\n'))
+	writeJSON(w, body)
 }
 
 // GET /api/experiments: every experiment, oldest first.

@@ -68,9 +68,7 @@ func (s *Server) stacks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Write(append(body, '\n'))
+	writeJSON(w, body)
 }
 
 // Log paging limits: lines per page by default and at most, the bytes read
