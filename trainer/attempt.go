@@ -418,8 +418,13 @@ func (a *attempt) tellSkipped() {
 		if a.resume.dir != "" {
 			from = fmt.Sprintf("the checkpoint of iteration %d", a.resume.iteration)
 		}
-		keys := slices.Compact(append([]string{a.r.spec.StepKey}, StepHints...))
-		cause = fmt.Sprintf("skipped %d reports, counted as iterations %g to %g, which the trial had recorded already: the restarted workers are taken to start over from %s; a report that carries its own step (%s) is placed by it instead", s.n, s.first, s.last, from, strings.Join(slices.DeleteFunc(keys, func(k string) bool { return k == "" }), ", "))
+		var keys []string // the keys a report's own step is looked up by, in order
+		for _, k := range append([]string{a.r.spec.StepKey}, StepHints...) {
+			if k != "" && !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+		cause = fmt.Sprintf("skipped %d reports, counted as iterations %g to %g, which the trial had recorded already: the restarted workers are taken to start over from %s; a report that carries its own step (%s) is placed by it instead", s.n, s.first, s.last, from, strings.Join(keys, ", "))
 	}
 	a.r.events.Event(a.r.ctx, Event{Kind: EventReportsSkipped, Time: time.Now(), Cause: cause, Attempt: a.number, Workers: a.size()}) // a record for people: its failure is not the trial's
 }
