@@ -300,7 +300,7 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 		seed   int64
 	}
 	jobs := make(chan job)
-	errs := make(chan error, o.parallel)
+	var firstErr error // the first run that failed; the others still run
 	var workers sync.WaitGroup
 	for range o.parallel {
 		workers.Add(1)
@@ -308,11 +308,14 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 			defer workers.Done()
 			for j := range jobs {
 				r, err := driveTabular(j.tb, j.system, j.seed, o.trials, j.ps)
+				mu.Lock()
 				if err != nil {
-					errs <- fmt.Errorf("%s on %s (%s), seed %d: %w", j.system, j.tb.Name, j.ps, j.seed, err)
+					if firstErr == nil {
+						firstErr = fmt.Errorf("%s on %s (%s), seed %d: %w", j.system, j.tb.Name, j.ps, j.seed, err)
+					}
+					mu.Unlock()
 					continue
 				}
-				mu.Lock()
 				k := j.system + "/" + j.tb.Name + "/" + j.ps.String()
 				runs[k] = append(runs[k], r)
 				mu.Unlock()
@@ -331,9 +334,8 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 	close(jobs)
 	workers.Wait()
 	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
+	if firstErr != nil {
+		return firstErr
 	}
 	os.Stdout.Write(peerOut.Bytes())
 	systems := append(append([]string{}, gotuneTabularSystems...), "optuna_tpe_liar", "optuna_tpe")
