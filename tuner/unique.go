@@ -70,13 +70,7 @@ func domainValues(d searchspace.Domain) (vs []any, ok bool) {
 		}
 		return vs, true
 	case searchspace.LogRandInt:
-		if d.High-d.Low > maxEnumerated {
-			return nil, false
-		}
-		for k := d.Low; k < d.High; k++ {
-			vs = append(vs, k)
-		}
-		return vs, true
+		return domainValues(searchspace.RandInt(d))
 	case searchspace.QUniform:
 		if d.Steps() >= maxEnumerated {
 			return nil, false
@@ -86,14 +80,7 @@ func domainValues(d searchspace.Domain) (vs []any, ok bool) {
 		}
 		return vs, true
 	case searchspace.QLogUniform:
-		q := searchspace.QUniform(d)
-		if q.Steps() >= maxEnumerated {
-			return nil, false
-		}
-		for k := 0; k <= q.Steps(); k++ {
-			vs = append(vs, q.Value(k))
-		}
-		return vs, true
+		return domainValues(searchspace.QUniform(d))
 	}
 	return nil, false
 }
