@@ -51,22 +51,8 @@ func TestConfigNotices(t *testing.T) {
 func TestFitRecordsConfigNotices(t *testing.T) {
 	cfg := testConfig(t, 2)
 	cfg.Search.Space = &searchspace.Space{}
-	tu, err := New(cfg, WithTrainFunc(quadratic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tu.Fit(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	db, err := storage.OpenReadOnly(cfg.Storage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	evs, err := db.Events(context.Background(), cfg.Name, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mustFit(t, cfg)
+	evs := experimentEvents(t, cfg)
 	for _, e := range evs {
 		if e.Kind == EventConfigNotice && strings.Contains(e.Message, "[search.space] is empty") {
 			return
@@ -107,17 +93,8 @@ func TestSharedGPUNotice(t *testing.T) {
 			if _, err := tu.Fit(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			db, err := storage.OpenReadOnly(cfg.Storage)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			evs, err := db.Events(context.Background(), cfg.Name, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var notices []string
-			for _, e := range evs {
+			for _, e := range experimentEvents(t, cfg) {
 				if e.Kind == EventConfigNotice && strings.Contains(e.Message, "NCCL") {
 					notices = append(notices, e.Message)
 				}
@@ -127,4 +104,14 @@ func TestSharedGPUNotice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// experimentEvents reads the events of cfg's experiment.
+func experimentEvents(t *testing.T, cfg Config) []storage.Event {
+	t.Helper()
+	evs, err := openResults(t, cfg).Events(context.Background(), cfg.Name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }
