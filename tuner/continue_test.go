@@ -25,17 +25,17 @@ func TestExtendingASweepContinuesItsSearch(t *testing.T) {
 		t.Run(algorithm, func(t *testing.T) {
 			small := testConfig(t, 3)
 			small.Search.Algorithm, small.Search.MaxConcurrent = algorithm, 1
-			fit(t, small)
+			mustFit(t, small)
 			first := trialsOf(t, small)
 
 			larger := small
 			larger.Search.NumSamples = 6
-			fit(t, larger)
+			mustFit(t, larger)
 			extended := trialsOf(t, larger)
 
 			undisturbed := larger
 			undisturbed.Storage = filepath.Join(t.TempDir(), "undisturbed.db")
-			fit(t, undisturbed)
+			mustFit(t, undisturbed)
 			want := trialsOf(t, undisturbed)
 
 			if len(extended) != 6 {
@@ -88,7 +88,7 @@ func TestExtendingASweepContinuesItsSearch(t *testing.T) {
 // value.
 func TestAChangedSweepNamesWhatDiffers(t *testing.T) {
 	cfg := testConfig(t, 2)
-	fit(t, cfg)
+	mustFit(t, cfg)
 	changed := cfg
 	changed.Objective.Mode = "max"
 	changed.Search.NumSamples = 3
@@ -208,18 +208,6 @@ func TestRerunFailedTrials(t *testing.T) {
 	}
 	if again := trialsOf(t, cfg); !reflect.DeepEqual(again, after) {
 		t.Errorf("a second rerun with no failed trial changed the trials:\n%+v\n%+v", again, after)
-	}
-}
-
-// fit runs cfg with quadratic to its end.
-func fit(t *testing.T, cfg Config) {
-	t.Helper()
-	tu, err := New(cfg, WithTrainFunc(quadratic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tu.Fit(context.Background()); err != nil {
-		t.Fatal(err)
 	}
 }
 
