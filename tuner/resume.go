@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -157,7 +156,8 @@ type recordedConfig struct {
 // latest checkpoint when the interruption cut it short.
 func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 	t := l.t
-	var reruns []*trialRun // failed trials to run again (WithRerunFailed)
+	// rerun: a failed trial to run again (WithRerunFailed).
+	rerun := func(rec *storage.Trial) bool { return t.rerunFailed && rec.Status == storage.TrialError }
 	for _, ts := range st.Trials {
 		rec := ts.Trial
 		config := restoreTypes(t.cfg.Search.Space, rec.Params)
@@ -172,11 +172,10 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		case err != nil && !errors.Is(err, ErrWait):
 			return fmt.Errorf("searcher: replay trial %d: %w", rec.Number, err)
 		}
-		if t.rerunFailed && rec.Status == storage.TrialError {
+		if rerun(rec) {
 			// The rerun goes on from the trial's latest checkpoint: the
 			// reports after it are reported again.
 			ts = ts.UpTo(tr.ckpts.dir.Latest())
-			reruns = append(reruns, tr)
 		}
 		l.replayReports(tr, ts)
 		// A group commits a report's checkpoint before the report itself,
@@ -189,7 +188,7 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		if c, ok := tr.ckpts.dir.Latest(); ok {
 			tr.resumeDir, tr.resumeIter = c.Path, c.Iteration
 		}
-		if finished(rec.Status) && !slices.Contains(reruns, tr) {
+		if finished(rec.Status) && !rerun(rec) {
 			l.replayEnd(tr, rec.Status)
 		}
 	}
@@ -202,7 +201,7 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		rec := ts.Trial
 		tr, f := l.trials[rec.Number], fates[rec.Number]
 		switch {
-		case slices.Contains(reruns, tr):
+		case rerun(rec):
 			// The scheduler hears of the trial again, from where it
 			// restarts.
 			tr.schedulerEnded = false
