@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/searchspace"
-	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 )
 
@@ -278,15 +277,7 @@ func TestFitEndsAnExhaustedSpace(t *testing.T) {
 			if len(res.Trials) != 6 {
 				t.Errorf("%d trials, want the space's 6", len(res.Trials))
 			}
-			db, err := storage.OpenReadOnly(cfg.Storage)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			evs, err := db.Events(context.Background(), "test", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			evs := experimentEvents(t, cfg)
 			found := false
 			for _, ev := range evs {
 				found = found || ev.Kind == EventSearchExhausted
