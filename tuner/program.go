@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/gotune/gotune/workers"
 )
 
 // checkProgram finds the command's program before any trial starts, as
@@ -23,18 +25,13 @@ func (c Config) checkProgram() error {
 		if !set {
 			path = os.Getenv("PATH")
 		}
-		for _, dir := range filepath.SplitList(path) {
-			if dir == "" {
-				dir = "."
-			}
-			if executable(filepath.Join(dir, prog)) {
-				return nil
-			}
+		if _, err := workers.LookPathIn(prog, path, ""); err == nil {
+			return nil
 		}
 		return fieldErr("trainer.command", "program %q is not in PATH (%s): install it, or name it by its path", prog, path)
 	}
 	if filepath.IsAbs(prog) {
-		if executable(prog) {
+		if workers.Executable(prog) == nil {
 			return nil
 		}
 		return fieldErr("trainer.command", "program %s does not exist or is not executable", prog)
@@ -55,17 +52,11 @@ func (c Config) checkProgram() error {
 	}
 	dirs = append(dirs, ".")
 	for _, dir := range dirs {
-		if executable(filepath.Join(dir, prog)) {
+		if workers.Executable(filepath.Join(dir, prog)) == nil {
 			return nil
 		}
 	}
 	return fieldErr("trainer.command", "program %s is not in %s, or is not executable", prog, strings.Join(dirs, ", "))
-}
-
-// executable reports whether path is a file that someone may execute.
-func executable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0
 }
 
 // NodePrograms are the programs that every node running the command's

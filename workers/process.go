@@ -326,7 +326,7 @@ func lookPath(spec LaunchSpec) (string, error) {
 		if !filepath.IsAbs(name) && spec.Dir != "" {
 			name = filepath.Join(spec.Dir, name)
 		}
-		if err := executable(name); err != nil {
+		if err := Executable(name); err != nil {
 			return "", fmt.Errorf("launch %s: %w", spec.Args[0], err)
 		}
 		return name, nil
@@ -335,22 +335,37 @@ func lookPath(spec LaunchSpec) (string, error) {
 	if !ok {
 		pathList = os.Getenv("PATH")
 	}
-	for _, dir := range filepath.SplitList(pathList) {
-		if dir == "" {
-			dir = "."
+	path, err := LookPathIn(name, pathList, spec.Dir)
+	if err != nil {
+		return "", fmt.Errorf("launch %s: %w", name, err)
+	}
+	return path, nil
+}
+
+// LookPathIn finds the bare program name in the folders of pathList (a
+// PATH value; an empty entry is the current folder), a relative folder
+// taken relative to dir ("" for this process's working folder). Its error
+// wraps exec.ErrNotFound.
+func LookPathIn(name, pathList, dir string) (string, error) {
+	for _, d := range filepath.SplitList(pathList) {
+		if d == "" {
+			d = "."
 		}
-		cand := filepath.Join(dir, name)
-		if !filepath.IsAbs(cand) && spec.Dir != "" {
-			cand = filepath.Join(spec.Dir, cand)
+		cand := filepath.Join(d, name)
+		if !filepath.IsAbs(cand) && dir != "" {
+			cand = filepath.Join(dir, cand)
 		}
-		if executable(cand) == nil {
+		if Executable(cand) == nil {
 			return cand, nil
 		}
 	}
-	return "", fmt.Errorf("launch %s: %w", name, exec.ErrNotFound)
+	return "", exec.ErrNotFound
 }
 
-func executable(path string) error {
+// Executable says why path is not a file that may be executed, or nil when
+// it is. Its error wraps exec.ErrNotFound for a folder or a file without
+// execute permission.
+func Executable(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return err
