@@ -73,6 +73,11 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 	pg.wg.Add(1)
 	pg.mu.Unlock()
 	var p *workers.Process
+	// The heading is written before the process's first line can be read:
+	// a process that exits at once still has it in its log.
+	spec.Heading = func(pid int) string {
+		return fmt.Sprintf("attempt %d: worker %d of %d, pid %d: %s", pg.a.r.spec.Restarts+pg.a.number, rank, pg.a.size(), pid, strings.Join(spec.Args, " "))
+	}
 	// Starting creates the worker's log: on a full disk, wait for space.
 	err := whileDiskFull(pg.a.ctx, func() (err error) {
 		p, err = pg.a.launcher(rank).Start(spec, hooks.onReport)
@@ -87,7 +92,6 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 		pg.a.fail(err) // tears down the workers already started
 		return nil, err
 	}
-	p.Notef("attempt %d: worker %d of %d, pid %d: %s", pg.a.r.spec.Restarts+pg.a.number, rank, pg.a.size(), p.Pid(), strings.Join(spec.Args, " "))
 	pg.a.workers.start(rank, p.Pid(), p.LogPath())
 	pg.a.setProbe(rank, p)
 	pg.mu.Lock()

@@ -244,8 +244,11 @@ func (l *RemoteLauncher) Start(spec LaunchSpec, onReport func(line string)) (*Pr
 	case <-s.ctx.Done():
 		return fail(s.lostErr())
 	}
-	go rp.deliver()
+	if spec.Heading != nil {
+		p.Notef("%s", spec.Heading(p.pid))
+	}
 	p.Notef("started on node %s as pid %d", s.name, p.pid)
+	go rp.deliver() // after the notes: they come first in the log
 	return p, nil
 }
 

@@ -53,6 +53,9 @@ type LaunchSpec struct {
 	// a process on another node, as the lines come back. gotune's own notes
 	// are not passed.
 	OnOutput func(line string) `json:"-"`
+	// Heading, when not nil, gives a note (see Process.Notef) that the log
+	// holds ahead of anything the process writes, once its pid is known.
+	Heading func(pid int) string `json:"-"`
 	// Control gives the process a private two-way byte stream on file
 	// descriptor ControlFD, for a protocol between the launcher and a
 	// process it knows (a Go worker of the same binary). The launcher's end
@@ -297,6 +300,9 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 		p.Logf("%v: should gotune be killed, what this process started is ended by the next run only", err)
 	}
 	p.cmd, p.pid = cmd, cmd.Process.Pid
+	if spec.Heading != nil {
+		p.Notef("%s", spec.Heading(p.pid))
+	}
 	p.readers.Add(2)
 	go p.readStdout(outR, spec.ReportPrefix, onReport)
 	go p.readStderr(errR)
