@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gotune/gotune/dashboard/tfevents"
+	"github.com/gotune/gotune/tfevents"
 )
 
 // collectPoll is how often an attempt's metrics files and event files are

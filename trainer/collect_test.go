@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gotune/gotune/dashboard/tfevents"
+	"github.com/gotune/gotune/tfevents"
 )
 
 // nanoGPT's train.py prints these two kinds of lines (its log and eval

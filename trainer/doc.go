@@ -21,7 +21,7 @@
 // and compute is reserved through Placer.
 //
 // It imports allreduce for the group's collectives, workers for compute
-// and processes, and dashboard/tfevents to read a script's TensorBoard
+// and processes, and tfevents to read a script's TensorBoard
 // files; never storage, schedulers or tuner, which it reaches only through
 // the interfaces it defines (Sink, Placer, CheckpointStore).
 package trainer

@@ -20,7 +20,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gotune/gotune/dashboard/tfevents"
+	"github.com/gotune/gotune/tfevents"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
 )

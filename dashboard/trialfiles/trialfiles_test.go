@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gotune/gotune/dashboard/tfevents"
+	"github.com/gotune/gotune/tfevents"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
