@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gotune/gotune/tfevents"
 	"github.com/gotune/gotune/dashboard/trialfiles"
+	"github.com/gotune/gotune/tfevents"
 )
 
 // reportOnlySweep is a sweep of samples trials whose command prints one

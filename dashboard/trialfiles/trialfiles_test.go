@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gotune/gotune/tfevents"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/tfevents"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
 )
