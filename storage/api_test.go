@@ -935,3 +935,38 @@ func TestReleasedLocksLeaveNoFile(t *testing.T) {
 		b.Release()
 	}
 }
+
+// TestShownTrialStatus: a dead run's PENDING and RUNNING trials show, and
+// are selected, as INTERRUPTED; a live run's show as recorded.
+func TestShownTrialStatus(t *testing.T) {
+	for _, st := range TrialStatuses {
+		want := st
+		if st == TrialPending || st == TrialRunning {
+			want = TrialInterrupted
+		}
+		if got := ShownTrialStatus(st, false); got != want {
+			t.Errorf("dead run, %s shows as %s, want %s", st, got, want)
+		}
+		if got := ShownTrialStatus(st, true); got != st {
+			t.Errorf("live run, %s shows as %s", st, got)
+		}
+	}
+	cases := []struct {
+		shown []string
+		live  bool
+		want  []string
+	}{
+		{[]string{TrialInterrupted}, false, []string{TrialPending, TrialRunning}},
+		{[]string{TrialInterrupted}, true, nil},
+		{[]string{TrialRunning}, false, nil},
+		{[]string{TrialRunning, TrialError}, false, []string{TrialError}},
+		{[]string{TrialRunning, TrialPaused}, true, []string{TrialRunning, TrialPaused}},
+		{[]string{TrialInterrupted, TrialTerminated}, false, []string{TrialPending, TrialRunning, TrialTerminated}},
+	}
+	for _, c := range cases {
+		got, ok := RecordedTrialStatuses(c.shown, c.live)
+		if !slices.Equal(got, c.want) || ok != (len(c.want) > 0) {
+			t.Errorf("RecordedTrialStatuses(%v, live %v) = %v, %v; want %v", c.shown, c.live, got, ok, c.want)
+		}
+	}
+}

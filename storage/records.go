@@ -41,6 +41,39 @@ const (
 // TrialStatuses lists every trial status, in lifecycle order.
 var TrialStatuses = []string{TrialPending, TrialRunning, TrialPaused, TrialTerminated, TrialStopped, TrialError}
 
+// TrialInterrupted is how a trial that a run left PENDING or RUNNING when
+// it died is shown (see ShownTrialStatus). It is never recorded: the
+// database keeps the status the run wrote last, and the next run continues
+// the trial.
+const TrialInterrupted = "INTERRUPTED"
+
+// ShownTrialStatus is a trial's recorded status as people should read it:
+// a PENDING or RUNNING trial of an experiment that no run holds (live is
+// false, see RunLive) is INTERRUPTED.
+func ShownTrialStatus(status string, live bool) string {
+	if !live && (status == TrialPending || status == TrialRunning) {
+		return TrialInterrupted
+	}
+	return status
+}
+
+// RecordedTrialStatuses turns statuses as shown (ShownTrialStatus, for an
+// experiment whose run is live or not) into the recorded statuses that
+// show as one of them. ok is false when no recorded status does.
+func RecordedTrialStatuses(shown []string, live bool) (recorded []string, ok bool) {
+	for _, s := range shown {
+		switch {
+		case s == TrialInterrupted && !live:
+			recorded = append(recorded, TrialPending, TrialRunning)
+		case s == TrialInterrupted, ShownTrialStatus(s, live) != s:
+			// shows as something else
+		default:
+			recorded = append(recorded, s)
+		}
+	}
+	return recorded, len(recorded) > 0
+}
+
 // Experiment is one sweep: its objective, its configuration and a summary of its trials.
 type Experiment struct {
 	ID     int64

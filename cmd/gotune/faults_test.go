@@ -257,6 +257,26 @@ command = ["sh", %q, %q]
 	if got := countRunning(); !strings.HasSuffix(got, "\n1") {
 		t.Fatalf("workers recorded as running after the kill: %q, want 1", got)
 	}
+	// What people read says how the run ended; the database keeps what
+	// the run wrote last, for the rerun to continue from.
+	shown := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ls"}, "leftovers  INTERRUPTED"},
+		{[]string{"trials", "leftovers"}, "1      INTERRUPTED"},
+		{[]string{"trials", "--status", "interrupted", "leftovers"}, "1      INTERRUPTED"},
+		{[]string{"show", "leftovers", "1"}, "trial       1: INTERRUPTED"},
+	}
+	for _, c := range shown {
+		args := append([]string{c.args[0], "--db", db}, c.args[1:]...)
+		if code, out, errOut := runCLI(args...); code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("gotune %s: exit %d, %q%s, want %q", strings.Join(c.args, " "), code, out, errOut, c.want)
+		}
+	}
+	if _, out, _ := runCLI("trials", "--status", "RUNNING", "--db", db, "leftovers"); strings.Contains(out, "\n1 ") {
+		t.Errorf("gotune trials --status RUNNING lists the interrupted trial:\n%s", out)
+	}
 
 	if out, err := gotune(t, "run", "--db", db, sweep).CombinedOutput(); err != nil {
 		t.Fatalf("the run after the kill: %v\n%s", err, out)

@@ -27,7 +27,7 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 			&cli.StringFlag{Name: "sort", Usage: "order by `METRIC`, best first (the objective by its best value, others by their last; a leading - reverses)"},
 			&cli.IntFlag{Name: "limit", Usage: "show the first `N` trials only"},
 			&cli.IntFlag{Name: "offset", Usage: "skip the first `N` trials of the order (with --limit, pages through a long list)"},
-			&cli.StringSliceFlag{Name: "status", Usage: "show trials in status `S` only (repeat or separate with commas)"},
+			&cli.StringSliceFlag{Name: "status", Usage: "show trials in status `S` only (repeat or separate with commas; INTERRUPTED: left running by a run that died)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON array"},
 		},
 		Action: func(c *cli.Context) error {
@@ -42,18 +42,27 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 			if q.Offset < 0 {
 				return badInput(fmt.Errorf("--offset must be at least 0, got %d", q.Offset))
 			}
+			shownStatuses := append(slices.Clone(storage.TrialStatuses), storage.TrialInterrupted)
+			var statuses []string
 			for _, s := range c.StringSlice("status") {
 				s = strings.ToUpper(strings.TrimSpace(s))
-				if !slices.Contains(storage.TrialStatuses, s) {
-					return badInput(fmt.Errorf("--status %q: want one of %s", s, strings.Join(storage.TrialStatuses, ", ")))
+				if !slices.Contains(shownStatuses, s) {
+					return badInput(fmt.Errorf("--status %q: want one of %s", s, strings.Join(shownStatuses, ", ")))
 				}
-				q.Status = append(q.Status, s)
+				statuses = append(statuses, s)
 			}
 			db, err := openResults(c.String("db"))
 			if err != nil {
 				return err
 			}
 			defer db.Close()
+			// A run that died left its running trials RUNNING: they are
+			// shown, and selected, as INTERRUPTED.
+			live := db.RunLive(exp)
+			matchesSome := true
+			if len(statuses) > 0 {
+				q.Status, matchesSome = storage.RecordedTrialStatuses(statuses, live)
+			}
 			// The trials stream from the database to the output, so that
 			// a long experiment is listed in little memory; with several
 			// objectives, members of the Pareto front are marked.
@@ -66,8 +75,14 @@ func trialsCommand(dbFlag cli.Flag) *cli.Command {
 				if c.Bool("json") {
 					out = &trialArray{w: c.App.Writer, onFront: onFront}
 				}
-				if err := s.EachTrial(c.Context, exp, q, out.write); err != nil {
-					return err
+				shown := func(tr *storage.Trial) error {
+					tr.Status = storage.ShownTrialStatus(tr.Status, live)
+					return out.write(tr)
+				}
+				if matchesSome {
+					if err := s.EachTrial(c.Context, exp, q, shown); err != nil {
+						return err
+					}
 				}
 				return out.close()
 			})
@@ -189,6 +204,7 @@ func bestCommand(dbFlag cli.Flag) *cli.Command {
 				if err != nil {
 					return err
 				}
+				best.Status = storage.ShownTrialStatus(best.Status, db.RunLive(name))
 				out = bestJSON{Experiment: name, Metric: exp.Metric, Mode: exp.Mode, trialJSON: toTrialJSON(best)}
 				if len(reports) > 0 {
 					last = reports[len(reports)-1].Metrics

@@ -44,6 +44,7 @@ func rmCommand(dbFlag cli.Flag) *cli.Command {
 				}
 				exps = append(exps, e)
 			}
+			db.ShowLiveStatus(exps...)
 			if !c.Bool("yes") {
 				ok, err := confirm(c.App.Reader, c.App.ErrWriter, removalQuestion(path, exps))
 				if err != nil {

@@ -37,6 +37,7 @@ func showCommand(dbFlag cli.Flag) *cli.Command {
 			if err != nil {
 				return lookupError(err)
 			}
+			rec.trial.Status = storage.ShownTrialStatus(rec.trial.Status, db.RunLive(name))
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, rec.json())
 			}
