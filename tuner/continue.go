@@ -232,5 +232,6 @@ func (t *Tuner) removeExperiment(ctx context.Context) error {
 			return fmt.Errorf("remove the files of experiment %q: %w", t.cfg.Name, err)
 		}
 	}
+	removeStaleControl(storage.ControlPath(t.db.Path(), t.cfg.Name))
 	return nil
 }

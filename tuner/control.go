@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,6 +34,10 @@ import (
 // storage.ControlPath becomes a symbolic link to a socket in a short
 // temporary folder.
 const maxSocketPath = 100
+
+// controlTempPrefix starts the name of the temporary folder of a control
+// socket whose own path is too long.
+const controlTempPrefix = "gotune-ctl-"
 
 // StacksReply is the control socket's answer to a stacks request.
 type StacksReply struct {
@@ -97,6 +102,23 @@ type controlServer struct {
 	done chan struct{}
 }
 
+// removeStaleControl removes the control socket at path that a killed run
+// left (a socket, or the link to one in a short temporary folder, which
+// goes with it). The caller holds the experiment's lock, so no run serves
+// it. A file of another kind at path is not gotune's and stays.
+func removeStaleControl(path string) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&(os.ModeSocket|os.ModeSymlink) == 0 {
+		return
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		if to, err := os.Readlink(path); err == nil && strings.HasPrefix(filepath.Base(filepath.Dir(to)), controlTempPrefix) {
+			os.RemoveAll(filepath.Dir(to))
+		}
+	}
+	os.Remove(path)
+}
+
 // serveControl starts the control socket of experiment exp of the database
 // at dbPath, answering from ins. The caller holds the experiment's lock.
 func serveControl(dbPath, exp string, ins *inspectors) (*controlServer, error) {
@@ -105,13 +127,10 @@ func serveControl(dbPath, exp string, ins *inspectors) (*controlServer, error) {
 		return nil, err
 	}
 	c := &controlServer{path: storage.ControlPath(abs, exp), done: make(chan struct{})}
-	// A socket left by a run that was killed: the lock says it is stale.
-	if fi, err := os.Lstat(c.path); err == nil && fi.Mode()&(os.ModeSocket|os.ModeSymlink) != 0 {
-		os.Remove(c.path)
-	}
+	removeStaleControl(c.path) // the lock says it is stale
 	sock := c.path
 	if len(sock) > maxSocketPath {
-		if c.tmp, err = os.MkdirTemp("", "gotune-ctl-"); err != nil {
+		if c.tmp, err = os.MkdirTemp("", controlTempPrefix); err != nil {
 			return nil, fmt.Errorf("control socket: %w", err)
 		}
 		sock = filepath.Join(c.tmp, "s")

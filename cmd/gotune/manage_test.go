@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -123,6 +124,13 @@ command = ["sh", "-c", "echo \"@gotune {\\\"loss\\\": $1}\"; test ! -e %s", "sh"
 	if got := statuses(); !strings.HasPrefix(got, "1:TERMINATED") {
 		t.Fatalf("after rm was refused: %s", got)
 	}
+	// The socket a run killed with -9 leaves behind goes too.
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: storage.ControlPath(db, "manage"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	stale.Close()
 	if code, out := rm("y\n"); code != 0 || !strings.Contains(out, "removed manage") {
 		t.Errorf("rm answered y: exit %d\n%s", code, out)
 	}
