@@ -51,6 +51,10 @@ type prunerState struct {
 type prunerTrial struct {
 	Times  []float64 `json:"times"`
 	Scores []fnum    `json:"scores"`
+	// bests[i] is the best score of Scores[:i+1] that did not diverge, or
+	// +Inf, so that a judgement reads the trial's best so far in O(1)
+	// instead of going over its history; rebuilt by Restore.
+	bests []float64
 	// Judged is the time of the last judgement; -Inf before the first.
 	Judged  fnum `json:"judged"`
 	Stopped bool `json:"stopped,omitempty"`
@@ -82,10 +86,33 @@ func (p *pruner) OnTrialAdd(trial int, _ map[string]any) {
 func (t *prunerTrial) add(time, score float64) {
 	i := sort.SearchFloat64s(t.Times, time)
 	t.Times, t.Scores = append(t.Times[:i], time), append(t.Scores[:i], fnum(score))
+	t.bests = t.bests[:i]
+	t.appendBest(score)
 	if float64(t.Judged) >= time {
 		// Judged again at its next result past the grace period.
 		t.Judged = fnum(math.Inf(-1))
 	}
+}
+
+// appendBest extends bests by the last score.
+func (t *prunerTrial) appendBest(score float64) {
+	b := math.Inf(1)
+	if n := len(t.bests); n > 0 {
+		b = t.bests[n-1]
+	}
+	if !diverged(score) {
+		b = min(b, score)
+	}
+	t.bests = append(t.bests, b)
+}
+
+// bestOfFirst is the best score of the trial's first n that did not
+// diverge, or +Inf.
+func (t *prunerTrial) bestOfFirst(n int) float64 {
+	if n == 0 {
+		return math.Inf(1)
+	}
+	return t.bests[n-1]
 }
 
 // at is the score the trial reported at time, if it reported then.
@@ -162,7 +189,7 @@ func (p *pruner) percentile(t *prunerTrial, time float64, at string) Decision {
 	}
 	sort.Float64s(values)
 	cutoff := quantile(values, p.c.Percentile/100)
-	b := best(t.Scores)
+	b := t.bestOfFirst(len(t.Scores))
 	if b <= cutoff {
 		return Decision{Action: Continue}
 	}
@@ -194,7 +221,8 @@ func (p *pruner) patient(t *prunerTrial, time float64, at string) Decision {
 	if len(t.Scores) <= k {
 		return Decision{Action: Continue}
 	}
-	before, recent := best(t.Scores[:len(t.Scores)-k]), best(t.Scores[len(t.Scores)-k:])
+	// O(patience), whatever the history's length.
+	before, recent := t.bestOfFirst(len(t.Scores)-k), best(t.Scores[len(t.Scores)-k:])
 	if diverged(before) || recent <= before+p.c.MinDelta {
 		return Decision{Action: Continue}
 	}
@@ -271,6 +299,9 @@ func (p *pruner) Restore(data []byte) error {
 	for n, t := range st.Trials {
 		if t == nil || len(t.Times) != len(t.Scores) {
 			return fmt.Errorf("restore %s scheduler: trial %d is null or has as many times as scores", p.c.Kind, n)
+		}
+		for _, x := range t.Scores {
+			t.appendBest(float64(x))
 		}
 	}
 	for _, n := range st.Completed {

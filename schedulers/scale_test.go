@@ -550,3 +550,98 @@ func checkMedianIndex(t *testing.T, m *medianRule, step int) {
 		t.Fatalf("step %d: %d results counted, want %d", step, m.reports, reports)
 	}
 }
+
+// TestPrunersKeepTheBestSoFar plays random histories through the
+// percentile and patient pruners — results that go back to a checkpoint,
+// diverged scores, a snapshot and restore — and checks every decision
+// against the rule computed from the whole history, and each trial's
+// kept bests against its scores.
+func TestPrunersKeepTheBestSoFar(t *testing.T) {
+	for _, cfg := range []Config{
+		{Kind: "percentile", Percentile: 40, StartupTrials: 3, MinSamplesRequired: 2},
+		{Kind: "patient", Patience: ptr(2), MinDelta: 0.1},
+	} {
+		stops := 0
+		for seed := range uint64(3) {
+			rng := rand.New(rand.NewPCG(seed, 23))
+			p := mustNew(t, cfg, Env{}).(*pruner)
+			times := map[int]float64{}
+			next := 1
+			for step := range 3000 {
+				if rng.IntN(10) == 0 || len(times) == 0 {
+					p.OnTrialAdd(next, nil)
+					times[next] = 0
+					next++
+					continue
+				}
+				n := pickKey(rng, times)
+				if rng.IntN(15) == 0 {
+					p.OnTrialEnd(n)
+					delete(times, n)
+					continue
+				}
+				if rng.IntN(15) == 0 {
+					times[n] = math.Max(1, times[n]-float64(rng.IntN(3))) // back to a checkpoint
+				} else {
+					times[n]++
+				}
+				score := randomScore(rng)
+				d := p.OnResult(Result{Trial: n, Time: times[n], Score: score})
+				tr := p.st.Trials[n]
+				want := Continue
+				switch {
+				case diverged(score):
+					want = Stop
+				case cfg.Kind == "percentile" && len(p.st.Completed) >= cfg.StartupTrials:
+					var values []float64
+					for _, c := range p.st.Completed {
+						if x, ok := p.st.Trials[c].at(times[n]); ok && !diverged(x) {
+							values = append(values, x)
+						}
+					}
+					if len(values) >= cfg.MinSamplesRequired {
+						slices.Sort(values)
+						if best(tr.Scores) > quantile(values, cfg.Percentile/100) {
+							want = Stop
+						}
+					}
+				case cfg.Kind == "patient":
+					k := *cfg.Patience + 1
+					if m := len(tr.Scores); m > k {
+						before, recent := best(tr.Scores[:m-k]), best(tr.Scores[m-k:])
+						if !diverged(before) && recent > before+cfg.MinDelta {
+							want = Stop
+						}
+					}
+				}
+				if d.Action != want {
+					t.Fatalf("%s seed %d step %d: trial %d at %g: %s (%s), want %s", cfg.Kind, seed, step, n, times[n], d.Action, d.Reason, want)
+				}
+				if want == Stop {
+					stops++
+					p.OnTrialEnd(n)
+					delete(times, n)
+				}
+				if step == 1500 {
+					data, err := p.Snapshot()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := p.Restore(data); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for c, ct := range p.st.Trials {
+					for i := range ct.Scores {
+						if got, want := ct.bestOfFirst(i+1), best(ct.Scores[:i+1]); got != want {
+							t.Fatalf("%s seed %d step %d: trial %d's best of its first %d scores is %g, want %g", cfg.Kind, seed, step, c, i+1, got, want)
+						}
+					}
+				}
+			}
+		}
+		if stops < 100 {
+			t.Errorf("%s: %d stops: the comparison proves little", cfg.Kind, stops)
+		}
+	}
+}
