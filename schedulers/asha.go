@@ -268,14 +268,14 @@ func (a *asha) OnResult(r Result) Decision {
 		t = a.add(r.Trial)
 	}
 	a.setState(r.Trial, t, running)
-	if reached(r.Time, a.c.MaxT) && isTrue(a.c.StopLastTrials) {
+	if Reached(r.Time, a.c.MaxT) && isTrue(a.c.StopLastTrials) {
 		return Decision{Action: Stop, Rung: a.c.MaxT,
 			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", a.v.timeAttr, num(a.c.MaxT))}
 	}
 	rungs := a.st.Brackets[t.Bracket]
 	k := -1
 	for i, rg := range rungs {
-		if reached(r.Time, rg.Milestone) {
+		if Reached(r.Time, rg.Milestone) {
 			k = i
 		}
 	}
@@ -285,7 +285,7 @@ func (a *asha) OnResult(r Result) Decision {
 		return Decision{Action: Continue}
 	}
 	rg := rungs[k]
-	score := worstIfDiverged(r.Score)
+	score := WorstIfDiverged(r.Score)
 	rec := &ashaRecord{Trial: r.Trial, Score: fnum(score), Scores: a.scores(r.Metrics)}
 	t.Rung = k
 	if rec.diverged() {

@@ -473,11 +473,13 @@ func nonNegative(key string, v float64) error {
 // floats (0.1·3·3 is 0.9000000000000001): times within it count as equal.
 const relTol = 1e-9
 
-// reached reports whether time t has reached milestone m.
-func reached(t, m float64) bool { return t >= m-relTol*math.Max(1, math.Abs(m)) }
+// Reached reports whether time t has reached milestone m, a rung or a
+// budget, within relTol. Every scheduler, and BOHB for its budgets,
+// compares times with it.
+func Reached(t, m float64) bool { return t >= m-relTol*math.Max(1, math.Abs(m)) }
 
 // below reports whether a is below b by more than rounding.
-func below(a, b float64) bool { return !reached(a, b) }
+func below(a, b float64) bool { return !Reached(a, b) }
 
 // milestones returns the rungs grace·η^(s+k), k ≥ 0, that lie below maxT.
 func milestones(grace, eta, maxT float64, s int) []float64 {

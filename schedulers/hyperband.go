@@ -77,7 +77,7 @@ var (
 
 func newHyperBand(c Config, v view) *hyperBand {
 	sMax := 0
-	for m := c.GracePeriod * c.ReductionFactor; reached(c.MaxT, m); m *= c.ReductionFactor {
+	for m := c.GracePeriod * c.ReductionFactor; Reached(c.MaxT, m); m *= c.ReductionFactor {
 		sMax++
 	}
 	return &hyperBand{c: c, v: v, sMax: sMax, st: hbState{Trials: map[int]*hbTrial{}}}
@@ -128,13 +128,13 @@ func (h *hyperBand) OnResult(r Result) Decision {
 		t = h.add(r.Trial)
 	}
 	t.State = running
-	if reached(r.Time, h.c.MaxT) && isTrue(h.c.StopLastTrials) {
+	if Reached(r.Time, h.c.MaxT) && isTrue(h.c.StopLastTrials) {
 		h.end(t)
 		return Decision{Action: Stop, Rung: h.c.MaxT,
 			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", h.v.timeAttr, num(h.c.MaxT))}
 	}
 	b := h.st.Brackets[t.Bracket]
-	if t.Rung >= b.Rung || !reached(r.Time, b.Milestones[b.Rung]) || b.Rung == len(b.Milestones)-1 {
+	if t.Rung >= b.Rung || !Reached(r.Time, b.Milestones[b.Rung]) || b.Rung == len(b.Milestones)-1 {
 		// Short of the rung, or at max_t with stop_last_trials false.
 		return Decision{Action: Continue}
 	}

@@ -144,8 +144,8 @@ func (m *medianRule) OnResult(r Result) Decision {
 		m.st.Trials[r.Trial] = t
 	}
 	t.State = running
-	m.addResult(r.Trial, t, r.Time, worstIfDiverged(r.Score))
-	if !reached(r.Time, m.c.GracePeriod) || t.Released {
+	m.addResult(r.Trial, t, r.Time, WorstIfDiverged(r.Score))
+	if !Reached(r.Time, m.c.GracePeriod) || t.Released {
 		return Decision{Action: Continue}
 	}
 	if diverged(r.Score) {
@@ -284,7 +284,7 @@ func (m *medianRule) addResult(n int, t *medianTrial, time, score float64) {
 // has reached time; false when it has not, or reported nothing in that
 // span.
 func (t *medianTrial) standing(time, grace float64) (float64, bool) {
-	if len(t.Times) == 0 || !reached(t.Times[len(t.Times)-1], time) {
+	if len(t.Times) == 0 || !Reached(t.Times[len(t.Times)-1], time) {
 		return 0, false
 	}
 	return t.meanBetween(grace, time)
@@ -313,7 +313,7 @@ func (t *medianTrial) appendSums(time, score, grace float64) {
 		sum, bad = t.sums[n-1], t.bad[n-1]
 	}
 	switch {
-	case !reached(time, grace):
+	case !Reached(time, grace):
 	case diverged(score):
 		bad++
 	default:
@@ -327,8 +327,8 @@ func (t *medianTrial) appendSums(time, score, grace float64) {
 // none then. Ray's rule averages from the grace period on: what a trial
 // did before it is not held against it, nor in its favour.
 func (t *medianTrial) meanBetween(grace, time float64) (float64, bool) {
-	from := sort.Search(len(t.Times), func(i int) bool { return reached(t.Times[i], grace) })
-	to := sort.Search(len(t.Times), func(i int) bool { return !reached(time, t.Times[i]) })
+	from := sort.Search(len(t.Times), func(i int) bool { return Reached(t.Times[i], grace) })
+	to := sort.Search(len(t.Times), func(i int) bool { return !Reached(time, t.Times[i]) })
 	if to <= from {
 		return 0, false
 	}

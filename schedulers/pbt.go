@@ -171,14 +171,14 @@ func (p *pbt) OnResult(r Result) Decision {
 		t = &pbtTrial{}
 		p.st.Trials[r.Trial] = t
 	}
-	score := worstIfDiverged(r.Score)
+	score := WorstIfDiverged(r.Score)
 	p.update(r.Trial, t, func() {
 		t.State, t.HasScore, t.Score = running, true, fnum(score)
 		if r.Checkpoint {
 			t.HasCkpt, t.CkptTime, t.CkptScore = true, r.Time, fnum(score)
 		}
 	})
-	if !reached(r.Time, t.LastPerturb+p.c.PerturbationInterval) {
+	if !Reached(r.Time, t.LastPerturb+p.c.PerturbationInterval) {
 		return Decision{Action: Continue}
 	}
 	t.LastPerturb = r.Time

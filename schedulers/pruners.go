@@ -117,8 +117,8 @@ func (t *prunerTrial) bestOfFirst(n int) float64 {
 
 // at is the score the trial reported at time, if it reported then.
 func (t *prunerTrial) at(time float64) (float64, bool) {
-	i := sort.Search(len(t.Times), func(i int) bool { return reached(t.Times[i], time) })
-	if i < len(t.Times) && reached(time, t.Times[i]) {
+	i := sort.Search(len(t.Times), func(i int) bool { return Reached(t.Times[i], time) })
+	if i < len(t.Times) && Reached(time, t.Times[i]) {
 		return float64(t.Scores[i]), true
 	}
 	return 0, false
@@ -143,9 +143,9 @@ func (p *pruner) OnResult(r Result) Decision {
 		t = newPrunerTrial()
 		p.st.Trials[r.Trial] = t
 	}
-	score := worstIfDiverged(r.Score)
+	score := WorstIfDiverged(r.Score)
 	t.add(r.Time, score)
-	if !reached(r.Time, p.c.GracePeriod) || (p.c.Interval > 0 && !reached(r.Time, float64(t.Judged)+p.c.Interval)) {
+	if !Reached(r.Time, p.c.GracePeriod) || (p.c.Interval > 0 && !Reached(r.Time, float64(t.Judged)+p.c.Interval)) {
 		return Decision{Action: Continue}
 	}
 	t.Judged = fnum(r.Time)

@@ -114,10 +114,10 @@ func TestASHAIndexesMatchSorting(t *testing.T) {
 					r := Result{Trial: n, Time: times[n], Score: randomScore(rng)}
 					tr := a.st.Trials[n]
 					var rg *ashaRung
-					if tr != nil && !reached(r.Time, a.c.MaxT) {
+					if tr != nil && !Reached(r.Time, a.c.MaxT) {
 						rungs := a.st.Brackets[tr.Bracket]
 						for k := len(rungs) - 1; k > tr.Rung; k-- {
-							if reached(r.Time, rungs[k].Milestone) {
+							if Reached(r.Time, rungs[k].Milestone) {
 								rg = rungs[k]
 								break
 							}
@@ -254,11 +254,11 @@ func TestPBTRankingMatchesSorting(t *testing.T) {
 				// The reference: every live trial ranked by sorting, as if
 				// the result had been taken in.
 				self := *p.st.Trials[n]
-				self.State, self.HasScore, self.Score = running, true, fnum(worstIfDiverged(r.Score))
+				self.State, self.HasScore, self.Score = running, true, fnum(WorstIfDiverged(r.Score))
 				if r.Checkpoint {
 					self.HasCkpt = true
 				}
-				perturbs := reached(r.Time, self.LastPerturb+p.c.PerturbationInterval)
+				perturbs := Reached(r.Time, self.LastPerturb+p.c.PerturbationInterval)
 				var live []int
 				for m, o := range p.st.Trials {
 					if m == n {
@@ -447,14 +447,14 @@ func TestMedianIndexMatchesAScan(t *testing.T) {
 				self := m.st.Trials[n]
 				var means []float64
 				for o, ot := range m.st.Trials {
-					if o == n || len(ot.Times) == 0 || !reached(ot.Times[len(ot.Times)-1], r.Time) {
+					if o == n || len(ot.Times) == 0 || !Reached(ot.Times[len(ot.Times)-1], r.Time) {
 						continue
 					}
 					// The average from the grace period on; one with a
 					// diverged score in it does not count.
 					sum, k, bad := 0.0, 0, false
 					for i, x := range ot.Times {
-						if reached(x, m.c.GracePeriod) && reached(r.Time, x) {
+						if Reached(x, m.c.GracePeriod) && Reached(r.Time, x) {
 							sum, k, bad = sum+float64(ot.Scores[i]), k+1, bad || diverged(float64(ot.Scores[i]))
 						}
 					}
@@ -464,9 +464,9 @@ func TestMedianIndexMatchesAScan(t *testing.T) {
 				}
 				want := Continue
 				var med float64
-				if reached(r.Time, m.c.GracePeriod) && diverged(r.Score) {
+				if Reached(r.Time, m.c.GracePeriod) && diverged(r.Score) {
 					want = Stop
-				} else if reached(r.Time, m.c.GracePeriod) && len(means) >= m.c.MinSamplesRequired {
+				} else if Reached(r.Time, m.c.GracePeriod) && len(means) >= m.c.MinSamplesRequired {
 					med = median(means)
 					if !(float64(self.Best) <= med) {
 						want = Stop

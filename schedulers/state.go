@@ -53,9 +53,11 @@ func (f *fnum) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// worstIfDiverged makes a diverged score (see diverged) the worst
-// possible, +Inf, so that it sorts last and never beats a cutoff.
-func worstIfDiverged(x float64) float64 {
+// WorstIfDiverged makes a diverged score (NaN or infinite either way; see
+// diverged) the worst possible, +Inf, so that it sorts last and never
+// beats a cutoff. Scores are lower-is-better. Every scheduler and BOHB
+// take a score through it.
+func WorstIfDiverged(x float64) float64 {
 	if diverged(x) {
 		return math.Inf(1)
 	}

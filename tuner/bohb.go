@@ -1,9 +1,9 @@
 package tuner
 
 import (
-	"math"
 	"slices"
 
+	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/searchspace"
 )
 
@@ -16,8 +16,8 @@ import (
 // The budgets are the times (values of the scheduler's time attribute)
 // at which HyperBand judges trials, ascending (see
 // schedulers.Config.HyperBandBudgets). A trial's result at a budget is its
-// first result whose time reaches it; a non-finite one (a diverged trial)
-// counts as the worst. For each suggestion BOHB takes the largest budget
+// first result whose time reaches it (schedulers.Reached); a non-finite
+// one (a diverged trial) counts as the worst (schedulers.WorstIfDiverged). For each suggestion BOHB takes the largest budget
 // with at least TPEStartupTrials results and fits a TPE (multivariate,
 // improvement-weighted, with the pending trials as constant liars; see
 // TPE) to them, each result standing for a trial that completed with it,
@@ -147,12 +147,9 @@ func (b *BOHB) OnResult(trial int, obs Observation) {
 	if _, ok := b.configs[trial]; !ok {
 		return
 	}
-	score := obs.Score
-	if math.IsNaN(score) || math.IsInf(score, 0) {
-		score = math.Inf(1)
-	}
+	score := schedulers.WorstIfDiverged(obs.Score)
 	for i, budget := range b.budgets {
-		if obs.Step < budget-1e-9*math.Max(1, budget) {
+		if !schedulers.Reached(obs.Step, budget) {
 			break
 		}
 		if _, ok := b.results[i][trial]; !ok {
