@@ -95,20 +95,14 @@ func newCollector(a *attempt, dir string, emit func(map[string]float64)) (*colle
 	return c, nil
 }
 
-// metricsPath expands path's placeholders as the command's and makes it
-// relative to dir; "" stays "".
+// metricsPath expands path's placeholders as the command's ({trial_dir},
+// {sweep_dir}, the trial's parameters) and makes it relative to dir; ""
+// stays "".
 func (s Spec) metricsPath(path, dir string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
-	values := map[string]any{}
-	for k, v := range s.Config {
-		values[k] = v
-	}
-	if s.TrialDir != "" {
-		values[TrialDirPlaceholder] = s.TrialDir
-	}
-	out, err := ExpandCommand([]string{path}, values)
+	out, err := ExpandCommand([]string{path}, s.placeholders())
 	if err != nil {
 		return "", err
 	}

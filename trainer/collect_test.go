@@ -145,11 +145,16 @@ for s in 1 2 3 4 5 6; do
 	if [ $s -eq 4 ] && [ ! -e died ]; then : > died; kill -9 $$; fi
 done`},
 	}
+	// {sweep_dir} names the sweep file's folder in a metrics path as in
+	// the command: here it is the workdir too.
+	cases = append(cases, cases[0])
+	cases[2].name, cases[2].file = "sweep_dir", "{sweep_dir}/metrics.csv"
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := commandSpec(t, 1)
 			spec.Command = []string{"sh", "-c", tc.script}
 			spec.Workdir = t.TempDir()
+			spec.PathBase = spec.Workdir
 			spec.Metrics = MetricsConfig{File: tc.file}
 			spec.Failure.MaxFailures = 1
 			sink := &collect{}

@@ -25,19 +25,7 @@ const SweepDirPlaceholder = "sweep_dir"
 // spec.PathBase, and relative paths in the command that name no file in
 // the workdir are looked up there (see resolvePaths).
 func (s Spec) expandCommand() (argv []string, dir string, err error) {
-	values := s.Config
-	if s.TrialDir != "" || s.PathBase != "" {
-		values = maps.Clone(s.Config)
-		if values == nil {
-			values = map[string]any{}
-		}
-		if s.TrialDir != "" {
-			values[TrialDirPlaceholder] = s.TrialDir
-		}
-		if s.PathBase != "" {
-			values[SweepDirPlaceholder] = s.PathBase
-		}
-	}
+	values := s.placeholders()
 	expand := func(args []string, what string) ([]string, error) {
 		out, err := ExpandCommand(args, values)
 		if err != nil && s.TrialDir == "" && strings.Contains(err.Error(), "{"+TrialDirPlaceholder+"}") {
@@ -65,6 +53,22 @@ func (s Spec) expandCommand() (argv []string, dir string, err error) {
 		argv = resolvePaths(argv, dir, s.PathBase)
 	}
 	return argv, dir, nil
+}
+
+// placeholders are the values a command's placeholders stand for: the
+// trial's configuration, {trial_dir} and {sweep_dir} where spec has them.
+func (s Spec) placeholders() map[string]any {
+	values := maps.Clone(s.Config)
+	if values == nil {
+		values = map[string]any{}
+	}
+	if s.TrialDir != "" {
+		values[TrialDirPlaceholder] = s.TrialDir
+	}
+	if s.PathBase != "" {
+		values[SweepDirPlaceholder] = s.PathBase
+	}
+	return values
 }
 
 // resolvePaths makes the command argv fit to run in workdir: its program,
