@@ -257,7 +257,7 @@ func (d *CheckpointDir) Commit(iteration int, metrics map[string]float64, shards
 	}
 	// The description first, then the folder: a committed folder always
 	// has its description.
-	if err := writeFileAtomic(final+".json", desc); err != nil {
+	if err := WriteFileAtomic(final+".json", desc); err != nil {
 		return CheckpointInfo{}, nil, fmt.Errorf("checkpoints: %w", err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
@@ -479,8 +479,10 @@ func syncPath(path string) error {
 
 func syncDir(dir string) error { return syncPath(dir) }
 
-// writeFileAtomic writes data to path through a synced temporary file.
-func writeFileAtomic(path string, data []byte) error {
+// WriteFileAtomic writes data to path through a synced temporary file in
+// path's folder, renamed over path: a reader sees the old file or the new
+// one, never part of it.
+func WriteFileAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix+filepath.Base(path)+"-")
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/python"
+	"github.com/gotune/gotune/storage"
 )
 
 // pythonHelperDir is the folder, in the checkpoint root, where gotune
@@ -63,19 +64,7 @@ func (t *Tuner) writePythonHelper() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("the Python helper's folder: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "gotune.py.*")
-	if err != nil {
-		return "", fmt.Errorf("the Python helper: %w", err)
-	}
-	_, err = f.Write(python.Helper)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, "gotune.py"))
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	if err := storage.WriteFileAtomic(filepath.Join(dir, "gotune.py"), python.Helper); err != nil {
 		return "", fmt.Errorf("the Python helper: %w", err)
 	}
 	return dir, nil
