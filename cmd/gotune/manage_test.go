@@ -176,7 +176,8 @@ func TestVersionAndUnknownCommands(t *testing.T) {
 
 // TestQueryPrintsTimesInISO8601: the time columns (time, *_at) of a
 // query's result print as ISO 8601 in every format, and as stored with
-// --epoch; other numbers stay numbers.
+// --epoch, in positional notation; other numbers stay numbers, with an
+// exponent only where positional notation would be long.
 func TestQueryPrintsTimesInISO8601(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gotune.db")
 	w, err := storage.Open(db)
@@ -205,7 +206,8 @@ func TestQueryPrintsTimesInISO8601(t *testing.T) {
 		{[]string{"SELECT created_at FROM experiments_v"}, regexp.MustCompile(`(?m)^created_at\n\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\n$`)},
 		{[]string{"--csv", "SELECT time, iteration FROM reports_v"}, regexp.MustCompile(`^time,iteration\n2026-11-26T22:17:52\.238Z,1\n$`)},
 		{[]string{"--json", "SELECT time, iteration FROM reports_v"}, regexp.MustCompile(`"time": "2026-11-26T22:17:52\.238Z", "iteration": 1}`)},
-		{[]string{"--epoch", "--csv", "SELECT time FROM reports_v"}, regexp.MustCompile(`^time\n1\.795731472238\d*e\+09\n$`)},
+		{[]string{"--epoch", "--csv", "SELECT time FROM reports_v"}, regexp.MustCompile(`^time\n1795731472\.238\d*\n$`)},
+		{[]string{"--csv", "SELECT 1e22 AS big, 0.00001 AS small, 1234567.5 AS plain, -0.25 AS neg"}, regexp.MustCompile(`^big,small,plain,neg\n1e\+22,1e-05,1234567\.5,-0\.25\n$`)},
 	} {
 		code, out, stderr := runCLI(append([]string{"query", "--db", db}, c.args...)...)
 		if code != 0 || !c.want.MatchString(out) {

@@ -167,11 +167,21 @@ func sqlText(v any) string {
 	case []byte:
 		return string(x)
 	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
+		return formatNumber(x)
 	case time.Time:
 		return x.Format(isoLayout)
 	}
 	return fmt.Sprint(v)
+}
+
+// formatNumber prints x in as few digits as read back the same, without an
+// exponent where positional notation stays short (a time in seconds since
+// 1970 reads 1795741125.26, not 1.79574112526e+09).
+func formatNumber(x float64) string {
+	if a := math.Abs(x); a == 0 || (a >= 1e-4 && a < 1e21) {
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
 }
 
 func tableRows(out io.Writer, header []string, rows func(func([]any) error) error) error {
