@@ -114,7 +114,7 @@ func TestResultsGolden(t *testing.T) {
 		{"trials.txt", []string{"trials", "digits"}},
 		{"trials_sorted.txt", []string{"trials", "digits", "--sort", "val_loss"}},
 		{"trials_sort_other_metric.txt", []string{"trials", "digits", "--sort", "-val_acc", "--limit", "2"}},
-		{"trials_status.json", []string{"trials", "digits", "--status", "running,error", "--json"}},
+		{"trials_status.json", []string{"trials", "digits", "--status", "interrupted,error", "--json"}},
 		{"trials_page.json", []string{"trials", "digits", "--sort", "val_loss", "--offset", "1", "--limit", "2", "--json"}},
 		{"trials_past_the_end.json", []string{"trials", "digits", "--offset", "100", "--json"}},
 		{"best.txt", []string{"best", "digits"}},
