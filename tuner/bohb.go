@@ -29,8 +29,11 @@ import (
 //
 // Trial n draws from TrialRand(seed, n), so a resumed experiment (see
 // Replayer) continues as an undisturbed one does when trials run one at a
-// time. Each suggestion refits TPE to the history at its budget: O(n²)
-// for n trials, about a millisecond at a thousand.
+// time. The TPE is built from the whole history only when the model
+// budget changes (or a trial's number or configuration is used again, or
+// a trial it learnt from fails); otherwise each result, end and
+// suggestion updates it, so a suggestion costs what TPE's own does
+// instead of replaying every trial.
 type BOHB struct {
 	space   *searchspace.Space
 	seed    int64
@@ -44,6 +47,10 @@ type BOHB struct {
 	results []map[int]float64
 	// ended holds the trials that have ended.
 	ended map[int]bool
+	// tpe is the model as model would build it for budgets[fitted], kept
+	// in step with each event; nil when it must be built afresh.
+	tpe    *TPE
+	fitted int
 }
 
 var (
@@ -95,11 +102,14 @@ func (b *BOHB) modelBudget() int {
 // Suggest implements Searcher: the suggestion of a TPE fitted to the
 // results at the model budget (see BOHB).
 func (b *BOHB) Suggest(trial int) (map[string]any, error) {
-	tpe, err := b.model()
-	if err != nil {
-		return nil, err
+	if at := b.modelBudget(); b.tpe == nil || b.fitted != at {
+		tpe, err := b.model(at)
+		if err != nil {
+			return nil, err
+		}
+		b.tpe, b.fitted = tpe, at
 	}
-	cfg, err := tpe.Suggest(trial)
+	cfg, err := b.tpe.Suggest(trial)
 	if err != nil {
 		return nil, err
 	}
@@ -107,16 +117,15 @@ func (b *BOHB) Suggest(trial int) (map[string]any, error) {
 	return cfg, nil
 }
 
-// model builds the TPE for the next suggestion: every trial is replayed
-// to it, so that its configuration counts as suggested; one with a
-// result at the model budget ends with it; one still running without a
+// model builds the TPE fitted at budgets[at] (none for −1): every trial
+// is replayed to it, so that its configuration counts as suggested; one
+// with a result at the budget ends with it; one still running without a
 // result there stays pending; the others end without teaching it.
-func (b *BOHB) model() (*TPE, error) {
+func (b *BOHB) model(at int) (*TPE, error) {
 	tpe, err := NewTPE(b.space, b.seed, b.opts...)
 	if err != nil {
 		return nil, err
 	}
-	at := b.modelBudget()
 	for _, trial := range b.order {
 		if err := tpe.Replay(trial, b.configs[trial]); err != nil {
 			return nil, err
@@ -134,11 +143,21 @@ func (b *BOHB) model() (*TPE, error) {
 	return tpe, nil
 }
 
+// add records trial's configuration, and replays it to the model, as
+// model does: a configuration in model space exactly as a replayed one.
+// A number used again makes the model stale.
 func (b *BOHB) add(trial int, cfg map[string]any) {
-	if _, ok := b.configs[trial]; !ok {
+	if _, ok := b.configs[trial]; ok {
+		b.tpe = nil
+	} else {
 		b.order = append(b.order, trial)
 	}
 	b.configs[trial] = cfg
+	if b.tpe != nil {
+		if err := b.tpe.Replay(trial, cfg); err != nil {
+			b.tpe = nil // model reports the error
+		}
+	}
 }
 
 // OnResult implements Searcher: the result is the trial's result at each
@@ -152,8 +171,17 @@ func (b *BOHB) OnResult(trial int, obs Observation) {
 		if !schedulers.Reached(obs.Step, budget) {
 			break
 		}
-		if _, ok := b.results[i][trial]; !ok {
-			b.results[i][trial] = score
+		if _, ok := b.results[i][trial]; ok {
+			continue
+		}
+		b.results[i][trial] = score
+		if b.tpe != nil && i == b.fitted {
+			if b.ended[trial] {
+				// The model failed it when it ended without a result.
+				b.tpe = nil
+			} else {
+				b.tpe.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: budget, Score: score}})
+			}
 		}
 	}
 }
@@ -165,10 +193,21 @@ func (b *BOHB) OnTrialEnd(trial int, end TrialEnd) {
 		return
 	}
 	b.ended[trial] = true
+	learnt := false
+	if b.tpe != nil && b.fitted >= 0 {
+		_, learnt = b.results[b.fitted][trial]
+	}
 	if end.Status == TrialFailed {
 		for _, r := range b.results {
 			delete(r, trial)
 		}
+		if learnt {
+			// The model cannot forget what it learnt.
+			b.tpe = nil
+		}
+	}
+	if b.tpe != nil && !learnt {
+		b.tpe.OnTrialEnd(trial, TrialEnd{Status: TrialFailed})
 	}
 }
 

@@ -3,7 +3,10 @@ package tuner
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/gotune/gotune/schedulers"
@@ -256,4 +259,166 @@ func TestBOHBNeedsHyperBand(t *testing.T) {
 	if err := cfg.Validate(); !errors.As(err, &ce) || ce.Key != "search.algorithm" {
 		t.Fatalf("bohb under ASHA: %v, want a ConfigError on search.algorithm", err)
 	}
+}
+
+// BenchmarkBOHBSuggest times one suggestion after 1,000 and 5,000 trials
+// with results, on BenchmarkTPESuggest's space under HyperBand's budgets
+// at max_t 27, η 3: every trial reports at budget 1, a third of them on
+// at 3, a ninth at 9 and a 27th at 27 (the model budget, with 37 and 185
+// results there). Each timed trial then fails, so the results stay the
+// same.
+func BenchmarkBOHBSuggest(b *testing.B) {
+	space := mustSpace(b,
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
+		searchspace.Param{Name: "width", Domain: searchspace.Choice{Values: []any{int64(32), int64(64), int64(128), int64(256)}}},
+		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}},
+	)
+	penalty := map[int64]float64{32: 0.12, 64: 0.05, 128: 0, 256: 0.02}
+	budgets := []float64{1, 3, 9, 27}
+	for _, n := range []int{1000, 5000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			s, err := NewBOHB(space, 0, budgets)
+			if err != nil {
+				b.Fatal(err)
+			}
+			random := NewRandomSearch(space, 0)
+			for trial := 1; trial <= n; trial++ {
+				cfg, err := random.Suggest(trial)
+				if err == nil {
+					err = s.Replay(trial, cfg)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				v := 0.05 + 0.15*math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) +
+					math.Pow(cfg["dropout"].(float64)-0.2, 2) + penalty[cfg["width"].(int64)]
+				var last *Observation
+				for i, budget := range budgets {
+					if i > 0 && trial%int(budget) != 0 {
+						break
+					}
+					last = &Observation{Step: budget, Score: v + 1/budget}
+					s.OnResult(trial, *last)
+				}
+				s.OnTrialEnd(trial, TrialEnd{Status: TrialStopped, Last: last})
+			}
+			trial := n
+			for b.Loop() {
+				trial++
+				if _, err := s.Suggest(trial); err != nil {
+					b.Fatal(err)
+				}
+				s.OnTrialEnd(trial, TrialEnd{Status: TrialFailed})
+			}
+		})
+	}
+}
+
+// TestBOHBKeepsItsModelInStep plays random histories — results at
+// random steps, stopped, completed and failed trials, results after an
+// end, numbers replayed again, trials running while others are
+// suggested — and checks each suggestion against a TPE built afresh from
+// the whole history at the model budget, as BOHB built one for every
+// suggestion before it kept its model in step.
+func TestBOHBKeepsItsModelInStep(t *testing.T) {
+	spaces := map[string]*searchspace.Space{
+		"continuous": mustSpace(t,
+			searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
+			searchspace.Param{Name: "c", Domain: searchspace.Choice{Values: []any{"a", "b", "c"}}},
+		),
+		// Finite, without repeats: the model's record of what it
+		// suggested must match too.
+		"finite": mustSpace(t,
+			searchspace.Param{Name: "i", Domain: searchspace.RandInt{Low: 0, High: 12}},
+			searchspace.Param{Name: "j", Domain: searchspace.RandInt{Low: 0, High: 12}},
+		),
+	}
+	budgets := []float64{1, 3, 9}
+	rebuilt := 0
+	for name, space := range spaces {
+		for seed := range uint64(3) {
+			rng := rand.New(rand.NewPCG(seed, 31))
+			b, err := NewBOHB(space, int64(seed), budgets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			running := map[int]float64{} // trial → its last step
+			next := 1
+			for step := 0; next <= 120; step++ {
+				switch op := rng.IntN(10); {
+				case op < 3 || len(running) == 0:
+					want, wantErr := bohbReference(t, b, space, next)
+					had := b.tpe
+					got, err := b.Suggest(next)
+					if b.tpe != had {
+						rebuilt++
+					}
+					if !errors.Is(err, wantErr) || !reflect.DeepEqual(got, want) {
+						t.Fatalf("%s seed %d, trial %d: suggested %v (%v), a model built afresh %v (%v)", name, seed, next, got, err, want, wantErr)
+					}
+					if err == nil {
+						running[next] = 0
+					}
+					next++
+				case op == 3 && next > 2 && rng.IntN(10) == 0:
+					// A number replayed again, with another configuration.
+					k := 1 + rng.IntN(next-1)
+					if err := b.Replay(k, space.Sample(rng)); err != nil {
+						t.Fatal(err)
+					}
+				case op < 8:
+					k := bohbPick(rng, running)
+					running[k] += float64(1 + rng.IntN(4))
+					score := rng.Float64()
+					if rng.IntN(15) == 0 {
+						score = math.NaN()
+					}
+					b.OnResult(k, Observation{Step: running[k], Score: score})
+				default:
+					k := bohbPick(rng, running)
+					status := []EndStatus{TrialCompleted, TrialStopped, TrialFailed}[rng.IntN(3)]
+					b.OnTrialEnd(k, TrialEnd{Status: status, Last: &Observation{Step: running[k], Score: rng.Float64()}})
+					if rng.IntN(5) > 0 {
+						delete(running, k)
+					} // else it reports again after its end
+				}
+			}
+		}
+	}
+	if rebuilt > 720/4 {
+		t.Errorf("the model was built afresh for %d of 720 suggestions: the test proves little", rebuilt)
+	}
+}
+
+// bohbReference is what BOHB would suggest for trial from a TPE built
+// afresh from its history at its model budget: every trial replayed,
+// those with a result there ended with it, the other ended ones failed.
+func bohbReference(t *testing.T, b *BOHB, space *searchspace.Space, trial int) (map[string]any, error) {
+	t.Helper()
+	tpe, err := NewTPE(space, b.seed, b.opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := b.modelBudget()
+	for _, k := range b.order {
+		if err := tpe.Replay(k, b.configs[k]); err != nil {
+			t.Fatal(err)
+		}
+		if score, ok := b.results[max(at, 0)][k]; ok && at >= 0 {
+			tpe.OnTrialEnd(k, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: b.budgets[at], Score: score}})
+		} else if b.ended[k] {
+			tpe.OnTrialEnd(k, TrialEnd{Status: TrialFailed})
+		}
+	}
+	return tpe.Suggest(trial)
+}
+
+// bohbPick is one of the running trials, at random.
+func bohbPick(rng *rand.Rand, running map[int]float64) int {
+	keys := make([]int, 0, len(running))
+	for k := range running {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys[rng.IntN(len(keys))]
 }
