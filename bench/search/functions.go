@@ -108,3 +108,19 @@ func (fn function) eval(cfg map[string]any) float64 {
 	}
 	return fn.f(x)
 }
+
+// levy is the Levy function on any box; its minimum 0 is at (1, …, 1).
+func levy(x []float64) float64 {
+	w := func(v float64) float64 { return 1 + (v-1)/4 }
+	d := len(x)
+	s := math.Sin(math.Pi * w(x[0]))
+	sum := s * s
+	for i := 0; i+1 < d; i++ {
+		wi := w(x[i])
+		s := math.Sin(math.Pi*wi + 1)
+		sum += (wi - 1) * (wi - 1) * (1 + 10*s*s)
+	}
+	wd := w(x[d-1])
+	s = math.Sin(2 * math.Pi * wd)
+	return sum + (wd-1)*(wd-1)*(1+s*s)
+}

@@ -16,8 +16,9 @@
 //     seeds, for gotune's TPE told the constraint and Optuna's TPESampler
 //     with constraints_func.
 //   - tabular: the regret (best value minus the table's minimum) after
-//     100 and 200 trials, median over -tabular-seeds seeds, on four
-//     generated tables of finite spaces (see makeTables), with TPE asked
+//     100 and 200 trials, median over -tabular-seeds seeds (Optuna's over
+//     -optuna-tabular-seeds), on seven generated tables of finite spaces
+//     (see makeTables), with TPE asked
 //     for configurations while others are pending: one at a time (k1),
 //     in synchronous batches of 8 and 32 (sync8, sync32: ask k, then
 //     tell k), and asynchronously with 8 and 32 pending (async8,
@@ -39,7 +40,8 @@
 //	go run ./bench/search [-seeds 10] [-first-seed 0] [-trials 200] [-checkpoints 50,200]
 //	    [-functions branin,hartmann6,rosenbrock10] [-lengths 1000,5000]
 //	    [-repeat 5] [-problems zdt1,zdt2,dtlz2] [-skip quality,overhead,multi,constrained,tabular]
-//	    [-tabular-seeds 5] [-tabular-checkpoints 100,200] [-parallel 1]
+//	    [-tabular-seeds 5] [-optuna-tabular-seeds 5] [-tabular-peer file]
+//	    [-tabular-checkpoints 100,200] [-parallel 1]
 //	    [-python /usr/bin/python3]
 //
 // It prints one JSON object per line. Without optuna it prints a line
@@ -81,6 +83,11 @@ type options struct {
 	// tabularSeeds and tabularCheckpoints are the tabular part's seeds
 	// and checkpoints.
 	tabularSeeds int
+	// optunaTabularSeeds is the seeds of Optuna's tabular runs, slower
+	// than gotune's; tabularPeer, when set, names a file of saved ones
+	// to read instead of running the peer.
+	optunaTabularSeeds int
+	tabularPeer        string
 	// parallel bounds the tabular part's runs at once: gotune's, and
 	// the peer's processes.
 	parallel           int
@@ -104,6 +111,8 @@ func main() {
 	flag.StringVar(&probs, "problems", "zdt1,zdt2,dtlz2", "multi-objective problems")
 	flag.StringVar(&skip, "skip", "", `parts to skip, comma-separated: "quality", "overhead", "multi", "constrained", "tabular"`)
 	flag.IntVar(&o.tabularSeeds, "tabular-seeds", 5, "seeds per table, setting and searcher in the tabular part")
+	flag.IntVar(&o.optunaTabularSeeds, "optuna-tabular-seeds", 0, "seeds of Optuna's runs in the tabular part (0: as -tabular-seeds)")
+	flag.StringVar(&o.tabularPeer, "tabular-peer", "", "a file of Optuna's tabular runs, as optuna_peer.py's tabular mode prints them, to read instead of running the peer")
 	flag.IntVar(&o.parallel, "parallel", 1, "the tabular part's runs at once, gotune's and the peer's processes each")
 	var tabularCheckpoints string
 	flag.StringVar(&tabularCheckpoints, "tabular-checkpoints", "100,200", "trial counts at which the tabular part reports the regret")
@@ -117,7 +126,10 @@ func main() {
 	if err == nil {
 		o.tabularCheckpoints, err = ints(tabularCheckpoints)
 	}
-	if err == nil && (o.tabularSeeds < 1 || o.parallel < 1 || slices.Max(o.tabularCheckpoints) > o.trials) {
+	if o.optunaTabularSeeds == 0 {
+		o.optunaTabularSeeds = o.tabularSeeds
+	}
+	if err == nil && (o.tabularSeeds < 1 || o.optunaTabularSeeds < 1 || o.parallel < 1 || slices.Max(o.tabularCheckpoints) > o.trials) {
 		err = errors.New("-tabular-seeds must be at least 1 and -tabular-checkpoints at most -trials")
 	}
 	if err == nil {

@@ -36,11 +36,15 @@ type table struct {
 }
 
 // makeTables generates the tabular benchmarks: discretised Branin
-// (2 × 41 levels), Hartmann6 (6 × 5 levels) and 4-D Rosenbrock
-// (4 × 9 levels on [−2, 2]), and an HPO-like table of Hartmann6 where
-// two of the six parameters are categorical (their 5 levels shuffled,
-// so that their order carries nothing). Finite spaces like these are
-// where suggestions repeat.
+// (2 × 41 levels), Hartmann6 (6 × 5 levels), 4-D Rosenbrock (4 × 9
+// levels on [−2, 2]) and 4-D Levy (4 × 13 levels, the integers of
+// [−5, 7]); an HPO-like table of Hartmann6 where two of the six
+// parameters are categorical (their 5 levels shuffled, so that their
+// order carries nothing); nas_cell_t, a cell-like space of 6 categorical
+// choices of 5 operations (see nasCell); and mlp_digits_t, the built-in
+// mlp's validation error on the digits over a grid of its
+// hyperparameters (see mlpDigits). Finite spaces like these are where
+// suggestions repeat.
 func makeTables() []table {
 	grid := func(levels int, lo, hi float64) func(int) float64 {
 		return func(k int) float64 { return lo + (hi-lo)*float64(k)/float64(levels-1) }
@@ -79,6 +83,15 @@ func makeTables() []table {
 			}
 			return hartmann6(x)
 		}},
+		{"levy4_t", []int{13, 13, 13, 13}, make([]bool, 4), func(idx []int) float64 {
+			x := make([]float64, 4)
+			for i, k := range idx {
+				x[i] = grid(13, -5, 7)(k)
+			}
+			return levy(x)
+		}},
+		{"nas_cell_t", []int{5, 5, 5, 5, 5, 5}, []bool{true, true, true, true, true, true}, newNASCell(201).err},
+		{"mlp_digits_t", mlpDigitsLevels, mlpDigitsCategorical, newMLPDigits().err},
 	}
 	var out []table
 	for _, s := range specs {
@@ -247,6 +260,12 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var peerOut bytes.Buffer
+	if o.tabularPeer != "" {
+		if err := readPeerTabular(o.tabularPeer, runs); err != nil {
+			return err
+		}
+		peerOK = false
+	}
 	if peerOK {
 		dir, err := os.MkdirTemp("", "gotune-bench-search")
 		if err != nil {
@@ -270,18 +289,11 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 					slots <- struct{}{}
 					defer func() { <-slots }()
 					peer := startPeer(o, "tabular", "--tables", file, "--settings", ps.String(),
-						"--first-seed", strconv.Itoa(o.firstSeed), "--seeds", strconv.Itoa(o.tabularSeeds), "--trials", strconv.Itoa(o.trials))
+						"--first-seed", strconv.Itoa(o.firstSeed), "--seeds", strconv.Itoa(o.optunaTabularSeeds), "--trials", strconv.Itoa(o.trials))
 					var lines bytes.Buffer
 					peer.lines(json.NewEncoder(&lines), func(m map[string]any) {
-						var r tabularRun
-						for _, v := range m["regret"].([]any) {
-							r.regret = append(r.regret, v.(float64))
-						}
-						r.pendingRepeats = int(m["pending_repeats"].(float64))
-						r.repeats = int(m["repeats"].(float64))
-						k := "optuna_" + fmt.Sprint(m["sampler"]) + "/" + fmt.Sprint(m["table"]) + "/" + fmt.Sprint(m["setting"])
 						mu.Lock()
-						runs[k] = append(runs[k], r)
+						addPeerTabular(runs, m)
 						mu.Unlock()
 					})
 					mu.Lock()
@@ -359,6 +371,9 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 						repeats = append(repeats, float64(r.repeats))
 					}
 					line[system] = round(median(regrets))
+					if strings.HasPrefix(system, "optuna_") {
+						line[system+"_seeds"] = len(rs)
+					}
 					if c == slices.Max(o.tabularCheckpoints) {
 						line[system+"_pending_repeats"] = round(mean(pendingRepeats))
 						line[system+"_repeats"] = round(mean(repeats))
@@ -373,6 +388,43 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 				}
 				out.Encode(line)
 			}
+		}
+	}
+	return nil
+}
+
+// addPeerTabular files one of the peer's tabular runs (a JSON line of
+// optuna_peer.py's tabular mode) in runs.
+func addPeerTabular(runs map[string][]tabularRun, m map[string]any) {
+	var r tabularRun
+	for _, v := range m["regret"].([]any) {
+		r.regret = append(r.regret, v.(float64))
+	}
+	r.pendingRepeats = int(m["pending_repeats"].(float64))
+	r.repeats = int(m["repeats"].(float64))
+	k := "optuna_" + fmt.Sprint(m["sampler"]) + "/" + fmt.Sprint(m["table"]) + "/" + fmt.Sprint(m["setting"])
+	runs[k] = append(runs[k], r)
+}
+
+// readPeerTabular files the peer's tabular runs saved in file (the JSON
+// lines optuna_peer.py's tabular mode prints, of any seeds) in runs.
+// Optuna's runs do not depend on gotune's code: saved once, they stand
+// beside every later run of gotune's side.
+func readPeerTabular(file string, runs map[string][]tabularRun) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		var m map[string]any
+		if len(bytes.TrimSpace(l)) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(l, &m); err != nil {
+			return fmt.Errorf("%s:%d: %w", file, i+1, err)
+		}
+		if m["mode"] == "tabular" {
+			addPeerTabular(runs, m)
 		}
 	}
 	return nil
