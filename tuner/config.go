@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
@@ -77,23 +78,6 @@ func (o Objective) objectives() []storage.Objective {
 	return out
 }
 
-// objectiveScores returns metrics' values of objs, lower is better ("max" ones
-// negated); ok is false when a metric is missing.
-func objectiveScores(objs []storage.Objective, metrics map[string]float64) (scores []float64, ok bool) {
-	scores = make([]float64, len(objs))
-	for i, o := range objs {
-		v, has := metrics[o.Metric]
-		if !has {
-			return nil, false
-		}
-		if o.Mode == "max" {
-			v = -v
-		}
-		scores[i] = v
-	}
-	return scores, true
-}
-
 // Constraint bounds a reported metric; see Objective.Constraints.
 type Constraint = storage.Constraint
 
@@ -124,40 +108,12 @@ func (o Objective) constraints() []Constraint {
 	return cs
 }
 
-// Violation is how far metrics are from meeting every constraint of cs:
-// 0 when they meet them all, else the sum of the amounts by which they
-// miss (at least 1e-12 for a strict bound met with equality), +Inf when
-// a constrained metric is missing or NaN. It ranks infeasible trials, as
-// the constraint values of Optuna's constraints_func do.
+// Violation is how far metrics are from meeting every constraint of cs;
+// see search.Violation.
+//
+// Deprecated: use search.Violation.
 func Violation(cs []Constraint, metrics map[string]float64) float64 {
-	sum := 0.0
-	for _, c := range cs {
-		v, ok := metrics[c.Metric]
-		if !ok || math.IsNaN(v) {
-			return math.Inf(1)
-		}
-		var miss float64
-		switch c.Op {
-		case "<=":
-			miss = v - c.Bound
-		case "<":
-			miss = v - c.Bound
-			if miss == 0 {
-				miss = 1e-12
-			}
-		case ">=":
-			miss = c.Bound - v
-		case ">":
-			miss = c.Bound - v
-			if miss == 0 {
-				miss = 1e-12
-			}
-		}
-		if miss > 0 {
-			sum += miss
-		}
-	}
-	return sum
+	return search.Violation(searchConstraints(cs), metrics)
 }
 
 // SearchConfig says how configurations are chosen: the [search] section of
@@ -215,7 +171,7 @@ type SearchConfig struct {
 var Algorithms = []string{"random", "grid", "tpe", "cmaes", "nsga2", "bohb"}
 
 // maxTrials bounds the trials of one experiment (NumSamples × grid cells).
-const maxTrials = 1_000_000
+const maxTrials = search.MaxTrials
 
 // Trials is the number of trials the search runs: NumSamples times the
 // number of grid cells, with defaults applied.
@@ -236,13 +192,7 @@ const DefaultStorage = "gotune.db"
 
 // ConfigError is an invalid setting, named by its dotted key in sweep-file
 // terms (for example "search.space.lr" or "trainer.scaling.num_workers").
-type ConfigError struct {
-	Key string
-	Err error
-}
-
-func (e *ConfigError) Error() string { return e.Key + ": " + e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
+type ConfigError = search.ConfigError
 
 func fieldErr(key, format string, args ...any) error {
 	return &ConfigError{Key: key, Err: fmt.Errorf(format, args...)}

@@ -234,11 +234,14 @@ func TestFitMaxConcurrent(t *testing.T) {
 	}
 }
 
-// scripted is a searcher whose Suggest answers come from a function.
+// scripted is a searcher whose Suggest answers come from a function; it
+// learns nothing.
 type scripted struct {
-	recorder
 	suggest func(trial int) error
 }
+
+func (s *scripted) OnResult(int, Observation) {}
+func (s *scripted) OnTrialEnd(int, TrialEnd)  {}
 
 func (s *scripted) Suggest(trial int) (map[string]any, error) {
 	if err := s.suggest(trial); err != nil {

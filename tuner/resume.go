@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
@@ -160,13 +161,13 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 	rerun := func(rec *storage.Trial) bool { return t.rerunFailed && rec.Status == storage.TrialError }
 	for _, ts := range st.Trials {
 		rec := ts.Trial
-		config := restoreTypes(t.cfg.Search.Space, rec.Params)
+		config := search.RestoreTypes(t.cfg.Search.Space, rec.Params)
 		tr, err := l.newTrialRun(ctx, rec, config, false)
 		if err != nil {
 			return err
 		}
 		l.started = max(l.started, rec.Number)
-		switch err := replay(t.searcher, rec.Number, config); {
+		switch err := search.Replay(t.searcher, rec.Number, config); {
 		case errors.Is(err, ErrExhausted):
 			l.exhausted = true
 		case err != nil && !errors.Is(err, ErrWait):

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 )
@@ -149,7 +150,7 @@ func (l *loop) replaySchedule(ctx context.Context, st *storage.ResumeState) (map
 			if err := json.Unmarshal(in.Data, &a); err != nil {
 				return nil, fmt.Errorf("scheduler input %d: %w", in.Seq, err)
 			}
-			t.scheduler.OnTrialAdd(in.Trial, restoreTypes(t.cfg.Search.Space, a.Config))
+			t.scheduler.OnTrialAdd(in.Trial, search.RestoreTypes(t.cfg.Search.Space, a.Config))
 			if f.ended {
 				// A failed trial that a later run ran again.
 				*f = fate{seen: a.From}
@@ -199,7 +200,7 @@ func (l *loop) replaySchedule(ctx context.Context, st *storage.ResumeState) (map
 	for _, ts := range st.Trials {
 		f := fates[ts.Trial.Number]
 		if !f.added {
-			l.addTrial(ts.Trial.Number, restoreTypes(t.cfg.Search.Space, ts.Trial.Params))
+			l.addTrial(ts.Trial.Number, search.RestoreTypes(t.cfg.Search.Space, ts.Trial.Params))
 			f.added = true
 		}
 		for _, rep := range ts.Reports {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/trainer"
 )
@@ -312,7 +313,7 @@ type perturbBest struct {
 func newPerturbBest(space *searchspace.Space, seed int64, sequential bool) *perturbBest {
 	s := &perturbBest{space: space, seed: seed, configs: map[int]map[string]any{}, bestScore: math.Inf(1)}
 	if sequential {
-		s.sequential = newRand(seed)
+		s.sequential = rand.New(rand.NewPCG(uint64(seed), 0x7e57))
 	}
 	return s
 }
@@ -344,8 +345,8 @@ func (s *perturbBest) OnResult(int, Observation) {}
 func (s *perturbBest) OnTrialEnd(trial int, end TrialEnd) {
 	cfg := s.configs[trial]
 	delete(s.configs, trial)
-	if v, ok := end.value(); ok && v < s.bestScore {
-		s.best, s.bestScore = cfg, v
+	if end.Status != TrialFailed && end.Last != nil && end.Last.Score < s.bestScore {
+		s.best, s.bestScore = cfg, end.Last.Score
 	}
 }
 
@@ -365,7 +366,7 @@ func checkPoints(t *testing.T, sc searcherCase, cfgs []map[string]any) {
 		if i >= len(cfgs) {
 			t.Fatalf("%d trials for %d points", len(cfgs), len(sc.points))
 		}
-		cfg := restoreTypes(sc.space, cfgs[i])
+		cfg := search.RestoreTypes(sc.space, cfgs[i])
 		for k, v := range pt {
 			if cfg[k] != v {
 				t.Errorf("trial %d ran %s = %v, point %d gives %v", i+1, k, cfg[k], i, v)
@@ -382,7 +383,7 @@ func checkPoints(t *testing.T, sc searcherCase, cfgs []map[string]any) {
 func checkConditions(t *testing.T, space *searchspace.Space, cfgs []map[string]any) {
 	t.Helper()
 	for i, raw := range cfgs {
-		cfg := restoreTypes(space, raw)
+		cfg := search.RestoreTypes(space, raw)
 		for _, p := range space.Params() {
 			_, present := cfg[p.Name]
 			if want := p.When == nil || p.When.Holds(cfg); present != want {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
@@ -83,7 +84,7 @@ func TestWarmStartLearnsFromAnotherExperiment(t *testing.T) {
 
 	var scores []float64
 	for _, tr := range source {
-		scores = append(scores, resumeScore(restoreTypes(space, tr.Params)))
+		scores = append(scores, resumeScore(search.RestoreTypes(space, tr.Params)))
 	}
 	sort.Float64s(scores)
 	median, sum := scores[len(scores)/2], 0.0
@@ -91,7 +92,7 @@ func TestWarmStartLearnsFromAnotherExperiment(t *testing.T) {
 		if reflect.DeepEqual(tr.Params, coldTrials[i].Params) {
 			t.Errorf("trial %d ran %v with and without warm start", i+1, tr.Params)
 		}
-		sum += resumeScore(restoreTypes(space, tr.Params))
+		sum += resumeScore(search.RestoreTypes(space, tr.Params))
 	}
 	if mean := sum / float64(len(warmTrials)); mean > median {
 		t.Errorf("the warm trials score %.3f on average, worse than the median of the source's trials (%.3f)", mean, median)
@@ -246,7 +247,7 @@ func TestWarmStartNSGA2(t *testing.T) {
 	warmTrials := fitUntil(t, db, warm, newResumeGate(), 0)
 
 	objectives := func(tr *storage.Trial) []float64 {
-		cfg := restoreTypes(space, tr.Params)
+		cfg := search.RestoreTypes(space, tr.Params)
 		return []float64{resumeScore(cfg), resumeAux(cfg)}
 	}
 	var points [][]float64
@@ -322,13 +323,13 @@ func TestWarmStartCMAES(t *testing.T) {
 	mean := func(trials []*storage.Trial) float64 {
 		sum := 0.0
 		for _, tr := range trials {
-			sum += resumeScore(restoreTypes(space, tr.Params))
+			sum += resumeScore(search.RestoreTypes(space, tr.Params))
 		}
 		return sum / float64(len(trials))
 	}
 	var scores []float64
 	for _, tr := range source {
-		scores = append(scores, resumeScore(restoreTypes(space, tr.Params)))
+		scores = append(scores, resumeScore(search.RestoreTypes(space, tr.Params)))
 	}
 	sort.Float64s(scores)
 	median := scores[len(scores)/2]

@@ -1,13 +1,11 @@
-package tuner
+package search
 
 import (
-	"context"
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/gotune/gotune/searchspace"
-	"github.com/gotune/gotune/trainer"
 )
 
 // zdt1 is Zitzler, Deb and Thiele's first test problem: both objectives
@@ -66,7 +64,7 @@ func TestMultiObjectiveSearchers(t *testing.T) {
 		params = append(params, searchspace.Param{Name: string(rune('a' + i)), Domain: searchspace.Uniform{Low: 0, High: 1}})
 	}
 	space := mustSpace(t, params...)
-	obj := Objective{Metrics: []string{"f1", "f2"}, Modes: []string{"min", "min"}}
+	obj := []Objective{{Metric: "f1", Mode: "min"}, {Metric: "f2", Mode: "min"}}
 	run := func(s Searcher) float64 {
 		var points [][2]float64
 		for n := 1; n <= 200; n++ {
@@ -100,54 +98,6 @@ func TestMultiObjectiveSearchers(t *testing.T) {
 		if motpe <= random || nsga2 <= random {
 			t.Errorf("seed %d: hypervolume random %.3f, MOTPE %.3f, NSGA-II %.3f: want both above random", seed, random, motpe, nsga2)
 		}
-	}
-}
-
-// TestFitSeveralObjectives runs sweeps that minimise loss and maximise
-// score, which pull x apart, with a constraint: the result has no best
-// trial but a front, and each front member is feasible and dominated by
-// no feasible trial, while every feasible trial off the front is.
-func TestFitSeveralObjectives(t *testing.T) {
-	train := func(ctx context.Context, w *trainer.Worker) error {
-		x, y := w.Config()["x"].(float64), w.Config()["y"].(float64)
-		return w.Report(ctx, map[string]float64{"loss": x*x + y*y, "score": -math.Pow(x-1, 2) - y*y, "mem": 10 * y})
-	}
-	for _, algorithm := range []string{"random", "tpe", "nsga2"} {
-		t.Run(algorithm, func(t *testing.T) {
-			cfg := testConfig(t, 24)
-			cfg.Search.Algorithm = algorithm
-			cfg.Search.Space = mustSpace(t,
-				searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: -1, High: 2}},
-				searchspace.Param{Name: "y", Domain: searchspace.Uniform{Low: -1, High: 1}})
-			cfg.Objective = Objective{Metrics: []string{"loss", "score"}, Modes: []string{"min", "max"}, Constraints: []string{"mem <= 5"}}
-			res := mustFit(t, cfg, WithTrainFunc(train))
-			if res.Best != nil || len(res.Front) == 0 {
-				t.Fatalf("best %v, front of %d", res.Best, len(res.Front))
-			}
-			vec := func(p map[string]any) []float64 {
-				x, y := p["x"].(float64), p["y"].(float64)
-				return []float64{x*x + y*y, math.Pow(x-1, 2) + y*y}
-			}
-			onFront := map[int]bool{}
-			for _, f := range res.Front {
-				onFront[f.Number] = true
-			}
-			for _, a := range res.Trials {
-				feasible := 10*a.Params["y"].(float64) <= 5
-				if a.Feasible == nil || *a.Feasible != feasible {
-					t.Errorf("trial %d: feasible %v, want %v", a.Number, a.Feasible, feasible)
-				}
-				dominated := false
-				for _, b := range res.Trials {
-					if b != a && 10*b.Params["y"].(float64) <= 5 && dominates(vec(b.Params), vec(a.Params)) {
-						dominated = true
-					}
-				}
-				if want := feasible && !dominated; onFront[a.Number] != want {
-					t.Errorf("trial %d (%v, feasible %v, dominated %v): on the front %v", a.Number, vec(a.Params), feasible, dominated, onFront[a.Number])
-				}
-			}
-		})
 	}
 }
 
@@ -214,7 +164,7 @@ func TestMOTPEOnDTLZ2(t *testing.T) {
 		params = append(params, searchspace.Param{Name: string(rune('a' + i)), Domain: searchspace.Uniform{Low: 0, High: 1}})
 	}
 	space := mustSpace(t, params...)
-	obj := Objective{Metrics: []string{"f1", "f2", "f3"}, Modes: []string{"min", "min", "min"}}
+	obj := []Objective{{Metric: "f1", Mode: "min"}, {Metric: "f2", Mode: "min"}, {Metric: "f3", Mode: "min"}}
 	var hvs []float64
 	for seed := range int64(3) {
 		s, err := NewTPE(space, seed, TPEObjectives(obj))

@@ -1,4 +1,4 @@
-package tuner
+package search
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"sort"
 
 	"github.com/gotune/gotune/searchspace"
-	"github.com/gotune/gotune/storage"
 )
 
 // TPEStartupTrials is how many finished trials TPE waits for before it
@@ -96,7 +95,7 @@ type TPE struct {
 	// constraints decide a finished trial's feasibility; nil for none.
 	constraints []Constraint
 	// objs are the objectives of a multi-objective sweep; nil otherwise.
-	objs []storage.Objective
+	objs []Objective
 	// pending holds the model-space values of each trial suggested or
 	// replayed and not yet ended.
 	pending map[int][]float64
@@ -190,8 +189,8 @@ func TPEIgnorePending() TPEOption { return func(t *TPE) { t.liar = false } }
 // where they are.
 func TPEConstraints(cs []Constraint) TPEOption { return func(t *TPE) { t.constraints = cs } }
 
-// TPEObjectives makes TPE optimise every objective of o (with defaults
-// applied) when it has several, as MOTPE does (see goodMulti): a trial's
+// TPEObjectives makes TPE optimise every objective of objs when there are
+// several, as MOTPE does (see goodMulti): a trial's
 // objectives are its last result's metrics, and the good trials the first
 // ones in Pareto order. Suggestions then take turns: an odd-numbered
 // trial draws each parameter on its own (suggestMarginal), an even one
@@ -204,10 +203,10 @@ func TPEConstraints(cs []Constraint) TPEOption { return func(t *TPE) { t.constra
 // trials spread over a surface) and a smaller one on ZDT1 and ZDT2 than
 // drawing whole configurations; taking turns keeps nearly all of the
 // gain on DTLZ2 and is ahead of both on ZDT1 and ZDT2.
-func TPEObjectives(o Objective) TPEOption {
+func TPEObjectives(objs []Objective) TPEOption {
 	return func(t *TPE) {
-		if o.multi() {
-			t.objs = o.objectives()
+		if len(objs) > 1 {
+			t.objs = objs
 		}
 	}
 }

@@ -1,11 +1,9 @@
-package tuner
+package search
 
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"strings"
 
 	"github.com/gotune/gotune/searchspace"
 )
@@ -210,71 +208,3 @@ func (s *RandomSearch) OnResult(int, Observation) {}
 
 // OnTrialEnd implements Searcher; random search learns nothing.
 func (s *RandomSearch) OnTrialEnd(int, TrialEnd) {}
-
-// newSearcher builds the searcher a [search] section describes: the
-// algorithm over the non-grid parameters, inside a GridSearch that
-// expands the grid parameters and ends the search after
-// NumSamples × cells trials. search must have its defaults applied.
-//
-// obj's constraints and objectives go to TPE and NSGA-II; sched's
-// HyperBand budgets to BOHB.
-func newSearcher(search SearchConfig, seed int64, obj Objective, sched SchedulerConfig) (Searcher, error) {
-	constraints := obj.constraints()
-	rest := search.Space.WithoutGrid()
-	// With grid parameters, the inner searcher's configurations repeat
-	// across cells by design.
-	repeats := search.AllowRepeats || search.Space.GridSize() > 1
-	var inner Searcher
-	var err error
-	switch search.Algorithm {
-	case "random", "grid":
-		var opts []RandomOption
-		if repeats {
-			opts = append(opts, RandomAllowRepeats())
-		}
-		inner = NewRandomSearch(rest, seed, opts...)
-	case "tpe":
-		opts := []TPEOption{TPEConstraints(constraints), TPEObjectives(obj)}
-		if repeats {
-			opts = append(opts, TPEAllowRepeats())
-		}
-		inner, err = NewTPE(rest, seed, opts...)
-	case "bohb":
-		if sched.Kind != "hyperband" {
-			return nil, fieldErr("search.algorithm", "\"bohb\" chooses the configurations of HyperBand's brackets: set [scheduler] kind = \"hyperband\" (got %q)", sched.Kind)
-		}
-		if obj.multi() {
-			return nil, fieldErr("search.algorithm", "bohb optimises one objective: with several, use \"tpe\" (MOTPE), \"nsga2\" or \"random\"")
-		}
-		opts := []TPEOption{TPEConstraints(constraints)}
-		if repeats {
-			opts = append(opts, TPEAllowRepeats())
-		}
-		inner, err = NewBOHB(rest, seed, sched.WithDefaults().HyperBandBudgets(), opts...)
-	case "nsga2":
-		inner, err = NewNSGA2(rest, seed, obj, constraints)
-	case "cmaes":
-		inner, err = NewCMAES(rest, seed)
-	default:
-		err = fieldErr("search.algorithm", "unknown algorithm %q (have %s)", search.Algorithm, strings.Join(Algorithms, ", "))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(search.PointsToEvaluate) > 0 {
-		if n := search.Trials(); len(search.PointsToEvaluate) > n {
-			return nil, fieldErr("search.points_to_evaluate", "%d points, but the sweep runs %d trials (num_samples × grid cells)", len(search.PointsToEvaluate), n)
-		}
-		for i, pt := range search.PointsToEvaluate {
-			for k := range pt {
-				if _, isGrid := search.Space.Domain(k).(searchspace.Grid); isGrid {
-					return nil, fieldErr(fmt.Sprintf("search.points_to_evaluate[%d].%s", i, k), "%s is a grid parameter, which the grid sets in every trial: leave it out of the points", k)
-				}
-			}
-		}
-		if inner, err = NewPoints(rest, search.PointsToEvaluate, seed, inner); err != nil {
-			return nil, err
-		}
-	}
-	return NewGridSearch(search.Space, search.NumSamples, inner)
-}

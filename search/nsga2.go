@@ -1,4 +1,4 @@
-package tuner
+package search
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/gotune/gotune/searchspace"
-	"github.com/gotune/gotune/storage"
 )
 
 // NSGA2PopulationSize is the population of NSGA-II: how many of the best
@@ -50,7 +49,7 @@ type NSGA2 struct {
 	consts      map[string]any
 	space       *searchspace.Space
 	seed        int64
-	objs        []storage.Objective
+	objs        []Objective
 	constraints []Constraint
 	pending     map[int][]float64
 	// done holds the finished trials learnt from: their model-space
@@ -71,17 +70,17 @@ var _ Searcher = (*NSGA2)(nil)
 var _ Replayer = (*NSGA2)(nil)
 var _ WarmStarter = (*NSGA2)(nil)
 
-// NewNSGA2 returns an NSGA-II searcher over space for the objectives of
-// obj (with defaults applied; one or several), with constraints. It fails,
+// NewNSGA2 returns an NSGA-II searcher over space for objs (one or
+// several), with constraints. It fails,
 // with a *ConfigError naming the parameter, on a domain it cannot model
 // (a user-defined Domain).
-func NewNSGA2(space *searchspace.Space, seed int64, obj Objective, constraints []Constraint) (*NSGA2, error) {
+func NewNSGA2(space *searchspace.Space, seed int64, objs []Objective, constraints []Constraint) (*NSGA2, error) {
 	// The same model space as TPE's.
 	tpe, err := NewTPE(space, seed)
 	if err != nil {
 		return nil, err
 	}
-	return &NSGA2{params: tpe.params, consts: tpe.consts, space: space, seed: seed, objs: obj.objectives(),
+	return &NSGA2{params: tpe.params, consts: tpe.consts, space: space, seed: seed, objs: objs,
 		constraints: constraints, pending: map[int][]float64{}}, nil
 }
 

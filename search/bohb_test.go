@@ -1,4 +1,4 @@
-package tuner
+package search
 
 import (
 	"errors"
@@ -248,18 +248,6 @@ type offset struct {
 func (o *offset) Suggest(k int) (map[string]any, error) { return o.s.Suggest(k + o.by) }
 func (o *offset) OnResult(k int, obs Observation)       { o.s.OnResult(k+o.by, obs) }
 func (o *offset) OnTrialEnd(k int, end TrialEnd)        { o.s.OnTrialEnd(k+o.by, end) }
-
-// TestBOHBNeedsHyperBand: the sweep file's "bohb" refuses another
-// scheduler, naming the setting.
-func TestBOHBNeedsHyperBand(t *testing.T) {
-	cfg := testConfig(t, 4)
-	cfg.Search.Algorithm = "bohb"
-	cfg.Scheduler = schedulers.Config{Kind: "asha"}
-	var ce *ConfigError
-	if err := cfg.Validate(); !errors.As(err, &ce) || ce.Key != "search.algorithm" {
-		t.Fatalf("bohb under ASHA: %v, want a ConfigError on search.algorithm", err)
-	}
-}
 
 // BenchmarkBOHBSuggest times one suggestion after 1,000 and 5,000 trials
 // with results, on BenchmarkTPESuggest's space under HyperBand's budgets

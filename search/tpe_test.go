@@ -1,4 +1,4 @@
-package tuner
+package search
 
 import (
 	"cmp"
@@ -204,7 +204,7 @@ func TestTPEReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		trial := i + 1
-		if err := resumed.Replay(trial, restoreTypes(space, recorded)); err != nil {
+		if err := resumed.Replay(trial, RestoreTypes(space, recorded)); err != nil {
 			t.Fatalf("replay trial %d: %v", trial, err)
 		}
 		if trial == 30 {

@@ -1,7 +1,6 @@
-package tuner
+package search
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/searchspace"
-	"github.com/gotune/gotune/trainer"
 )
 
 // finiteSpace has 4 × 4 × 3 = 48 configurations, of every discrete kind.
@@ -47,7 +45,7 @@ var finiteSearchers = map[string]func(space *searchspace.Space, seed int64, repe
 		return NewTPE(space, seed)
 	},
 	"motpe": func(space *searchspace.Space, seed int64, repeats bool) (Searcher, error) {
-		opts := []TPEOption{TPEObjectives(Objective{Metrics: []string{"f", "g"}, Modes: []string{"min", "min"}})}
+		opts := []TPEOption{TPEObjectives([]Objective{{Metric: "f", Mode: "min"}, {Metric: "g", Mode: "min"}})}
 		if repeats {
 			opts = append(opts, TPEAllowRepeats())
 		}
@@ -200,7 +198,7 @@ func TestTPEPendingShapesSuggestions(t *testing.T) {
 	f := func(cfg map[string]any) float64 {
 		return math.Pow(cfg["x"].(float64)-0.5, 2) + math.Pow(cfg["y"].(float64)+0.5, 2)
 	}
-	multi := TPEObjectives(Objective{Metrics: []string{"f", "g"}, Modes: []string{"min", "min"}})
+	multi := TPEObjectives([]Objective{{Metric: "f", Mode: "min"}, {Metric: "g", Mode: "min"}})
 	for _, tc := range []struct {
 		name string
 		opts []TPEOption
@@ -246,44 +244,6 @@ func TestTPEPendingShapesSuggestions(t *testing.T) {
 				if !reflect.DeepEqual(a, c) {
 					t.Errorf("trial %d: ignoring the running trials, %v, not %v as with none", trial, c, a)
 				}
-			}
-		})
-	}
-}
-
-// TestFitEndsAnExhaustedSpace runs a sweep of 10 trials over a space of 6
-// configurations: it runs 6 trials, each configuration once, and records
-// that the space was exhausted.
-func TestFitEndsAnExhaustedSpace(t *testing.T) {
-	train := func(ctx context.Context, w *trainer.Worker) error {
-		cfg := w.Config()
-		return w.Report(ctx, map[string]float64{"loss": float64(cfg["a"].(int64)) + cfg["b"].(float64)})
-	}
-	for _, algorithm := range []string{"random", "tpe"} {
-		t.Run(algorithm, func(t *testing.T) {
-			cfg := testConfig(t, 10)
-			cfg.Search.Algorithm = algorithm
-			cfg.Search.Space = mustSpace(t,
-				searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 3}},
-				searchspace.Param{Name: "b", Domain: searchspace.Choice{Values: []any{0.5, 1.5}}})
-			res := mustFit(t, cfg, WithTrainFunc(train))
-			seen := map[string]int{}
-			for _, tr := range res.Trials {
-				if first, dup := seen[configKey(tr.Params)]; dup {
-					t.Errorf("trial %d repeats trial %d's %v", tr.Number, first, tr.Params)
-				}
-				seen[configKey(tr.Params)] = tr.Number
-			}
-			if len(res.Trials) != 6 {
-				t.Errorf("%d trials, want the space's 6", len(res.Trials))
-			}
-			evs := experimentEvents(t, cfg)
-			found := false
-			for _, ev := range evs {
-				found = found || ev.Kind == EventSearchExhausted
-			}
-			if !found {
-				t.Errorf("no %s event among %d", EventSearchExhausted, len(evs))
 			}
 		})
 	}

@@ -5,7 +5,7 @@ Optuna 3.1's TPESampler internals (Debian's python3-optuna) and NumPy.
 The tests read tpe_reference.json and need no Python. To regenerate it,
 from the repository root:
 
-    /usr/bin/python3 tuner/testdata/tpe_reference.py > tuner/testdata/tpe_reference.json
+    /usr/bin/python3 search/testdata/tpe_reference.py > search/testdata/tpe_reference.json
 
 Observations of equal value get bandwidths by their position in sorted
 order, which NumPy's unstable argsort leaves arbitrary; so the cases whose

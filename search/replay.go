@@ -1,4 +1,4 @@
-package tuner
+package search
 
 import (
 	"fmt"
@@ -64,8 +64,10 @@ type Replayer interface {
 	Replay(trial int, config map[string]any) error
 }
 
-// replay tells s that trial ran with config (see Replayer).
-func replay(s Searcher, trial int, config map[string]any) error {
+// Replay tells s that trial ran with config: through its Replay when it
+// is a Replayer, else by asking it Suggest(trial) and discarding the
+// answer (see Replayer).
+func Replay(s Searcher, trial int, config map[string]any) error {
 	if r, ok := s.(Replayer); ok {
 		return r.Replay(trial, config)
 	}
@@ -96,23 +98,24 @@ func (g *GridSearch) Replay(trial int, config map[string]any) error {
 		return ErrExhausted
 	}
 	g.issued++
-	return replay(g.inner, trial, config)
+	return Replay(g.inner, trial, config)
 }
 
 // Replay implements Replayer: the trial counts as running.
 func (l *Limiter) Replay(trial int, config map[string]any) error {
-	if err := replay(l.inner, trial, config); err != nil {
+	if err := Replay(l.inner, trial, config); err != nil {
 		return err
 	}
 	l.running[trial] = true
 	return nil
 }
 
-// restoreTypes gives the values of a recorded configuration the Go types
+// RestoreTypes gives the values of a recorded configuration the Go types
 // the space's domains yield: the database keeps configurations as JSON,
 // where an integer parameter reads back as a float64 and a choice's value
-// must be the very value the domain holds.
-func restoreTypes(space *searchspace.Space, config map[string]any) map[string]any {
+// must be the very value the domain holds. Replay expects a recorded
+// configuration restored so.
+func RestoreTypes(space *searchspace.Space, config map[string]any) map[string]any {
 	out := make(map[string]any, len(config))
 	for k, v := range config {
 		out[k] = v

@@ -1,4 +1,4 @@
-package tuner
+package search
 
 import (
 	"fmt"
@@ -36,12 +36,12 @@ func NewGridSearch(space *searchspace.Space, numSamples int, inner Searcher) (*G
 	if numSamples < 1 {
 		return nil, fieldErr("search.num_samples", "must be at least 1, got %d", numSamples)
 	}
-	if n := space.GridSize(); n > searchspace.MaxGridCells || n*numSamples > maxTrials {
+	if n := space.GridSize(); n > searchspace.MaxGridCells || n*numSamples > MaxTrials {
 		cells := fmt.Sprint(n)
 		if n > searchspace.MaxGridCells {
 			cells = fmt.Sprintf("more than %d", searchspace.MaxGridCells)
 		}
-		return nil, fieldErr("search.num_samples", "%d samples × %s grid cells is more than %d trials", numSamples, cells, maxTrials)
+		return nil, fieldErr("search.num_samples", "%d samples × %s grid cells is more than %d trials", numSamples, cells, MaxTrials)
 	}
 	cells := space.GridCells()
 	return &GridSearch{space: space, cells: cells, total: len(cells) * numSamples, inner: inner}, nil

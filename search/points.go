@@ -1,4 +1,4 @@
-package tuner
+package search
 
 import (
 	"fmt"
@@ -111,7 +111,7 @@ func (p *Points) Suggest(trial int) (map[string]any, error) {
 		cfg[prm.Name] = v
 	}
 	p.space.Prune(cfg)
-	if err := replay(p.inner, trial, cfg); err != nil {
+	if err := Replay(p.inner, trial, cfg); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -121,7 +121,7 @@ func (p *Points) Suggest(trial int) (map[string]any, error) {
 // configuration, whether a point or its own suggestion made it, as
 // Suggest tells it a point's.
 func (p *Points) Replay(trial int, config map[string]any) error {
-	return replay(p.inner, trial, config)
+	return Replay(p.inner, trial, config)
 }
 
 // OnResult implements Searcher by passing the result to the inner searcher.
