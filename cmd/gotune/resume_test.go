@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/storage"
 )
 
 // TestRunContinuesAfterKill9 kills a running `gotune run` with SIGKILL and
@@ -55,7 +57,7 @@ func TestRunContinuesAfterKill9(t *testing.T) {
 	}
 	unfinished := 0
 	for _, r := range before {
-		if r.Status == "RUNNING" {
+		if r.Status == storage.TrialInterrupted {
 			unfinished++
 		}
 	}

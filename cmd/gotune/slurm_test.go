@@ -301,7 +301,7 @@ func cancelAndResubmit(t *testing.T, cancel func(id string) error, want []trialJ
 	interrupted := 0
 	for _, r := range trialsOf(t, db, "preempted") {
 		switch r.Status {
-		case "RUNNING":
+		case storage.TrialInterrupted:
 			interrupted++
 			// Its history says the run stopped while it ran.
 			if code, show, _ := runCLI("show", "--db", db, "preempted", fmt.Sprint(r.TrialID)); code != 0 || !strings.Contains(show, "interrupt") {
@@ -309,7 +309,7 @@ func cancelAndResubmit(t *testing.T, cancel func(id string) error, want []trialJ
 			}
 		case "TERMINATED":
 		default:
-			t.Errorf("trial %d is %s after scancel (%s), want RUNNING or TERMINATED:\n%s", r.TrialID, r.Status, r.Error, out)
+			t.Errorf("trial %d is %s after scancel (%s), want INTERRUPTED or TERMINATED:\n%s", r.TrialID, r.Status, r.Error, out)
 		}
 	}
 	if interrupted == 0 {
@@ -393,8 +393,8 @@ func TestSlurmCancelKeepsAJustInTimeCheckpoint(t *testing.T) {
 	waitJobGone(t, id, time.Minute)
 	stopped := map[int]int{}
 	for _, r := range trialsOf(t, db, "jit") {
-		if r.Status != "RUNNING" {
-			t.Fatalf("trial %d is %s after scancel, want RUNNING:\n%s", r.TrialID, r.Status, job.output(id))
+		if r.Status != storage.TrialInterrupted {
+			t.Fatalf("trial %d is %s after scancel, want INTERRUPTED:\n%s", r.TrialID, r.Status, job.output(id))
 		}
 		stopped[r.TrialID] = r.Iterations
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/storage"
 )
 
 // jitWorker trains for {epochs} steps and saves a checkpoint only when it
@@ -82,8 +84,8 @@ func TestStopKeepsAJustInTimeCheckpoint(t *testing.T) {
 	}
 	stopped := map[int]int{} // trial -> iterations when stopped
 	for _, r := range trialsOf(t, db, "jit") {
-		if r.Status != "RUNNING" {
-			t.Fatalf("trial %d is %s after the SIGTERM, want RUNNING:\n%s", r.TrialID, r.Status, out.String())
+		if r.Status != storage.TrialInterrupted {
+			t.Fatalf("trial %d is %s after the SIGTERM, want INTERRUPTED:\n%s", r.TrialID, r.Status, out.String())
 		}
 		stopped[r.TrialID] = r.Iterations
 	}
