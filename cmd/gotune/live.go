@@ -230,6 +230,7 @@ type liveView struct {
 	width    func() int
 	snapshot func(context.Context) liveSnapshot
 	start    time.Time
+	events   eventLines
 
 	mu      sync.Mutex
 	pending []string // lines to print above the next frame
@@ -321,7 +322,7 @@ func (v *liveView) OnNotice(msg string) {
 
 // OnEvent prints a restart or a resize above the table.
 func (v *liveView) OnEvent(trial int, e trainer.Event) {
-	v.queue(fmt.Sprintf("%s  trial %d %s", formatElapsed(time.Since(v.start)), trial, describeEvent(e)))
+	v.queue(fmt.Sprintf("%s  trial %d %s", formatElapsed(time.Since(v.start)), trial, v.events.describe(trial, e)))
 }
 
 // OnDiskFull prints above the table that the sweep waits for space, or

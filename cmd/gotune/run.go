@@ -8,8 +8,10 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -195,8 +197,9 @@ const mirrorBytes = 3 * 4096
 
 // linePrinter writes one plain line per report and per finished trial.
 type linePrinter struct {
-	w     io.Writer
-	start time.Time
+	w      io.Writer
+	start  time.Time
+	events eventLines
 }
 
 func (p *linePrinter) OnReport(trial int, r trainer.Result) {
@@ -216,7 +219,41 @@ func (p *linePrinter) OnNotice(msg string) {
 }
 
 func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
-	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s\n", time.Since(p.start).Seconds(), trial, describeEvent(e))
+	fmt.Fprintf(p.w, "%7.1fs  trial %-3d %s\n", time.Since(p.start).Seconds(), trial, p.events.describe(trial, e))
+}
+
+// eventLines describes a sweep's events as describeEvent does, but one
+// that only repeats what an earlier trial's said (a metrics pattern that
+// matched nothing in trial 1 matches nothing in the next ones either) as
+// "as in trial N", so that the first says it and the rest do not bury the
+// sweep's output. The database keeps every event whole.
+type eventLines struct {
+	mu    sync.Mutex
+	first map[string]int // the gist of an event -> the trial that told it first
+}
+
+// repeatedKinds are the events told once per sweep in full.
+var repeatedKinds = map[trainer.EventKind]bool{trainer.EventMetricsUnmatched: true}
+
+// digits matches numbers in an event's cause, which differ between trials
+// that say the same thing (a line count, a trial's folder).
+var digits = regexp.MustCompile(`[0-9]+`)
+
+func (d *eventLines) describe(trial int, e trainer.Event) string {
+	if !repeatedKinds[e.Kind] {
+		return describeEvent(e)
+	}
+	gist := string(e.Kind) + " " + digits.ReplaceAllString(firstLine(e.Cause), "N")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if first, ok := d.first[gist]; ok && first != trial {
+		return fmt.Sprintf("%s: as in trial %d", e.Kind, first)
+	}
+	if d.first == nil {
+		d.first = map[string]int{}
+	}
+	d.first[gist] = trial
+	return describeEvent(e)
 }
 
 // describeEvent describes a group's event in one line, after the trial
@@ -231,6 +268,11 @@ func describeEvent(e trainer.Event) string {
 		return fmt.Sprintf("%s with %d workers from %s, %d reports recorded: %s", e.Kind, e.Workers, from, e.Recorded, firstLine(e.Cause))
 	case trainer.EventHung:
 		return fmt.Sprintf("%s; the stacks of its %d workers are in its hung event (gotune show --json)", firstLine(e.Cause), len(e.Stacks))
+	case trainer.EventMetricsUnmatched:
+		if head, tail, ok := strings.Cut(e.Cause, "; its last lines:\n"); ok {
+			lines := strings.Split(tail, "\n")
+			return fmt.Sprintf("%s: %s; its last line: %q (gotune show has more)", e.Kind, head, lines[len(lines)-1])
+		}
 	}
 	return fmt.Sprintf("%s: %s", e.Kind, firstLine(e.Cause))
 }
