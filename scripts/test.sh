@@ -22,7 +22,7 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # Packages with concurrency run under -race; the rest run plain. Both sets
 # run even when the first fails, so one run reports every failure.
-race_pkgs='/(allreduce|dashboard|mlflow|schedulers|search|storage|trainer|tuner|workers)(/|$)'
+race_pkgs='/(allreduce|cluster|dashboard|mlflow|schedulers|search|storage|trainer|tuner|workers)(/|$)'
 status=0
 go test -race -timeout 20m $(go list ./... | grep -E "$race_pkgs") || status=1
 go test -timeout 20m $(go list ./... | grep -vE "$race_pkgs") || status=1

@@ -12,19 +12,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gotune/gotune/cluster"
 	"github.com/gotune/gotune/workers"
 )
 
 // testCluster is a head on 127.0.0.1 with agents in this process, each on
 // a loopback address of its own, running this test binary's workers.
 type testCluster struct {
-	h     *workers.Head
+	h     *cluster.Head
 	stops map[string]func()
 }
 
 func newTestCluster(t *testing.T, shared bool, names ...string) *testCluster {
 	t.Helper()
-	h, err := workers.ListenHead("127.0.0.1:0", workers.HeadConfig{
+	h, err := cluster.ListenHead("127.0.0.1:0", cluster.HeadConfig{
 		Manager: workers.NewManager(nil, workers.ManagerConfig{}), Token: "t", Logf: t.Logf,
 	})
 	if err != nil {
@@ -37,7 +38,7 @@ func newTestCluster(t *testing.T, shared bool, names ...string) *testCluster {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			workers.RunAgent(ctx, workers.AgentConfig{
+			cluster.RunAgent(ctx, cluster.AgentConfig{
 				Head: h.Addr(), Token: "t", Node: workers.Node{Name: name, CPUs: 4},
 				Host: fmt.Sprintf("127.0.0.%d", i+2), Shared: shared, Logf: t.Logf, Retry: 50 * time.Millisecond,
 			})

@@ -7,7 +7,7 @@ import (
 )
 
 // Launcher starts a group's worker processes on one node:
-// workers.LocalLauncher on this node, workers.RemoteLauncher on a node a
+// workers.LocalLauncher on this node, cluster.RemoteLauncher on a node a
 // remote agent lends. The tuner puts the right one in each Slot.
 type Launcher interface {
 	// Host is the address the node's workers listen on for their group's

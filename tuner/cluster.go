@@ -4,8 +4,8 @@ import (
 	"context"
 	"path/filepath"
 
+	"github.com/gotune/gotune/cluster"
 	"github.com/gotune/gotune/trainer"
-	"github.com/gotune/gotune/workers"
 )
 
 // WithCluster runs the sweep across the nodes of the agents that join h as
@@ -21,7 +21,7 @@ import (
 // A trial whose worker is lost with its node restarts from its latest
 // checkpoint, as after any failure (so set failure.max_failures), on the
 // nodes left: an elastic group shrinks, a fixed one waits until it fits.
-func WithCluster(h *workers.Head) Option {
+func WithCluster(h *cluster.Head) Option {
 	return func(t *Tuner) {
 		t.cluster = h
 		t.manager = h.Manager()
@@ -64,7 +64,7 @@ func (t *Tuner) clusterSpec(spec *trainer.Spec) {
 // node.
 type clusterPlacer struct {
 	managerPlacer
-	h *workers.Head
+	h *cluster.Head
 }
 
 func (p clusterPlacer) Place(ctx context.Context, lo, hi int) (trainer.Placement, error) {
@@ -77,7 +77,7 @@ func (p clusterPlacer) Place(ctx context.Context, lo, hi int) (trainer.Placement
 
 type clusterPlacement struct {
 	managedPlacement
-	h *workers.Head
+	h *cluster.Head
 }
 
 func (p clusterPlacement) Slots() []trainer.Slot {

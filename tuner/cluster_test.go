@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gotune/gotune/cluster"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
@@ -55,9 +56,9 @@ func init() {
 // clusterOf starts a head whose own node offers nothing and agents in this
 // process on 127.0.0.2, .3, …, each offering cpus CPUs, and returns the
 // head and a function that stops agent i (from 0).
-func clusterOf(t *testing.T, agents int, cpus float64) (*workers.Head, func(i int)) {
+func clusterOf(t *testing.T, agents int, cpus float64) (*cluster.Head, func(i int)) {
 	t.Helper()
-	h, err := workers.ListenHead("127.0.0.1:0", workers.HeadConfig{
+	h, err := cluster.ListenHead("127.0.0.1:0", cluster.HeadConfig{
 		Manager: workers.NewManager(nil, workers.ManagerConfig{}), Token: "t", Logf: t.Logf,
 	})
 	if err != nil {
@@ -70,7 +71,7 @@ func clusterOf(t *testing.T, agents int, cpus float64) (*workers.Head, func(i in
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			workers.RunAgent(ctx, workers.AgentConfig{
+			cluster.RunAgent(ctx, cluster.AgentConfig{
 				Head: h.Addr(), Token: "t", Node: workers.Node{Name: fmt.Sprintf("agent%d", i), CPUs: cpus},
 				Host: fmt.Sprintf("127.0.0.%d", i+2), Logf: t.Logf, Retry: 50 * time.Millisecond,
 			})

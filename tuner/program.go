@@ -61,7 +61,7 @@ func (c Config) checkProgram() error {
 
 // NodePrograms are the programs that every node running the command's
 // workers must have, for a cluster's head to require of each agent when it
-// joins (workers.HeadConfig.Programs): the command's program when it is a
+// joins (cluster.HeadConfig.Programs): the command's program when it is a
 // bare name looked up in PATH or an absolute path. A program named by a
 // placeholder, looked up in trainer.env's PATH or by a path relative to a
 // folder the head may copy to the node is left to each trial.

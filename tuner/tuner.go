@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gotune/gotune/cluster"
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
@@ -49,7 +50,7 @@ type Tuner struct {
 	// gpus ties GPU samples to workers while Fit runs.
 	gpus *gpuWatch
 	// cluster lends other nodes (WithCluster).
-	cluster *workers.Head
+	cluster *cluster.Head
 	// space makes Fit's writes wait while the disk is full.
 	space *diskWait
 	// inspectors reach the running trials' workers for the control socket

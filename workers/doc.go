@@ -20,6 +20,9 @@
 // A Sampler reads GPU utilisation and memory every few seconds while
 // trials run; Allocation.Attribute assigns the samples to workers.
 //
-// The package imports nothing else of gotune's but its generated protocol,
-// workers/agentpb.
+// A Process runs on this node (StartProcess, LocalLauncher), or on another
+// node whose side of it is a Remote (NewRemoteProcess): package cluster
+// implements that side over its agents' sessions. workers owns what runs
+// on one node; it imports nothing of gotune's, and never package cluster,
+// which imports it.
 package workers

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -24,6 +25,32 @@ type Node struct {
 	// GPUNote says, in one line, why a node has no GPUs when discovery
 	// found none (for example no NVIDIA driver); "" otherwise.
 	GPUNote string `json:"gpu_note,omitempty"`
+}
+
+// Validate checks that n's resources lie within the bounds the Manager
+// counts in, as those of a node another machine offers (an agent's) must
+// before the node joins.
+func (n Node) Validate() error {
+	if !(n.CPUs >= 0 && n.CPUs <= maxCPUs) {
+		return fmt.Errorf("CPUs must be between 0 and %d, got %g", maxCPUs, n.CPUs)
+	}
+	if n.Memory < 0 {
+		return fmt.Errorf("memory must not be negative, got %d", int64(n.Memory))
+	}
+	if len(n.GPUs) > maxDeclaredGPUs {
+		return fmt.Errorf("at most %d GPUs, got %d", maxDeclaredGPUs, len(n.GPUs))
+	}
+	return nil
+}
+
+// Describe is n's resources in a few words, for a log line, as in
+// "8 CPUs, 32GiB memory, 2 GPUs".
+func (n Node) Describe() string {
+	s := plural(n.CPUs, "CPU")
+	if n.Memory > 0 {
+		s += ", " + n.Memory.Human() + " memory"
+	}
+	return s + ", " + count(len(n.GPUs), "GPU")
 }
 
 // GPU is one device a worker can be given: a whole GPU or a MIG device.

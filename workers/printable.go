@@ -50,11 +50,3 @@ func Printable(s string, max int, keepLines bool) string {
 	}
 	return b.String()
 }
-
-// printableLogf wraps logf so that every line it logs is printable and at
-// most MaxLogLine bytes long, whatever peers put in it.
-func printableLogf(logf func(string, ...any)) func(string, ...any) {
-	return func(format string, args ...any) {
-		logf("%s", Printable(fmt.Sprintf(format, args...), MaxLogLine, false))
-	}
-}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -147,14 +149,15 @@ func ParseOversizeReport(line string) (n int, ok bool) {
 // the leader is also killed if the launching process dies; what it started
 // is then ended by KillTagged in a later run.
 //
-// A Process may also run on another node, started there by its agent (see
-// RemoteLauncher): its output, control stream and exit then travel over
-// the network, and its log file is kept on this node.
+// A Process may also run on another node (see NewRemoteProcess; package
+// cluster starts such processes through a node's agent): its output,
+// control stream and exit then travel over the network, and its log file
+// is kept on this node.
 type Process struct {
 	pid     int
 	cmd     *exec.Cmd          // nil for a remote process
 	control io.ReadWriteCloser // nil without a control stream
-	remote  *remoteProc        // nil for a process of this node
+	remote  Remote             // nil for a process of this node
 	log     *processLog
 	tag     string  // the value of TagVar in the process's environment
 	cg      *cgroup // the process's own cgroup; nil for none
@@ -181,13 +184,6 @@ type Process struct {
 // when the program cannot be found or started; such an error names the
 // program.
 func StartProcess(spec LaunchSpec, onReport func(line string)) (*Process, error) {
-	return startProcess(spec, onReport, nil)
-}
-
-// startProcess is StartProcess; onLog, when not nil, also receives every
-// line written to the log but gotune's own, from the goroutines reading the
-// process's output (so possibly from two at once).
-func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process, error) {
 	if len(spec.Args) == 0 {
 		return nil, errors.New("launch: no command")
 	}
@@ -196,9 +192,6 @@ func startProcess(spec LaunchSpec, onReport, onLog func(line string)) (*Process,
 		return nil, err
 	}
 	log := newProcessLog(spec)
-	if onLog != nil {
-		log.onLine = onLog
-	}
 	wd, err := filepath.Abs(spec.Dir)
 	if err != nil {
 		log.close()
@@ -430,7 +423,7 @@ func (p *Process) Stop(grace time.Duration) {
 	p.stopped = true
 	p.mu.Unlock()
 	if p.remote != nil {
-		p.remote.signal(false, grace)
+		p.remote.Signal(false, grace)
 		return
 	}
 	p.mu.Lock()
@@ -449,7 +442,7 @@ func (p *Process) Kill() {
 	p.stopped = true
 	p.mu.Unlock()
 	if p.remote != nil {
-		p.remote.signal(true, 0)
+		p.remote.Signal(true, 0)
 		return
 	}
 	p.mu.Lock()
@@ -510,7 +503,7 @@ func (p *Process) Node() string {
 	if p.remote == nil {
 		return ""
 	}
-	return p.remote.node
+	return p.remote.Node()
 }
 
 // Fetch takes over a folder the process has handed over (a checkpoint it
@@ -532,7 +525,7 @@ func (p *Process) Fetch(ctx context.Context, dir string) (string, error) {
 	if p.remote == nil {
 		return Confine(p.scratch, absUnder(p.wd, dir))
 	}
-	return p.remote.fetch(ctx, dir)
+	return p.remote.Fetch(ctx, dir)
 }
 
 // absUnder is dir made absolute against the folder wd.
@@ -855,4 +848,11 @@ func (l *processLog) close() {
 		l.f = nil
 	}
 	l.shut, l.held = true, nil
+}
+
+// randomID is 16 random bytes in hex, for a worker's tag.
+func randomID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -92,7 +92,7 @@ func readProcStat(pid int) (procStat, error) {
 // it runs on: over the agent's session for a process of another node.
 func (p *Process) Usage(ctx context.Context) (ProcUsage, error) {
 	if p.remote != nil {
-		return p.remote.usage(ctx)
+		return p.remote.Usage(ctx)
 	}
 	return ProcessUsage(p.pid)
 }

@@ -360,7 +360,7 @@ func orNone(s string) string {
 // runs on: over the agent's session for a process of another node.
 func (p *Process) Stack(ctx context.Context) (Stack, error) {
 	if p.remote != nil {
-		return p.remote.stack(ctx)
+		return p.remote.Stack(ctx)
 	}
 	return ProcessStack(ctx, p.pid)
 }

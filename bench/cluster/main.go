@@ -38,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gotune/gotune/cluster"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
 )
@@ -109,7 +110,7 @@ func agentMain(args []string) int {
 	fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := workers.RunAgent(ctx, workers.AgentConfig{
+	err := cluster.RunAgent(ctx, cluster.AgentConfig{
 		Head: *head, Token: token, Host: *host, Node: workers.Node{Name: *name, CPUs: *cpus},
 		Retry: 20 * time.Millisecond, Logf: func(string, ...any) {},
 	})
@@ -125,7 +126,7 @@ type bench struct {
 	timeout          time.Duration
 	ckptKB           int
 
-	h     *workers.Head
+	h     *cluster.Head
 	exe   string
 	mu    sync.Mutex
 	procs map[string]*exec.Cmd // agent processes by node name
@@ -137,7 +138,7 @@ func (b *bench) run(workersN, runs int) error {
 		return err
 	}
 	b.exe, b.procs = exe, map[string]*exec.Cmd{}
-	h, err := workers.ListenHead("127.0.0.1:0", workers.HeadConfig{
+	h, err := cluster.ListenHead("127.0.0.1:0", cluster.HeadConfig{
 		Manager: workers.NewManager(nil, workers.ManagerConfig{}), Token: token, Timeout: b.timeout,
 		Logf: func(string, ...any) {},
 	})
@@ -241,7 +242,7 @@ func (b *bench) waitAgents() error {
 // placer places groups through the head's manager and starts each worker
 // on its node, as the tuner does.
 type placer struct {
-	h   *workers.Head
+	h   *cluster.Head
 	req workers.Request
 
 	mu     sync.Mutex
@@ -265,7 +266,7 @@ func (p *placer) Place(ctx context.Context, lo, hi int) (trainer.Placement, erro
 
 type placement struct {
 	a *workers.Allocation
-	h *workers.Head
+	h *cluster.Head
 }
 
 func (p *placement) Slots() []trainer.Slot {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotune/gotune/cluster"
 	"github.com/gotune/gotune/cmd/gotune/sweepfile"
 	"github.com/gotune/gotune/tuner"
 	"github.com/gotune/gotune/workers"
@@ -47,7 +48,7 @@ func listenFlags() []cli.Flag {
 		&cli.StringFlag{Name: "listen", Usage: "let agents (gotune agent) join the sweep with their nodes at `ADDR` (host:port; port 0 picks one)"},
 		tokenFlag(),
 		&cli.IntFlag{Name: "agents", Usage: "with --listen: wait for `N` agents to join before the sweep starts"},
-		&cli.DurationFlag{Name: "agent-timeout", Value: workers.DefaultAgentTimeout, Usage: "with --listen: declare an agent's node lost after it has been silent this long"},
+		&cli.DurationFlag{Name: "agent-timeout", Value: cluster.DefaultAgentTimeout, Usage: "with --listen: declare an agent's node lost after it has been silent this long"},
 		&cli.StringFlag{Name: "host", Usage: "with --listen: the address of this node that agents' workers reach it at (default: the --listen host, else the address agents reach it at)"},
 		&cli.BoolFlag{Name: "head-workers", Value: true, Usage: "with --listen: run workers on this node too; --head-workers=false leaves them all to the agents (then give --agents)"},
 	}, tlsFlags("head")...)
@@ -89,15 +90,15 @@ func listen(ctx context.Context, c *cli.Context, resources workers.Declared, pro
 	} else if c.Int("agents") < 1 {
 		return nil, nil, badInput(errors.New("--head-workers=false needs --agents: the sweep cannot start before agents have joined"))
 	}
-	cfg := workers.HeadConfig{
+	cfg := cluster.HeadConfig{
 		Manager: workers.NewManager(nodes, workers.ManagerConfig{}),
 		Token:   token, Timeout: c.Duration("agent-timeout"), Host: c.String("host"),
 		Logf: logTo(c.App.ErrWriter), Programs: programs,
 	}
-	if files := (workers.TLSFiles{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("ca")}); !files.IsZero() {
+	if files := (cluster.TLSFiles{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("ca")}); !files.IsZero() {
 		cfg.TLS = &files
 	}
-	h, err := workers.ListenHead(addr, cfg)
+	h, err := cluster.ListenHead(addr, cfg)
 	if err != nil {
 		return nil, nil, badInput(err)
 	}
@@ -150,7 +151,7 @@ func agentCommand() *cli.Command {
 			if c.String("head") == "" {
 				return badInput(errors.New("agent needs --head ADDR: the address the head listens on (gotune run --listen ADDR)"))
 			}
-			cfg := workers.AgentConfig{
+			cfg := cluster.AgentConfig{
 				Head: c.String("head"), Token: c.String("token"), Host: c.String("host"),
 				Shared: c.Bool("shared"), WorkDir: c.String("workdir"), Logf: logTo(c.App.ErrWriter),
 				StopGrace: c.Duration("stop-grace"),
@@ -174,13 +175,13 @@ func agentCommand() *cli.Command {
 				cfg.Node.Name, _ = os.Hostname()
 			}
 			if c.Bool("tls") || c.IsSet("ca") || c.IsSet("cert") || c.IsSet("key") {
-				cfg.TLS = &workers.TLSFiles{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("ca")}
+				cfg.TLS = &cluster.TLSFiles{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("ca")}
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err := workers.RunAgent(ctx, cfg)
+			err := cluster.RunAgent(ctx, cfg)
 			switch {
-			case errors.Is(err, workers.ErrRefused):
+			case errors.Is(err, cluster.ErrRefused):
 				return badInput(err)
 			case ctx.Err() != nil:
 				return nil // stopped by a signal: its workers are gone

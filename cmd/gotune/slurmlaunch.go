@@ -28,6 +28,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotune/gotune/cluster"
 	"github.com/gotune/gotune/cmd/gotune/sweepfile"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
@@ -71,7 +72,7 @@ func slurmJobName(db, name string) string {
 // slurmCluster is the head of a sweep run through Slurm and the jobs it
 // keeps in the queue.
 type slurmCluster struct {
-	head    *workers.Head
+	head    *cluster.Head
 	name    string   // the jobs' name
 	dir     string   // where the certificate and the jobs' output go
 	user    string   // whose jobs squeue and scancel look at
@@ -181,7 +182,7 @@ func startSlurm(ctx context.Context, c *cli.Context, sweep sweepfile.Sweep, cfg 
 	if listenAt == "" {
 		listenAt = ":0"
 	}
-	h, err := workers.ListenHead(listenAt, workers.HeadConfig{
+	h, err := cluster.ListenHead(listenAt, cluster.HeadConfig{
 		Manager: workers.NewManager(nil, workers.ManagerConfig{}),
 		Token:   token, TLS: &files, Timeout: c.Duration("agent-timeout"), Host: headHost, Logf: s.logf,
 		Programs: cfg.NodePrograms(),
@@ -488,14 +489,14 @@ func (s *slurmCluster) cancelAll() {
 
 // selfSignedCert writes a new self-signed certificate for the head, good
 // for host, this machine's name and addresses, and its key into dir.
-func selfSignedCert(dir, host string) (workers.TLSFiles, error) {
+func selfSignedCert(dir, host string) (cluster.TLSFiles, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return workers.TLSFiles{}, err
+		return cluster.TLSFiles{}, err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		return workers.TLSFiles{}, err
+		return cluster.TLSFiles{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: pkix.Name{CommonName: "gotune head"},
@@ -523,18 +524,18 @@ func selfSignedCert(dir, host string) (workers.TLSFiles, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return workers.TLSFiles{}, err
+		return cluster.TLSFiles{}, err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return workers.TLSFiles{}, err
+		return cluster.TLSFiles{}, err
 	}
-	f := workers.TLSFiles{Cert: filepath.Join(dir, "head.pem"), Key: filepath.Join(dir, "head-key.pem")}
+	f := cluster.TLSFiles{Cert: filepath.Join(dir, "head.pem"), Key: filepath.Join(dir, "head-key.pem")}
 	if err := os.WriteFile(f.Key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return workers.TLSFiles{}, err
+		return cluster.TLSFiles{}, err
 	}
 	if err := os.WriteFile(f.Cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return workers.TLSFiles{}, err
+		return cluster.TLSFiles{}, err
 	}
 	return f, nil
 }

@@ -1,4 +1,4 @@
-package workers
+package cluster
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/gotune/gotune/workers/agentpb"
+	"github.com/gotune/gotune/cluster/agentpb"
+	"github.com/gotune/gotune/workers"
 )
 
 // session is the head's side of one agent's connection. Its run method
@@ -124,7 +125,7 @@ func (s *session) send(m *agentpb.HeadMessage) error {
 
 // lostErr is the error of work that the session's end cut short.
 func (s *session) lostErr() error {
-	return &NodeLostError{Node: s.name, Cause: context.Cause(s.ctx)}
+	return &workers.NodeLostError{Node: s.name, Cause: context.Cause(s.ctx)}
 }
 
 // dispatch handles one message of the agent.
@@ -173,7 +174,7 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 // instead of failing for good.
 type peerError string
 
-func (e peerError) Error() string { return Printable(string(e), MaxPeerError, true) }
+func (e peerError) Error() string { return workers.Printable(string(e), workers.MaxPeerError, true) }
 
 func (e peerError) Unwrap() error {
 	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT} {
@@ -191,9 +192,9 @@ func exitFromPB(e *agentpb.Exited) error {
 	case e.Code == 0:
 		return nil
 	case e.Code < 0:
-		return &ExitError{Code: -1, Signal: syscall.Signal(e.Signal)}
+		return &workers.ExitError{Code: -1, Signal: syscall.Signal(e.Signal)}
 	}
-	return &ExitError{Code: int(e.Code)}
+	return &workers.ExitError{Code: int(e.Code)}
 }
 
 func (s *session) proc(id uint64) *remoteProc {
@@ -212,7 +213,7 @@ func (s *session) failAll(cause error) {
 	fetches := s.fetches
 	s.fetches = map[uint64]*fetchReq{}
 	s.mu.Unlock()
-	lost := &NodeLostError{Node: s.name, Cause: cause}
+	lost := &workers.NodeLostError{Node: s.name, Cause: cause}
 	for _, rp := range procs {
 		rp.events.push(procEvent{exited: true, err: lost})
 		rp.events.close()
@@ -271,13 +272,14 @@ type procEvent struct {
 }
 
 // remoteProc is the head's side of a process an agent runs: it replays the
-// process's output into the Process from one goroutine, in order.
+// process's output into its workers.Process from one goroutine, in order,
+// and is the Process's workers.Remote.
 type remoteProc struct {
 	s        *session
 	id       uint64
 	node     string
-	spec     LaunchSpec
-	p        *Process
+	spec     workers.LaunchSpec
+	feed     *workers.RemoteProcess
 	onReport func(string)
 	events   *queue[procEvent]
 	ctl      *bufPipe // nil without a control stream
@@ -291,7 +293,6 @@ type remoteProc struct {
 
 // deliver replays the process's events until its exit.
 func (rp *remoteProc) deliver() {
-	p := rp.p
 	for {
 		ev, ok := rp.events.pop()
 		if !ok {
@@ -299,18 +300,13 @@ func (rp *remoteProc) deliver() {
 		}
 		switch {
 		case ev.exited:
-			p.keepLogOfFailure(ev.err)
-			p.log.close()
-			p.mu.Lock()
-			p.exited, p.err, p.exitedAt = true, ev.err, time.Now()
-			p.mu.Unlock()
 			if rp.ctl != nil {
 				rp.ctl.closeWrite()
 			}
 			rp.mu.Lock()
 			rp.exited = true
 			rp.mu.Unlock()
-			close(p.done)
+			rp.feed.Exited(ev.err)
 			rp.maybeRelease()
 			return
 		case ev.control != nil:
@@ -318,7 +314,7 @@ func (rp *remoteProc) deliver() {
 		case ev.report && rp.onReport != nil:
 			rp.onReport(ev.line)
 		default:
-			p.log.writeLine([]byte(ev.line))
+			rp.feed.Output(ev.line)
 		}
 	}
 }
@@ -339,8 +335,11 @@ func (rp *remoteProc) maybeRelease() {
 	}
 }
 
-// signal asks the agent to stop or kill the process.
-func (rp *remoteProc) signal(kill bool, grace time.Duration) {
+// Node is the name of the process's node.
+func (rp *remoteProc) Node() string { return rp.node }
+
+// Signal asks the agent to stop or kill the process.
+func (rp *remoteProc) Signal(kill bool, grace time.Duration) {
 	rp.mu.Lock()
 	exited := rp.exited
 	rp.mu.Unlock()
@@ -353,32 +352,32 @@ func (rp *remoteProc) signal(kill bool, grace time.Duration) {
 	}}})
 }
 
-// stack asks the agent for the process's current stack.
-func (rp *remoteProc) stack(ctx context.Context) (Stack, error) {
+// Stack asks the agent for the process's current stack.
+func (rp *remoteProc) Stack(ctx context.Context) (workers.Stack, error) {
 	r, err := ask(ctx, rp.s, rp.s.stacks, func(id uint64) *agentpb.HeadMessage {
 		return &agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Stack{Stack: &agentpb.StackRequest{Id: id, Process: rp.id}}}
 	})
 	if err != nil {
-		return Stack{}, err
+		return workers.Stack{}, err
 	}
 	if r.Error != "" {
-		return Stack{}, fmt.Errorf("node %s: %w", rp.node, peerError(r.Error))
+		return workers.Stack{}, fmt.Errorf("node %s: %w", rp.node, peerError(r.Error))
 	}
-	return Stack{PID: int(r.Pid), Method: r.Method, Text: r.Text}, nil
+	return workers.Stack{PID: int(r.Pid), Method: r.Method, Text: r.Text}, nil
 }
 
-// usage asks the agent what the process uses now.
-func (rp *remoteProc) usage(ctx context.Context) (ProcUsage, error) {
+// Usage asks the agent what the process uses now.
+func (rp *remoteProc) Usage(ctx context.Context) (workers.ProcUsage, error) {
 	r, err := ask(ctx, rp.s, rp.s.usages, func(id uint64) *agentpb.HeadMessage {
 		return &agentpb.HeadMessage{Msg: &agentpb.HeadMessage_Usage{Usage: &agentpb.UsageRequest{Id: id, Process: rp.id}}}
 	})
 	if err != nil {
-		return ProcUsage{}, err
+		return workers.ProcUsage{}, err
 	}
 	if r.Error != "" {
-		return ProcUsage{}, fmt.Errorf("node %s: %w", rp.node, peerError(r.Error))
+		return workers.ProcUsage{}, fmt.Errorf("node %s: %w", rp.node, peerError(r.Error))
 	}
-	return ProcUsage{PID: rp.p.pid, CPUSeconds: r.CpuSeconds, RSS: Bytes(r.RssBytes), Processes: int(r.Processes)}, nil
+	return workers.ProcUsage{PID: rp.feed.Process().Pid(), CPUSeconds: r.CpuSeconds, RSS: workers.Bytes(r.RssBytes), Processes: int(r.Processes)}, nil
 }
 
 // reply hands r to the request awaiting it under id in pending, one of the
@@ -426,15 +425,15 @@ func ask[R any](ctx context.Context, s *session, pending map[uint64]chan R, msg 
 	}
 }
 
-// fetch brings a folder the process handed over to this node.
-func (rp *remoteProc) fetch(ctx context.Context, dir string) (string, error) {
+// Fetch brings a folder the process handed over to this node.
+func (rp *remoteProc) Fetch(ctx context.Context, dir string) (string, error) {
 	s := rp.s
 	if s.shared {
 		wd, err := filepath.Abs(rp.spec.Dir)
 		if err != nil {
 			return "", err
 		}
-		return Confine(rp.spec.Scratch, absUnder(wd, dir))
+		return workers.Confine(rp.spec.Scratch, absUnder(wd, dir))
 	}
 	rp.mu.Lock()
 	rp.fetches++
@@ -442,7 +441,7 @@ func (rp *remoteProc) fetch(ctx context.Context, dir string) (string, error) {
 	rp.mu.Unlock()
 	root := rp.spec.Scratch
 	if root == "" {
-		return Confine("", dir) // nothing can be handed over
+		return workers.Confine("", dir) // nothing can be handed over
 	}
 	f := &fetchReq{dest: filepath.Join(root, "fetched-"+strconv.Itoa(n)), done: make(chan error, 1)}
 	id := s.newID()

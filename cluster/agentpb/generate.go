@@ -1,6 +1,6 @@
 // Package agentpb is the generated gRPC code of the protocol between a
-// sweep's head and its node agents (agent.proto). The workers package
-// implements both sides; it imports nothing of gotune's.
+// sweep's head and its node agents (agent.proto). Package cluster
+// implements both sides; agentpb imports nothing of gotune's.
 package agentpb
 
 // Refreshing needs protoc (Debian's protobuf-compiler) and the Go plugins:

@@ -1,9 +1,11 @@
-package workers
+package cluster
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/workers"
 )
 
 // A worker's usage counts the processes it started, in its process group,
@@ -11,16 +13,16 @@ import (
 func TestProcessUsage(t *testing.T) {
 	// The shell waits while its child spins.
 	script := `while :; do :; done & wait`
-	local := func(t *testing.T) *Process {
-		p, err := StartProcess(sh(script), nil)
+	local := func(t *testing.T) *workers.Process {
+		p, err := workers.StartProcess(sh(script), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	remote := func(t *testing.T) *Process {
+	remote := func(t *testing.T) *workers.Process {
 		h, _ := testHead(t, HeadConfig{})
-		testAgent(t, h, AgentConfig{Node: Node{Name: "a"}, Host: "127.0.0.2"})
+		testAgent(t, h, AgentConfig{Node: workers.Node{Name: "a"}, Host: "127.0.0.2"})
 		waitAgents(t, h, 1)
 		p, err := h.Launcher(0).Start(sh(script), nil)
 		if err != nil {
@@ -28,12 +30,12 @@ func TestProcessUsage(t *testing.T) {
 		}
 		return p
 	}
-	for name, start := range map[string]func(*testing.T) *Process{"local": local, "agent": remote} {
+	for name, start := range map[string]func(*testing.T) *workers.Process{"local": local, "agent": remote} {
 		t.Run(name, func(t *testing.T) {
 			p := start(t)
 			defer func() { p.Kill(); waitDone(t, p) }()
 			ctx := context.Background()
-			var first ProcUsage
+			var first workers.ProcUsage
 			until(t, "the child starts", func() bool {
 				u, err := p.Usage(ctx)
 				if err != nil {

@@ -1,4 +1,4 @@
-package workers
+package cluster
 
 import (
 	"bytes"
@@ -25,7 +25,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/gotune/gotune/workers/agentpb"
+	"github.com/gotune/gotune/cluster/agentpb"
+	"github.com/gotune/gotune/workers"
 )
 
 // hangBound bounds waits that only end when something works: a failure
@@ -60,7 +61,7 @@ func testHead(t *testing.T, cfg HeadConfig) (*Head, *logLines) {
 	t.Helper()
 	logs := &logLines{}
 	if cfg.Manager == nil {
-		cfg.Manager = NewManager(nil, ManagerConfig{})
+		cfg.Manager = workers.NewManager(nil, workers.ManagerConfig{})
 	}
 	if cfg.Token == "" {
 		cfg.Token = "secret"
@@ -136,7 +137,7 @@ func until(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func waitDone(t *testing.T, p *Process) {
+func waitDone(t *testing.T, p *workers.Process) {
 	t.Helper()
 	select {
 	case <-p.Done():
@@ -145,15 +146,15 @@ func waitDone(t *testing.T, p *Process) {
 	}
 }
 
-func sh(script string, extra ...string) LaunchSpec {
-	return LaunchSpec{Args: []string{"/bin/sh", "-c", script}, Env: append(os.Environ(), extra...)}
+func sh(script string, extra ...string) workers.LaunchSpec {
+	return workers.LaunchSpec{Args: []string{"/bin/sh", "-c", script}, Env: append(os.Environ(), extra...)}
 }
 
 func TestAgentRunsProcesses(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
 			h, logs := testHead(t, HeadConfig{})
-			testAgent(t, h, AgentConfig{Node: Node{Name: "a", CPUs: 3, GPUs: []GPU{{Index: 0, MIG: -1, Name: "declared"}}}, Host: "127.0.0.2", Shared: shared})
+			testAgent(t, h, AgentConfig{Node: workers.Node{Name: "a", CPUs: 3, GPUs: []workers.GPU{{Index: 0, MIG: -1, Name: "declared"}}}, Host: "127.0.0.2", Shared: shared})
 			waitAgents(t, h, 1)
 			if !logs.has("agent a joined from 127.0.0.2") {
 				t.Error("no join logged")
@@ -186,7 +187,7 @@ func TestAgentRunsProcesses(t *testing.T) {
 				t.Errorf("node %q, pid %d", p.Node(), p.Pid())
 			}
 			waitDone(t, p)
-			var ee *ExitError
+			var ee *workers.ExitError
 			if !errors.As(p.Err(), &ee) || ee.Code != 3 {
 				t.Errorf("exit %v, want status 3", p.Err())
 			}
@@ -273,7 +274,7 @@ func TestAgentRunsProcesses(t *testing.T) {
 
 func TestAgentControlStreamAndSignals(t *testing.T) {
 	h, _ := testHead(t, HeadConfig{})
-	testAgent(t, h, AgentConfig{Node: Node{Name: "a"}, Host: "127.0.0.3"})
+	testAgent(t, h, AgentConfig{Node: workers.Node{Name: "a"}, Host: "127.0.0.3"})
 	waitAgents(t, h, 1)
 	l := h.Launcher(0)
 
@@ -319,14 +320,14 @@ func TestAgentControlStreamAndSignals(t *testing.T) {
 			p.Stop(50 * time.Millisecond) // the process ignores SIGTERM: SIGKILL follows
 		}
 		waitDone(t, p)
-		var ee *ExitError
+		var ee *workers.ExitError
 		if !errors.As(p.Err(), &ee) || ee.Signal != syscall.SIGKILL {
 			t.Errorf("kill=%v: exit %v, want SIGKILL", kill, p.Err())
 		}
 	}
 
 	// A program that does not exist fails the start.
-	if _, err := l.Start(LaunchSpec{Args: []string{"/nonexistent/prog"}}, nil); err == nil || !strings.Contains(err.Error(), "nonexistent") {
+	if _, err := l.Start(workers.LaunchSpec{Args: []string{"/nonexistent/prog"}}, nil); err == nil || !strings.Contains(err.Error(), "nonexistent") {
 		t.Errorf("start of a missing program: %v", err)
 	}
 	// A fetch of a missing folder fails with the agent's reason.
@@ -343,9 +344,9 @@ func TestAgentControlStreamAndSignals(t *testing.T) {
 
 func TestAgentLossAndRejoin(t *testing.T) {
 	h, logs := testHead(t, HeadConfig{Timeout: 2 * time.Second})
-	stop, _ := testAgent(t, h, AgentConfig{Node: Node{Name: "a"}, Host: "127.0.0.2"})
+	stop, _ := testAgent(t, h, AgentConfig{Node: workers.Node{Name: "a"}, Host: "127.0.0.2"})
 	waitAgents(t, h, 1)
-	testAgent(t, h, AgentConfig{Node: Node{Name: "a"}, Host: "127.0.0.3"}) // same name: it becomes a-2
+	testAgent(t, h, AgentConfig{Node: workers.Node{Name: "a"}, Host: "127.0.0.3"}) // same name: it becomes a-2
 	waitAgents(t, h, 2)
 	var aIndex int
 	for _, ai := range h.Agents() {
@@ -363,26 +364,26 @@ func TestAgentLossAndRejoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := h.Manager()
-	alloc, err := m.Acquire(context.Background(), Request{Workers: 4, Per: Resources{CPUs: 1}})
+	alloc, err := m.Acquire(context.Background(), workers.Request{Workers: 4, Per: workers.Resources{CPUs: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	stop() // the agent goes away: its node is lost and its process fails
 	waitDone(t, p)
-	if !errors.Is(p.Err(), ErrNodeLost) {
+	if !errors.Is(p.Err(), workers.ErrNodeLost) {
 		t.Errorf("the process of a lost node ended with %v, want ErrNodeLost", p.Err())
 	}
 	until(t, "the loss to be logged", func() bool { return logs.has("agent a lost") })
 	if !m.Lost(aIndex) {
 		t.Error("the node is not lost")
 	}
-	if _, err := h.Launcher(aIndex).Start(sh(`true`), nil); !errors.Is(err, ErrNodeLost) {
+	if _, err := h.Launcher(aIndex).Start(sh(`true`), nil); !errors.Is(err, workers.ErrNodeLost) {
 		t.Errorf("start on a lost node: %v", err)
 	}
 	// Nothing is placed on the lost node, even once its workers are free.
 	alloc.Release()
-	b, err := m.Acquire(context.Background(), Request{Workers: 2, Per: Resources{CPUs: 1}})
+	b, err := m.Acquire(context.Background(), workers.Request{Workers: 2, Per: workers.Resources{CPUs: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +393,7 @@ func TestAgentLossAndRejoin(t *testing.T) {
 		}
 	}
 	// A group that needs the lost node waits for it rather than fails.
-	tk, err := m.Submit(Request{Workers: 3, Per: Resources{CPUs: 1}})
+	tk, err := m.Submit(workers.Request{Workers: 3, Per: workers.Resources{CPUs: 1}})
 	if err != nil {
 		t.Fatalf("a group that fits with the lost node was refused: %v", err)
 	}
@@ -403,7 +404,7 @@ func TestAgentLossAndRejoin(t *testing.T) {
 
 	// The agent comes back under its name: the node is back, and the
 	// waiting group is placed.
-	testAgent(t, h, AgentConfig{Node: Node{Name: "a", CPUs: 2}, Host: "127.0.0.4"})
+	testAgent(t, h, AgentConfig{Node: workers.Node{Name: "a", CPUs: 2}, Host: "127.0.0.4"})
 	select {
 	case <-tk.Ready():
 	case <-time.After(hangBound):
@@ -447,7 +448,7 @@ func TestSilentAgentIsLost(t *testing.T) {
 
 func TestAgentWrongToken(t *testing.T) {
 	h, logs := testHead(t, HeadConfig{})
-	_, done := testAgent(t, h, AgentConfig{Node: Node{Name: "intruder"}, Token: "guess"})
+	_, done := testAgent(t, h, AgentConfig{Node: workers.Node{Name: "intruder"}, Token: "guess"})
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "token") {
@@ -503,7 +504,7 @@ func TestAgentTLS(t *testing.T) {
 
 	// Mutual TLS: the head checks the agent's certificate, the agent the head's.
 	h, _ := testHead(t, HeadConfig{TLS: &TLSFiles{Cert: cert, Key: key, CA: ca}})
-	testAgent(t, h, AgentConfig{Node: Node{Name: "tls"}, TLS: &TLSFiles{Cert: agentCert, Key: agentKey, CA: ca}})
+	testAgent(t, h, AgentConfig{Node: workers.Node{Name: "tls"}, TLS: &TLSFiles{Cert: agentCert, Key: agentKey, CA: ca}})
 	waitAgents(t, h, 1)
 	p, err := h.Launcher(0).Start(sh(`exit 0`), nil)
 	if err != nil {
@@ -554,7 +555,7 @@ func TestAgentTLS(t *testing.T) {
 func TestAgentLackingTheProgramIsRefused(t *testing.T) {
 	const program = "gotune-test-train"
 	h, logs := testHead(t, HeadConfig{Programs: []string{"sh", program}})
-	_, done := testAgent(t, h, AgentConfig{Node: Node{Name: "bare"}})
+	_, done := testAgent(t, h, AgentConfig{Node: workers.Node{Name: "bare"}})
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `node bare (127.0.0.1) lacks the sweep's program "`+program+`"`) {
@@ -573,14 +574,24 @@ func TestAgentLackingTheProgramIsRefused(t *testing.T) {
 	bin := t.TempDir()
 	os.WriteFile(filepath.Join(bin, program), []byte("#!/bin/sh\necho trained\n"), 0o755)
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	testAgent(t, h, AgentConfig{Node: Node{Name: "equipped"}})
+	testAgent(t, h, AgentConfig{Node: workers.Node{Name: "equipped"}})
 	waitAgents(t, h, 1)
-	p, err := h.Launcher(0).Start(LaunchSpec{Args: []string{program}, Env: os.Environ()}, func(string) {})
+	p, err := h.Launcher(0).Start(workers.LaunchSpec{Args: []string{program}, Env: os.Environ()}, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, p)
 	if p.Err() != nil || p.Node() != "equipped" {
 		t.Errorf("the program on node %s: %v", p.Node(), p.Err())
+	}
+}
+
+// granted reports whether tk's group has been placed.
+func granted(tk *workers.Ticket) bool {
+	select {
+	case <-tk.Ready():
+		return true
+	default:
+		return false
 	}
 }

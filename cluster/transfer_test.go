@@ -1,4 +1,4 @@
-package workers
+package cluster
 
 import (
 	"io"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gotune/gotune/workers/agentpb"
+	"github.com/gotune/gotune/cluster/agentpb"
 )
 
 // chunks feeds receiveDir a fixed list of chunks.

@@ -1,4 +1,4 @@
-package workers
+package cluster
 
 import (
 	"context"
@@ -22,7 +22,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/gotune/gotune/workers/agentpb"
+	"github.com/gotune/gotune/cluster/agentpb"
+	"github.com/gotune/gotune/workers"
 )
 
 // AgentConfig configures RunAgent.
@@ -34,10 +35,11 @@ type AgentConfig struct {
 	// TLS, when not nil, connects with TLS (see ClientTLS); otherwise the
 	// connection is plaintext.
 	TLS *TLSFiles
-	// Node is what this node offers (see Discover and Declared); its Name
-	// is the name the agent asks for, "" meaning "agent". An agent that
-	// joins again under the name of a lost node gets that node back.
-	Node Node
+	// Node is what this node offers (see workers.Discover and
+	// workers.Declared); its Name is the name the agent asks for, ""
+	// meaning "agent". An agent that joins again under the name of a lost
+	// node gets that node back.
+	Node workers.Node
 	// Host is the address of this node that its workers listen on and
 	// other nodes reach them at. "" means the local address of the
 	// connection to the head. When it is an IP address, the connection to
@@ -49,8 +51,8 @@ type AgentConfig struct {
 	// WorkDir holds the processes' folders; "" means a temporary folder,
 	// removed when RunAgent returns.
 	WorkDir string
-	// Executable runs the processes whose LaunchSpec sets Self; "" means
-	// this program (which must then be the head's program too).
+	// Executable runs the processes whose workers.LaunchSpec sets Self;
+	// "" means this program (which must then be the head's program too).
 	Executable string
 	// Retry is the pause between attempts to reach the head; 0 means 1s.
 	Retry time.Duration
@@ -218,7 +220,7 @@ type agentSession struct {
 
 // agentProc is a process the agent runs for the head.
 type agentProc struct {
-	p     *Process
+	p     *workers.Process
 	dir   string // its folder, removed on Release
 	wd    string // its working folder, for relative paths
 	ctlIn *queue[[]byte]
@@ -379,7 +381,7 @@ func (s *agentSession) dispatch(m *agentpb.HeadMessage) {
 	case *agentpb.HeadMessage_Port:
 		s.spawn(func() {
 			r := &agentpb.PortReply{Id: msg.Port.Id}
-			port, err := freePort(s.host)
+			port, err := workers.LocalLauncher{Address: s.host}.FreePort(s.ctx)
 			if err != nil {
 				r.Error = err.Error()
 			}
@@ -528,7 +530,7 @@ func (s *agentSession) start(l *agentpb.Launch) (*agentProc, error) {
 		return nil, errors.New("launch: no command")
 	}
 	ap := &agentProc{dir: filepath.Join(s.work, "p"+strconv.FormatUint(l.Id, 10))}
-	spec := LaunchSpec{
+	spec := workers.LaunchSpec{
 		Args: append([]string(nil), l.Args...), Dir: l.Dir,
 		Env: overlayEnv(os.Environ(), l.Env), ReportPrefix: l.ReportPrefix, Control: l.Control,
 	}
@@ -590,7 +592,8 @@ func (s *agentSession) start(l *agentpb.Launch) (*agentProc, error) {
 	if l.ReportPrefix != "" {
 		onReport = output(true)
 	}
-	p, err := startProcess(spec, onReport, output(false))
+	spec.OnOutput = output(false)
+	p, err := workers.StartProcess(spec, onReport)
 	if err != nil {
 		release()
 		os.RemoveAll(ap.dir)
@@ -662,17 +665,27 @@ func (s *agentSession) start(l *agentpb.Launch) (*agentProc, error) {
 // describeWorker names the trial and rank a worker's environment gives,
 // for the agent's log.
 func describeWorker(env []string) string {
-	trial, _ := envValue(env, "GOTUNE_TRIAL_ID")
-	rank, _ := envValue(env, "GOTUNE_WORLD_RANK")
+	trial, rank := lastValue(env, "GOTUNE_TRIAL_ID"), lastValue(env, "GOTUNE_WORLD_RANK")
 	if trial == "" {
 		return ""
 	}
 	return fmt.Sprintf(" (trial %s, rank %s)", trial, rank)
 }
 
+// lastValue is the value of the last entry of env that sets key, "" for
+// none.
+func lastValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
 func exitToPB(id uint64, err error) *agentpb.Exited {
 	e := &agentpb.Exited{Id: id}
-	var ee *ExitError
+	var ee *workers.ExitError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
@@ -777,7 +790,7 @@ func (s *agentSession) fetch(f *agentpb.Fetch) {
 	}
 	// The same rule as the head's: only a folder inside the process's own
 	// scratch folder is sent, and deleted once sent.
-	dir, err := Confine(ap.scratch, absUnder(ap.wd, f.Path))
+	dir, err := workers.Confine(ap.scratch, absUnder(ap.wd, f.Path))
 	if err != nil {
 		failed(err)
 		return

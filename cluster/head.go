@@ -1,4 +1,4 @@
-package workers
+package cluster
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +23,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/gotune/gotune/workers/agentpb"
+	"github.com/gotune/gotune/cluster/agentpb"
+	"github.com/gotune/gotune/workers"
 )
 
 // DefaultAgentTimeout is how long the head waits without a word from an
@@ -34,7 +36,7 @@ const DefaultAgentTimeout = 10 * time.Second
 type HeadConfig struct {
 	// Manager places the sweep's groups; agents' nodes are added to it as
 	// they join. Required.
-	Manager *Manager
+	Manager *workers.Manager
 	// Token is the shared secret every agent must present. Required.
 	Token string
 	// TLS, when not nil, makes the head serve TLS (see ServerTLS);
@@ -64,9 +66,10 @@ type HeadConfig struct {
 // It adds each agent's node to the Manager, starts worker processes there
 // on request (Launcher), and watches the agent's heartbeats: an agent that
 // stops answering, or whose connection breaks, is declared lost, its node
-// is marked lost in the Manager (LoseNode), and its processes fail with an
-// error wrapping ErrNodeLost so that their groups restart elsewhere. An
-// agent that joins again under the same name gets its node back.
+// is marked lost in the Manager (Manager.LoseNode), and its processes fail
+// with an error wrapping workers.ErrNodeLost so that their groups restart
+// elsewhere. An agent that joins again under the same name gets its node
+// back.
 type Head struct {
 	cfg    HeadConfig
 	ln     net.Listener
@@ -164,7 +167,7 @@ func ListenHead(addr string, cfg HeadConfig) (*Head, error) {
 func (h *Head) Addr() string { return h.ln.Addr().String() }
 
 // Manager is the head's resource manager.
-func (h *Head) Manager() *Manager { return h.cfg.Manager }
+func (h *Head) Manager() *workers.Manager { return h.cfg.Manager }
 
 // Host is the address of this node that other nodes reach it at (see
 // HeadConfig.Host).
@@ -178,7 +181,7 @@ func (h *Head) Host() string {
 }
 
 // Local is the launcher of this node's workers, listening on Host.
-func (h *Head) Local() LocalLauncher { return LocalLauncher{Address: h.Host()} }
+func (h *Head) Local() workers.LocalLauncher { return workers.LocalLauncher{Address: h.Host()} }
 
 // Launcher is the launcher of node index's workers when an agent lends
 // that node, nil for the head's own nodes. It stays valid across the
@@ -261,29 +264,10 @@ func (h *Head) enter() error {
 	return nil
 }
 
-// ErrNodeLost is wrapped by the errors of processes, launches and
-// transfers on a node that was lost (see NodeLostError).
-var ErrNodeLost = errors.New("node lost")
-
-// NodeLostError is how a process on a lost node ended, or why a launch
-// there failed.
-type NodeLostError struct {
-	Node  string
-	Cause error
-}
-
-func (e *NodeLostError) Error() string {
-	return fmt.Sprintf("was lost with node %s (%v)", e.Node, e.Cause)
-}
-
-// Is makes errors.Is(err, ErrNodeLost) hold.
-func (e *NodeLostError) Is(target error) bool { return target == ErrNodeLost }
-func (e *NodeLostError) Unwrap() error        { return e.Cause }
-
 // attach registers a joining agent's session: it rejoins the lost node of
 // its name, or adds a new node to the manager. The name is made unique
 // among the nodes in use by a suffix -2, -3, …
-func (h *Head) attach(s *session, n Node, host string) error {
+func (h *Head) attach(s *session, n workers.Node, host string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -291,7 +275,7 @@ func (h *Head) attach(s *session, n Node, host string) error {
 	}
 	// The name is the agent's to choose: it becomes printable and short
 	// before anything shows or stores it.
-	base := Printable(n.Name, MaxNodeName, false)
+	base := workers.Printable(n.Name, workers.MaxNodeName, false)
 	if base == "" {
 		base = "agent"
 	}
@@ -324,7 +308,7 @@ func (h *Head) attach(s *session, n Node, host string) error {
 		break
 	}
 	h.sessions[s.id] = s
-	h.logf("agent %s joined from %s: %s", s.name, host, describeNode(n))
+	h.logf("agent %s joined from %s: %s", s.name, host, n.Describe())
 	close(h.joined)
 	h.joined = make(chan struct{})
 	return nil
@@ -342,7 +326,7 @@ func (h *Head) detach(s *session) {
 }
 
 // live returns node index's current session, or an error wrapping
-// ErrNodeLost.
+// workers.ErrNodeLost.
 func (h *Head) live(index int) (*session, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -351,7 +335,7 @@ func (h *Head) live(index int) (*session, error) {
 		return nil, fmt.Errorf("node %d is no agent's", index)
 	}
 	if a.session == nil {
-		return nil, &NodeLostError{Node: a.name, Cause: errors.New("no agent serves it now")}
+		return nil, &workers.NodeLostError{Node: a.name, Cause: errors.New("no agent serves it now")}
 	}
 	return a.session, nil
 }
@@ -418,7 +402,7 @@ func (hs *headServer) Session(stream agentpb.Head_SessionServer) error {
 		return status.Errorf(codes.FailedPrecondition, "the agent speaks protocol %d, the head %d: run the same gotune version on both", join.Version, protocolVersion)
 	}
 	node := nodeFromPB(join.Node)
-	if err := validateNode(node); err != nil {
+	if err := node.Validate(); err != nil {
 		return status.Errorf(codes.InvalidArgument, "the agent's node: %v", err)
 	}
 	h.learnHost(stream.Context())
@@ -454,7 +438,7 @@ func (hs *headServer) Session(stream agentpb.Head_SessionServer) error {
 
 // require asks a joining agent for the sweep's programs and refuses its
 // node when it lacks one, before the node takes any work.
-func (h *Head) require(stream agentpb.Head_SessionServer, n Node, host string) error {
+func (h *Head) require(stream agentpb.Head_SessionServer, n workers.Node, host string) error {
 	if len(h.cfg.Programs) == 0 {
 		return nil
 	}
@@ -474,9 +458,9 @@ func (h *Head) require(stream agentpb.Head_SessionServer, n Node, host string) e
 	}
 	missing := make([]string, len(lacks.Programs))
 	for i, p := range lacks.Programs {
-		missing[i] = strconv.Quote(Printable(p, 200, false))
+		missing[i] = strconv.Quote(workers.Printable(p, 200, false))
 	}
-	msg := fmt.Sprintf("node %s (%s) lacks the sweep's program %s: install it there, or leave that node out", Printable(n.Name, MaxNodeName, false), host, strings.Join(missing, ", "))
+	msg := fmt.Sprintf("node %s (%s) lacks the sweep's program %s: install it there, or leave that node out", workers.Printable(n.Name, workers.MaxNodeName, false), host, strings.Join(missing, ", "))
 	h.logf("agent refused: %s", msg)
 	return status.Error(codes.FailedPrecondition, msg)
 }
@@ -544,43 +528,45 @@ func (hs *headServer) GetFiles(req *agentpb.GetFilesRequest, stream agentpb.Head
 // protocolVersion is the version of agent.proto both sides speak.
 const protocolVersion = 2
 
+// count writes n things, as in "1 agent" or "2 agents".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// printableLogf wraps logf so that every line it logs is printable and at
+// most workers.MaxLogLine bytes long, whatever peers put in it.
+func printableLogf(logf func(string, ...any)) func(string, ...any) {
+	return func(format string, args ...any) {
+		logf("%s", workers.Printable(fmt.Sprintf(format, args...), workers.MaxLogLine, false))
+	}
+}
+
+// absUnder is dir made absolute against the folder wd.
+func absUnder(wd, dir string) string {
+	if filepath.IsAbs(dir) {
+		return dir
+	}
+	return filepath.Join(wd, dir)
+}
+
 // heartbeatInterval is how often each side of a session sends a heartbeat
 // when the other gives up after timeout.
 func heartbeatInterval(timeout time.Duration) time.Duration {
 	return max(timeout/4, time.Millisecond)
 }
 
-func validateNode(n Node) error {
-	if !(n.CPUs >= 0 && n.CPUs <= maxCPUs) {
-		return fmt.Errorf("CPUs must be between 0 and %d, got %g", maxCPUs, n.CPUs)
-	}
-	if n.Memory < 0 {
-		return fmt.Errorf("memory must not be negative, got %d", int64(n.Memory))
-	}
-	if len(n.GPUs) > maxDeclaredGPUs {
-		return fmt.Errorf("at most %d GPUs, got %d", maxDeclaredGPUs, len(n.GPUs))
-	}
-	return nil
-}
-
-// describeNode is a node's resources for a log line.
-func describeNode(n Node) string {
-	s := plural(n.CPUs, "CPU")
-	if n.Memory > 0 {
-		s += ", " + n.Memory.Human() + " memory"
-	}
-	return s + ", " + count(len(n.GPUs), "GPU")
-}
-
-func nodeFromPB(p *agentpb.Node) Node {
-	n := Node{Name: p.Name, CPUs: p.Cpus, Memory: Bytes(p.MemoryBytes), GPUNote: p.GpuNote}
+func nodeFromPB(p *agentpb.Node) workers.Node {
+	n := workers.Node{Name: p.Name, CPUs: p.Cpus, Memory: workers.Bytes(p.MemoryBytes), GPUNote: p.GpuNote}
 	for _, g := range p.Gpus {
-		n.GPUs = append(n.GPUs, GPU{Index: int(g.Index), MIG: int(g.Mig), UUID: g.Uuid, Name: g.Name, Memory: Bytes(g.MemoryBytes)})
+		n.GPUs = append(n.GPUs, workers.GPU{Index: int(g.Index), MIG: int(g.Mig), UUID: g.Uuid, Name: g.Name, Memory: workers.Bytes(g.MemoryBytes)})
 	}
 	return n
 }
 
-func nodeToPB(n Node) *agentpb.Node {
+func nodeToPB(n workers.Node) *agentpb.Node {
 	p := &agentpb.Node{Name: n.Name, Cpus: n.CPUs, MemoryBytes: int64(n.Memory), GpuNote: n.GPUNote}
 	for _, g := range n.GPUs {
 		p.Gpus = append(p.Gpus, &agentpb.GPU{Index: int32(g.Index), Mig: int32(g.MIG), Uuid: g.UUID, Name: g.Name, MemoryBytes: int64(g.Memory)})
@@ -588,6 +574,7 @@ func nodeToPB(n Node) *agentpb.Node {
 	return p
 }
 
+// randomID is 16 random bytes in hex: a session's id, a folder's key.
 func randomID() string {
 	b := make([]byte, 16)
 	rand.Read(b)

@@ -1,11 +1,11 @@
-package workers
+package cluster
 
 import (
 	"errors"
 	"syscall"
 	"testing"
 
-	"github.com/gotune/gotune/workers/agentpb"
+	"github.com/gotune/gotune/cluster/agentpb"
 )
 
 // TestPeerErrorKeepsAFullDisk checks that an agent's failure read back from

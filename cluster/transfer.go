@@ -1,4 +1,4 @@
-package workers
+package cluster
 
 import (
 	"errors"
@@ -9,7 +9,8 @@ import (
 	"path"
 	"path/filepath"
 
-	"github.com/gotune/gotune/workers/agentpb"
+	"github.com/gotune/gotune/cluster/agentpb"
+	"github.com/gotune/gotune/workers"
 )
 
 // chunkSize is the most file data one FileChunk carries, well below
@@ -121,7 +122,7 @@ func receiveDir(dest string, recv func() (*agentpb.FileChunk, error)) (err error
 			return rerr
 		}
 		if c.Error != "" {
-			return errors.New(Printable(c.Error, MaxPeerError, true))
+			return errors.New(workers.Printable(c.Error, workers.MaxPeerError, true))
 		}
 		if c.Path != cur || c.Dir {
 			if f != nil {
