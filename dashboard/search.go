@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/tuner"
 )
@@ -75,14 +76,14 @@ func (s *Server) front(r *http.Request, db *storage.DB) (any, error) {
 }
 
 // ImportanceView is the importance of an experiment's parameters to one
-// of its objectives, as tuner.Importance finds it (PED-ANOVA).
+// of its objectives, as search.Importance finds it (PED-ANOVA).
 type ImportanceView struct {
 	Metric   string  `json:"metric"`
 	Mode     string  `json:"mode"`
 	Quantile float64 `json:"quantile"`
 	// Trials is how many finished, feasible trials were scored.
-	Trials int                     `json:"trials"`
-	Params []tuner.ParamImportance `json:"params"`
+	Trials int                      `json:"trials"`
+	Params []search.ParamImportance `json:"params"`
 }
 
 // GET /api/experiments/{exp}/importance[?metric=M&quantile=Q]: the
@@ -120,7 +121,7 @@ func (s *Server) importance(r *http.Request, db *storage.DB) (any, error) {
 		return nil, err
 	}
 	v.Trials = len(scored)
-	if v.Params, err = tuner.Importance(space, scored, v.Quantile); err != nil {
+	if v.Params, err = search.Importance(space, scored, v.Quantile); err != nil {
 		return nil, &apiError{http.StatusConflict, err}
 	}
 	return v, nil

@@ -170,9 +170,6 @@ type SearchConfig struct {
 // Algorithms lists the values SearchConfig.Algorithm accepts.
 var Algorithms = []string{"random", "grid", "tpe", "cmaes", "nsga2", "bohb"}
 
-// maxTrials bounds the trials of one experiment (NumSamples × grid cells).
-const maxTrials = search.MaxTrials
-
 // Trials is the number of trials the search runs: NumSamples times the
 // number of grid cells, with defaults applied.
 func (s SearchConfig) Trials() int {

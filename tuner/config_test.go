@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
@@ -240,8 +241,8 @@ type scripted struct {
 	suggest func(trial int) error
 }
 
-func (s *scripted) OnResult(int, Observation) {}
-func (s *scripted) OnTrialEnd(int, TrialEnd)  {}
+func (s *scripted) OnResult(int, search.Observation) {}
+func (s *scripted) OnTrialEnd(int, search.TrialEnd)  {}
 
 func (s *scripted) Suggest(trial int) (map[string]any, error) {
 	if err := s.suggest(trial); err != nil {
@@ -260,13 +261,13 @@ func TestFitSearcherControl(t *testing.T) {
 	}{
 		{"exhausted ends the experiment early", func(trial int) error {
 			if trial > 2 {
-				return ErrExhausted
+				return search.ErrExhausted
 			}
 			return nil
 		}, 2, ""},
 		{"wait with nothing running fails", func(trial int) error {
 			if trial > 1 {
-				return ErrWait
+				return search.ErrWait
 			}
 			return nil
 		}, 1, "ErrWait with no trial running"},

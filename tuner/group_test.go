@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
@@ -57,8 +58,8 @@ func init() {
 type fixedSearcher []map[string]any
 
 func (s fixedSearcher) Suggest(trial int) (map[string]any, error) { return s[trial-1], nil }
-func (s fixedSearcher) OnResult(int, Observation)                 {}
-func (s fixedSearcher) OnTrialEnd(int, TrialEnd)                  {}
+func (s fixedSearcher) OnResult(int, search.Observation)          {}
+func (s fixedSearcher) OnTrialEnd(int, search.TrialEnd)           {}
 
 func TestCommandSweepFailedTrialsDoNotStopIt(t *testing.T) {
 	space, _ := searchspace.New(
@@ -71,12 +72,12 @@ func TestCommandSweepFailedTrialsDoNotStopIt(t *testing.T) {
 		Command: []string{"{prog}", "-c", "{script}"},
 		Scaling: trainer.ScalingConfig{NumWorkers: 2, CPUsPerWorker: 0.01},
 	}
-	search := fixedSearcher{
+	searcher := fixedSearcher{
 		{"prog": "gotune-no-such-program", "script": ""},
 		{"prog": "sh", "script": "echo 'bad --lr' >&2; exit 2"},
 		{"prog": "sh", "script": `for i in 1 2 3; do echo "@gotune {\"loss\": $i}"; done`},
 	}
-	tu, err := New(cfg, WithSearcher(search))
+	tu, err := New(cfg, WithSearcher(searcher))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,13 +236,13 @@ func TestReportOnlyTrialsLeaveNoFolders(t *testing.T) {
 		Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01},
 	}
 	report := `echo '@gotune {"loss": 1}'`
-	search := fixedSearcher{
+	searcher := fixedSearcher{
 		{"script": report},
 		{"script": report + "; echo hello"},
 		{"script": report},
 		{"script": "exit 3"},
 	}
-	tu, err := New(cfg, WithSearcher(search))
+	tu, err := New(cfg, WithSearcher(searcher))
 	if err != nil {
 		t.Fatal(err)
 	}

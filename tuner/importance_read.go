@@ -7,6 +7,7 @@ import (
 
 	toml "github.com/pelletier/go-toml/v2"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 )
@@ -14,7 +15,7 @@ import (
 // ScoredTrials reads the trials of exp that ran to their end or were
 // stopped, are feasible and reported metric in their last report, scored
 // lower is better by mode ("min" or "max"), as Importance reads them.
-func ScoredTrials(ctx context.Context, s *storage.DB, exp, metric, mode string) ([]ScoredConfig, error) {
+func ScoredTrials(ctx context.Context, s *storage.DB, exp, metric, mode string) ([]search.ScoredConfig, error) {
 	trials, err := s.QueryTrials(ctx, exp, storage.TrialQuery{Status: []string{storage.TrialTerminated, storage.TrialStopped}, Feasible: true})
 	if err != nil {
 		return nil, err
@@ -27,7 +28,7 @@ func ScoredTrials(ctx context.Context, s *storage.DB, exp, metric, mode string) 
 	if err != nil {
 		return nil, err
 	}
-	var out []ScoredConfig
+	var out []search.ScoredConfig
 	for _, t := range trials {
 		v, ok := last[t.Number][metric]
 		if !ok {
@@ -36,7 +37,7 @@ func ScoredTrials(ctx context.Context, s *storage.DB, exp, metric, mode string) 
 		if mode == "max" {
 			v = -v
 		}
-		out = append(out, ScoredConfig{Config: t.Params, Score: v})
+		out = append(out, search.ScoredConfig{Config: t.Params, Score: v})
 	}
 	return out, nil
 }

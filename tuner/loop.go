@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 )
@@ -73,7 +74,7 @@ type trialRun struct {
 	state  trialState
 	// last is the trial's latest result that carried the objective; nil
 	// until there is one.
-	last *Observation
+	last *search.Observation
 	// iterations is the trial's last recorded report; resume is the
 	// committed checkpoint its group starts from next ("" for scratch).
 	iterations  int
@@ -227,11 +228,11 @@ func (l *loop) startTrials(ctx context.Context) {
 	for l.running+len(batch) < room && l.started+len(batch) < trials {
 		number := l.started + len(batch) + 1
 		config, err := t.searcher.Suggest(number)
-		if errors.Is(err, ErrWait) {
+		if errors.Is(err, search.ErrWait) {
 			l.waiting = true
 			break
 		}
-		if errors.Is(err, ErrExhausted) {
+		if errors.Is(err, search.ErrExhausted) {
 			l.exhausted = true
 			msg := fmt.Sprintf("the searcher has no more configurations: the sweep ends after %d of its %d trials (a finite space is tried without repeats unless search.allow_repeats is set)", number-1, trials)
 			l.record(l.t.db.AddEvent(ctx, l.exp.ID, 0, EventSearchExhausted, msg, map[string]int{"trials": number - 1, "planned": trials}))
@@ -348,7 +349,7 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	if !hasProgress {
 		step = float64(r.Iteration)
 	}
-	tr.last = &Observation{Step: step, Score: score, Metrics: r.Metrics}
+	tr.last = &search.Observation{Step: step, Score: score, Metrics: r.Metrics}
 	t.searcher.OnResult(tr.number, *tr.last)
 	if !hasProgress {
 		return trainer.Continue
@@ -497,13 +498,13 @@ func (l *loop) removeEmptyFolders() {
 }
 
 // searcherEnd is how a searcher sees a trial that ended with status.
-func searcherEnd(status string, last *Observation) TrialEnd {
-	end := TrialEnd{Status: TrialCompleted, Last: last}
+func searcherEnd(status string, last *search.Observation) search.TrialEnd {
+	end := search.TrialEnd{Status: search.TrialCompleted, Last: last}
 	switch status {
 	case storage.TrialError:
-		end.Status = TrialFailed
+		end.Status = search.TrialFailed
 	case storage.TrialStopped:
-		end.Status = TrialStopped
+		end.Status = search.TrialStopped
 	}
 	return end
 }

@@ -168,9 +168,9 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		}
 		l.started = max(l.started, rec.Number)
 		switch err := search.Replay(t.searcher, rec.Number, config); {
-		case errors.Is(err, ErrExhausted):
+		case errors.Is(err, search.ErrExhausted):
 			l.exhausted = true
-		case err != nil && !errors.Is(err, ErrWait):
+		case err != nil && !errors.Is(err, search.ErrWait):
 			return fmt.Errorf("searcher: replay trial %d: %w", rec.Number, err)
 		}
 		if rerun(rec) {
@@ -291,7 +291,7 @@ func (l *loop) replayReports(tr *trialRun, ts storage.TrialState) {
 		if !hasProgress {
 			step = float64(rep.Iteration)
 		}
-		tr.last = &Observation{Step: step, Score: score, Metrics: rep.Metrics}
+		tr.last = &search.Observation{Step: step, Score: score, Metrics: rep.Metrics}
 		t.searcher.OnResult(tr.number, *tr.last)
 	}
 }

@@ -135,7 +135,7 @@ type searcherCase struct {
 	space     *searchspace.Space
 	samples   int
 	// custom builds a searcher of the test's own; nil for the algorithm's.
-	custom func(seed int64) Searcher
+	custom func(seed int64) search.Searcher
 	// exactWhenConcurrent: the resumed sweep suggests what an undisturbed
 	// one does also when trials run 3 at a time, not only one at a time.
 	exactWhenConcurrent bool
@@ -242,22 +242,22 @@ func TestResumedSearchersContinue(t *testing.T) {
 	cases := []searcherCase{
 		{name: "random", algorithm: "random", space: mixed, samples: 16, exactWhenConcurrent: true},
 		{name: "grid", algorithm: "grid", space: withGrid, samples: 8, exactWhenConcurrent: true},
-		{name: "tpe", algorithm: "tpe", space: mixed, samples: TPEStartupTrials + 8, exactWhenConcurrent: true},
+		{name: "tpe", algorithm: "tpe", space: mixed, samples: search.TPEStartupTrials + 8, exactWhenConcurrent: true},
 		{name: "cmaes", algorithm: "cmaes", space: numeric, samples: 18},
 		{name: "custom", space: mixed, samples: 16, exactWhenConcurrent: true,
-			custom: func(seed int64) Searcher { return newPerturbBest(mixed, seed, false) }},
+			custom: func(seed int64) search.Searcher { return newPerturbBest(mixed, seed, false) }},
 		{name: "custom_without_replay", space: mixed, samples: 16,
-			custom: func(seed int64) Searcher { return noReplay{newPerturbBest(mixed, seed, true)} }},
-		{name: "tpe_points", algorithm: "tpe", space: mixed, samples: TPEStartupTrials + 4, exactWhenConcurrent: true, points: points},
+			custom: func(seed int64) search.Searcher { return noReplay{newPerturbBest(mixed, seed, true)} }},
+		{name: "tpe_points", algorithm: "tpe", space: mixed, samples: search.TPEStartupTrials + 4, exactWhenConcurrent: true, points: points},
 		{name: "random_points", algorithm: "random", space: mixed, samples: 8, exactWhenConcurrent: true, points: points},
 		{name: "grid_points", algorithm: "grid", space: withGrid, samples: 4, exactWhenConcurrent: true, points: points},
 		{name: "cmaes_points", algorithm: "cmaes", space: numeric, samples: 12, points: numericPoints},
 		{name: "random_conditional", algorithm: "random", space: conditional, samples: 8, exactWhenConcurrent: true},
-		{name: "tpe_conditional", algorithm: "tpe", space: conditional, samples: TPEStartupTrials + 6, exactWhenConcurrent: true, points: conditionalPoints},
+		{name: "tpe_conditional", algorithm: "tpe", space: conditional, samples: search.TPEStartupTrials + 6, exactWhenConcurrent: true, points: conditionalPoints},
 		{name: "cmaes_conditional", algorithm: "cmaes", space: numericConditional, samples: 8},
-		{name: "tpe_conditional_grid", algorithm: "tpe", space: numericConditional, samples: TPEStartupTrials/2 + 3, exactWhenConcurrent: true},
-		{name: "motpe", algorithm: "tpe", space: conditional, samples: TPEStartupTrials + 6, exactWhenConcurrent: true, multi: true},
-		{name: "nsga2", algorithm: "nsga2", space: conditional, samples: NSGA2PopulationSize + 6, exactWhenConcurrent: true, multi: true},
+		{name: "tpe_conditional_grid", algorithm: "tpe", space: numericConditional, samples: search.TPEStartupTrials/2 + 3, exactWhenConcurrent: true},
+		{name: "motpe", algorithm: "tpe", space: conditional, samples: search.TPEStartupTrials + 6, exactWhenConcurrent: true, multi: true},
+		{name: "nsga2", algorithm: "nsga2", space: conditional, samples: search.NSGA2PopulationSize + 6, exactWhenConcurrent: true, multi: true},
 	}
 	for _, sc := range cases {
 		for _, concurrent := range []int{1, 3} {
@@ -321,7 +321,7 @@ func newPerturbBest(space *searchspace.Space, seed int64, sequential bool) *pert
 func (s *perturbBest) Suggest(trial int) (map[string]any, error) {
 	r := s.sequential
 	if r == nil {
-		r = TrialRand(s.seed, trial)
+		r = search.TrialRand(s.seed, trial)
 	}
 	cfg := s.space.Sample(r)
 	if s.best != nil && trial > 4 {
@@ -340,12 +340,12 @@ func (s *perturbBest) Replay(trial int, config map[string]any) error {
 	return nil
 }
 
-func (s *perturbBest) OnResult(int, Observation) {}
+func (s *perturbBest) OnResult(int, search.Observation) {}
 
-func (s *perturbBest) OnTrialEnd(trial int, end TrialEnd) {
+func (s *perturbBest) OnTrialEnd(trial int, end search.TrialEnd) {
 	cfg := s.configs[trial]
 	delete(s.configs, trial)
-	if end.Status != TrialFailed && end.Last != nil && end.Last.Score < s.bestScore {
+	if end.Status != search.TrialFailed && end.Last != nil && end.Last.Score < s.bestScore {
 		s.best, s.bestScore = cfg, end.Last.Score
 	}
 }
@@ -354,9 +354,9 @@ func (s *perturbBest) OnTrialEnd(trial int, end TrialEnd) {
 // fallback: Suggest, its answer discarded.
 type noReplay struct{ s *perturbBest }
 
-func (n noReplay) Suggest(trial int) (map[string]any, error) { return n.s.Suggest(trial) }
-func (n noReplay) OnResult(trial int, obs Observation)       { n.s.OnResult(trial, obs) }
-func (n noReplay) OnTrialEnd(trial int, end TrialEnd)        { n.s.OnTrialEnd(trial, end) }
+func (n noReplay) Suggest(trial int) (map[string]any, error)  { return n.s.Suggest(trial) }
+func (n noReplay) OnResult(trial int, obs search.Observation) { n.s.OnResult(trial, obs) }
+func (n noReplay) OnTrialEnd(trial int, end search.TrialEnd)  { n.s.OnTrialEnd(trial, end) }
 
 // checkPoints checks that the first trials of a sweep ran its points, in
 // order, each with what the point gives.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gotune/gotune/cluster"
 	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
@@ -21,7 +22,7 @@ import (
 type Tuner struct {
 	cfg       Config
 	train     trainer.TrainFunc
-	searcher  Searcher
+	searcher  search.Searcher
 	scheduler schedulers.Scheduler
 	db        *storage.DB
 	ownDB     bool
@@ -99,7 +100,7 @@ func WithCheckpointRoot(dir string) Option { return func(t *Tuner) { t.checkpoin
 // config still bounds the experiment: at most NumSamples × grid cells
 // trials, at most MaxConcurrent groups running at once (paused trials do
 // not count).
-func WithSearcher(s Searcher) Option { return func(t *Tuner) { t.searcher = s } }
+func WithSearcher(s search.Searcher) Option { return func(t *Tuner) { t.searcher = s } }
 
 // WithScheduler replaces the scheduler the config names.
 func WithScheduler(s schedulers.Scheduler) Option { return func(t *Tuner) { t.scheduler = s } }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
@@ -113,25 +114,25 @@ func (s *stopAfter) OnTrialEnd(trial int) { s.ended = append(s.ended, trial) }
 type observing struct {
 	mu       sync.Mutex
 	observed map[int]float64
-	ends     map[int]EndStatus
+	ends     map[int]search.EndStatus
 	results  map[int]int
 }
 
 func newObserving() *observing {
-	return &observing{observed: map[int]float64{}, ends: map[int]EndStatus{}, results: map[int]int{}}
+	return &observing{observed: map[int]float64{}, ends: map[int]search.EndStatus{}, results: map[int]int{}}
 }
 
 func (s *observing) Suggest(trial int) (map[string]any, error) {
 	return map[string]any{"x": float64(trial), "steps": int64(5)}, nil
 }
 
-func (s *observing) OnResult(trial int, obs Observation) {
+func (s *observing) OnResult(trial int, obs search.Observation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.results[trial]++
 }
 
-func (s *observing) OnTrialEnd(trial int, end TrialEnd) {
+func (s *observing) OnTrialEnd(trial int, end search.TrialEnd) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ends[trial] = end.Status
@@ -143,8 +144,8 @@ func (s *observing) OnTrialEnd(trial int, end TrialEnd) {
 func TestFitWithCustomSchedulerAndSearcher(t *testing.T) {
 	cfg := testConfig(t, 4)
 	sched := &stopAfter{n: 2}
-	search := newObserving()
-	tu, err := New(cfg, WithTrainFunc(quadratic), WithScheduler(sched), WithSearcher(search))
+	searcher := newObserving()
+	tu, err := New(cfg, WithTrainFunc(quadratic), WithScheduler(sched), WithSearcher(searcher))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +159,11 @@ func TestFitWithCustomSchedulerAndSearcher(t *testing.T) {
 		}
 		// A stopped trial counts with its last value: x²/2.
 		x := float64(tr.Number)
-		if got := search.observed[tr.Number]; got != x*x/2 {
+		if got := searcher.observed[tr.Number]; got != x*x/2 {
 			t.Errorf("searcher observed %v for trial %d, want %v", got, tr.Number, x*x/2)
 		}
-		if search.ends[tr.Number] != TrialStopped || search.results[tr.Number] != 2 {
-			t.Errorf("searcher told trial %d ended %v after %d results, want stopped after 2", tr.Number, search.ends[tr.Number], search.results[tr.Number])
+		if searcher.ends[tr.Number] != search.TrialStopped || searcher.results[tr.Number] != 2 {
+			t.Errorf("searcher told trial %d ended %v after %d results, want stopped after 2", tr.Number, searcher.ends[tr.Number], searcher.results[tr.Number])
 		}
 	}
 	if len(sched.ended) != 4 {
@@ -173,8 +174,8 @@ func TestFitWithCustomSchedulerAndSearcher(t *testing.T) {
 func TestFitMaxModeNegatesScore(t *testing.T) {
 	cfg := testConfig(t, 3)
 	cfg.Objective.Mode = "max"
-	search := newObserving()
-	tu, _ := New(cfg, WithTrainFunc(quadratic), WithSearcher(search))
+	searcher := newObserving()
+	tu, _ := New(cfg, WithTrainFunc(quadratic), WithSearcher(searcher))
 	res, err := tu.Fit(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -182,8 +183,8 @@ func TestFitMaxModeNegatesScore(t *testing.T) {
 	if res.Best.Number != 3 {
 		t.Errorf("best of a max objective: trial %d, want 3", res.Best.Number)
 	}
-	if search.observed[3] != -9.0/5 {
-		t.Errorf("score of trial 3: %v, want %v", search.observed[3], -9.0/5)
+	if searcher.observed[3] != -9.0/5 {
+		t.Errorf("score of trial 3: %v, want %v", searcher.observed[3], -9.0/5)
 	}
 }
 

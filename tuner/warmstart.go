@@ -75,7 +75,7 @@ func (t *Tuner) warmStart(ctx context.Context, exp *storage.Experiment, resumed 
 		return err
 	}
 	if recorded != nil {
-		byNumber := map[int]PriorTrial{}
+		byNumber := map[int]search.PriorTrial{}
 		for _, p := range priors {
 			byNumber[p.Number] = p
 		}
@@ -113,19 +113,19 @@ type NoticeObserver interface {
 // priorTrials reads the trials of experiment name that the searcher can
 // learn from, scored by this experiment's objective, and says which it
 // skipped and why.
-func (t *Tuner) priorTrials(ctx context.Context, name string) ([]PriorTrial, *warmStartData, error) {
+func (t *Tuner) priorTrials(ctx context.Context, name string) ([]search.PriorTrial, *warmStartData, error) {
 	trials, err := t.db.Trials(ctx, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	last := map[int]*Observation{}
+	last := map[int]*search.Observation{}
 	err = t.db.EachReport(ctx, name, func(trial int, r storage.Report) error {
 		_, score, ok := t.score(r.Metrics)
 		if !ok {
 			return nil
 		}
 		step, _ := t.progress(trainer.Result{Iteration: r.Iteration, Metrics: r.Metrics})
-		last[trial] = &Observation{Step: step, Score: score, Metrics: r.Metrics}
+		last[trial] = &search.Observation{Step: step, Score: score, Metrics: r.Metrics}
 		return nil
 	})
 	if err != nil {
@@ -134,14 +134,14 @@ func (t *Tuner) priorTrials(ctx context.Context, name string) ([]PriorTrial, *wa
 	space := t.cfg.Search.Space
 	data := &warmStartData{Experiment: name, Trials: []int{}, Skipped: map[string]int{}}
 	ignored := map[string]bool{}
-	var out []PriorTrial
+	var out []search.PriorTrial
 	for _, tr := range trials {
-		var status EndStatus
+		var status search.EndStatus
 		switch tr.Status {
 		case storage.TrialTerminated:
-			status = TrialCompleted
+			status = search.TrialCompleted
 		case storage.TrialStopped:
-			status = TrialStopped
+			status = search.TrialStopped
 		case storage.TrialError:
 			data.Skipped["failed"]++
 			continue
@@ -164,7 +164,7 @@ func (t *Tuner) priorTrials(ctx context.Context, name string) ([]PriorTrial, *wa
 				ignored[k] = true
 			}
 		}
-		out = append(out, PriorTrial{Number: tr.Number, Config: cfg, End: TrialEnd{Status: status, Last: obs}})
+		out = append(out, search.PriorTrial{Number: tr.Number, Config: cfg, End: search.TrialEnd{Status: status, Last: obs}})
 		data.Trials = append(data.Trials, tr.Number)
 	}
 	data.Ignored = sortedKeys(ignored)

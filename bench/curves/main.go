@@ -43,8 +43,8 @@ import (
 	"strings"
 
 	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
-	"github.com/gotune/gotune/tuner"
 )
 
 //go:embed optuna_curves.py
@@ -156,21 +156,21 @@ type trace []float64
 func run(rows []row, system string, seed int64, budget int, top float64) (trace, error) {
 	sp := space()
 	var sched schedulers.Config
-	var s tuner.Searcher
+	var s search.Searcher
 	var err error
 	switch system {
 	case "random+asha":
 		sched = schedulers.Config{Kind: "asha", Mode: "stop", MaxT: maxT, GracePeriod: 1, ReductionFactor: 3}
-		s = tuner.NewRandomSearch(sp, seed, tuner.RandomAllowRepeats())
+		s = search.NewRandomSearch(sp, seed, search.RandomAllowRepeats())
 	case "tpe+asha":
 		sched = schedulers.Config{Kind: "asha", Mode: "stop", MaxT: maxT, GracePeriod: 1, ReductionFactor: 3}
-		s, err = tuner.NewTPE(sp, seed, tuner.TPEAllowRepeats())
+		s, err = search.NewTPE(sp, seed, search.TPEAllowRepeats())
 	case "bohb":
 		sched = schedulers.Config{Kind: "hyperband", MaxT: maxT, GracePeriod: 1, ReductionFactor: 3}
-		s, err = tuner.NewBOHB(sp, seed, sched.WithDefaults().HyperBandBudgets(), tuner.TPEAllowRepeats())
+		s, err = search.NewBOHB(sp, seed, sched.WithDefaults().HyperBandBudgets(), search.TPEAllowRepeats())
 	case "tpe":
 		sched = schedulers.Config{Kind: "fifo"}
-		s, err = tuner.NewTPE(sp, seed, tuner.TPEAllowRepeats())
+		s, err = search.NewTPE(sp, seed, search.TPEAllowRepeats())
 	default:
 		return nil, fmt.Errorf("unknown system %q", system)
 	}
@@ -187,7 +187,7 @@ func run(rows []row, system string, seed int64, budget int, top float64) (trace,
 		row, epoch int
 	}
 	trials := map[int]*state{}
-	last := map[int]*tuner.Observation{}
+	last := map[int]*search.Observation{}
 	// train runs trial from its epoch until the scheduler stops or pauses
 	// it, or it ends; true when it ended.
 	train := func(n int) bool {
@@ -199,21 +199,21 @@ func run(rows []row, system string, seed int64, budget int, top float64) (trace,
 				best = max(best, acc)
 			}
 			tr = append(tr, top-best)
-			obs := tuner.Observation{Step: float64(st.epoch), Score: -acc, Metrics: map[string]float64{"val_acc": acc}}
+			obs := search.Observation{Step: float64(st.epoch), Score: -acc, Metrics: map[string]float64{"val_acc": acc}}
 			last[n] = &obs
 			s.OnResult(n, obs)
 			d := sch.OnResult(schedulers.Result{Trial: n, Time: float64(st.epoch), Score: -acc, Checkpoint: true})
 			switch d.Action {
 			case schedulers.Stop:
 				sch.OnTrialEnd(n)
-				s.OnTrialEnd(n, tuner.TrialEnd{Status: tuner.TrialStopped, Last: &obs})
+				s.OnTrialEnd(n, search.TrialEnd{Status: search.TrialStopped, Last: &obs})
 				return true
 			case schedulers.Pause:
 				return false
 			}
 		}
 		sch.OnTrialEnd(n)
-		s.OnTrialEnd(n, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: last[n]})
+		s.OnTrialEnd(n, search.TrialEnd{Status: search.TrialCompleted, Last: last[n]})
 		return true
 	}
 	next := 1
@@ -222,7 +222,7 @@ func run(rows []row, system string, seed int64, budget int, top float64) (trace,
 			switch o.Action {
 			case schedulers.Stop:
 				sch.OnTrialEnd(o.Trial)
-				s.OnTrialEnd(o.Trial, tuner.TrialEnd{Status: tuner.TrialStopped, Last: last[o.Trial]})
+				s.OnTrialEnd(o.Trial, search.TrialEnd{Status: search.TrialStopped, Last: last[o.Trial]})
 			default:
 				train(o.Trial)
 			}

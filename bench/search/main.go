@@ -5,7 +5,7 @@
 //     seeds, on Branin, Hartmann6 and 10-D Rosenbrock, for gotune's
 //     random, TPE and CMA-ES searchers and Optuna's TPESampler and
 //     CmaEsSampler. Trials run one at a time; each searcher is driven
-//     through the tuner.Searcher interface.
+//     through the search.Searcher interface.
 //   - multi: the hypervolume after 50 and 200 trials, median over 10
 //     seeds, on ZDT1, ZDT2 (10-D) and DTLZ2 (3 objectives, 7-D), for
 //     gotune's random, TPE (MOTPE) and NSGA-II searchers and Optuna's
@@ -63,8 +63,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
-	"github.com/gotune/gotune/tuner"
 )
 
 type options struct {
@@ -141,8 +141,8 @@ func main() {
 	if err == nil && slices.Max(o.checkpoints) > o.trials {
 		err = fmt.Errorf("a checkpoint exceeds -trials %d", o.trials)
 	}
-	if err == nil && slices.Min(o.lengths) <= tuner.TPEStartupTrials {
-		err = fmt.Errorf("-lengths must exceed TPE's %d random startup trials", tuner.TPEStartupTrials)
+	if err == nil && slices.Min(o.lengths) <= search.TPEStartupTrials {
+		err = fmt.Errorf("-lengths must exceed TPE's %d random startup trials", search.TPEStartupTrials)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "search:", err)
@@ -275,15 +275,15 @@ func gotuneQuality(o options) (map[string][]float64, error) {
 // time, and returns the best value after each trial.
 func minimise(fn function, system string, seed int64, n int) ([]float64, error) {
 	space := fn.space()
-	var s tuner.Searcher
+	var s search.Searcher
 	var err error
 	switch system {
 	case "gotune_random":
-		s = tuner.NewRandomSearch(space, seed)
+		s = search.NewRandomSearch(space, seed)
 	case "gotune_tpe":
-		s, err = tuner.NewTPE(space, seed)
+		s, err = search.NewTPE(space, seed)
 	case "gotune_cmaes":
-		s, err = tuner.NewCMAES(space, seed)
+		s, err = search.NewCMAES(space, seed)
 	}
 	if err != nil {
 		return nil, err
@@ -294,9 +294,9 @@ func minimise(fn function, system string, seed int64, n int) ([]float64, error) 
 		if err != nil {
 			return nil, err
 		}
-		obs := tuner.Observation{Step: 1, Score: fn.eval(cfg)}
+		obs := search.Observation{Step: 1, Score: fn.eval(cfg)}
 		s.OnResult(trial, obs)
-		s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &obs})
+		s.OnTrialEnd(trial, search.TrialEnd{Status: search.TrialCompleted, Last: &obs})
 		best[trial-1] = obs.Score
 		if trial > 1 {
 			best[trial-1] = min(obs.Score, best[trial-2])
@@ -349,11 +349,11 @@ func gotuneOverhead(o options) (map[int]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := tuner.NewTPE(space, 0)
+	s, err := search.NewTPE(space, 0)
 	if err != nil {
 		return nil, err
 	}
-	random := tuner.NewRandomSearch(space, 0)
+	random := search.NewRandomSearch(space, 0)
 	penalty := map[int64]float64{32: 0.12, 64: 0.05, 128: 0, 256: 0.02}
 	res := map[int]float64{}
 	finished, trial := 0, 0
@@ -366,7 +366,7 @@ func gotuneOverhead(o options) (map[int]float64, error) {
 			}
 			v := 0.05 + 0.15*math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) +
 				math.Pow(cfg["dropout"].(float64)-0.2, 2) + penalty[cfg["width"].(int64)]
-			s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &tuner.Observation{Step: 1, Score: v}})
+			s.OnTrialEnd(trial, search.TrialEnd{Status: search.TrialCompleted, Last: &search.Observation{Step: 1, Score: v}})
 		}
 		for _, pending := range []int{0, overheadPending} {
 			// pending trials run (random configurations) while TPE suggests.
@@ -386,10 +386,10 @@ func gotuneOverhead(o options) (map[int]float64, error) {
 					return nil, err
 				}
 				ms[i] = float64(time.Since(start).Microseconds()) / 1000
-				s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialFailed})
+				s.OnTrialEnd(trial, search.TrialEnd{Status: search.TrialFailed})
 			}
 			for _, r := range running {
-				s.OnTrialEnd(r, tuner.TrialEnd{Status: tuner.TrialFailed})
+				s.OnTrialEnd(r, search.TrialEnd{Status: search.TrialFailed})
 			}
 			res[overheadKey(n, pending)] = median(ms)
 		}
@@ -400,7 +400,7 @@ func gotuneOverhead(o options) (map[int]float64, error) {
 // replayRandom draws trial's configuration from random and hands it to
 // s as a trial of its own (Replay), as the peer adds random trials to its
 // study.
-func replayRandom(random *tuner.RandomSearch, s *tuner.TPE, trial int) (map[string]any, error) {
+func replayRandom(random *search.RandomSearch, s *search.TPE, trial int) (map[string]any, error) {
 	cfg, err := random.Suggest(trial)
 	if err != nil {
 		return nil, err

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
-	"github.com/gotune/gotune/tuner"
 )
 
 // problem is a multi-objective benchmark problem over [0, 1]^dims, every
@@ -81,19 +81,18 @@ func solve(p problem, system string, seed int64, n int) ([][]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj := tuner.Objective{}
+	var objs []search.Objective
 	for i := range p.ref {
-		obj.Metrics = append(obj.Metrics, fmt.Sprintf("f%d", i+1))
-		obj.Modes = append(obj.Modes, "min")
+		objs = append(objs, search.Objective{Metric: fmt.Sprintf("f%d", i+1), Mode: "min"})
 	}
-	var s tuner.Searcher
+	var s search.Searcher
 	switch system {
 	case "gotune_random":
-		s = tuner.NewRandomSearch(space, seed)
+		s = search.NewRandomSearch(space, seed)
 	case "gotune_tpe":
-		s, err = tuner.NewTPE(space, seed, tuner.TPEObjectives(obj))
+		s, err = search.NewTPE(space, seed, search.TPEObjectives(objs))
 	case "gotune_nsga2":
-		s, err = tuner.NewNSGA2(space, seed, obj, nil)
+		s, err = search.NewNSGA2(space, seed, objs, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -111,10 +110,10 @@ func solve(p problem, system string, seed int64, n int) ([][]float64, error) {
 		fs := p.f(x)
 		metrics := map[string]float64{}
 		for i, v := range fs {
-			metrics[obj.Metrics[i]] = v
+			metrics[objs[i].Metric] = v
 		}
-		obs := tuner.Observation{Step: 1, Score: fs[0], Metrics: metrics}
-		s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &obs})
+		obs := search.Observation{Step: 1, Score: fs[0], Metrics: metrics}
+		s.OnTrialEnd(trial, search.TrialEnd{Status: search.TrialCompleted, Last: &obs})
 		points = append(points, fs)
 	}
 	return points, nil
@@ -124,7 +123,7 @@ func solve(p problem, system string, seed int64, n int) ([][]float64, error) {
 func hypervolumeAfter(points [][]float64, ref []float64, checkpoints []int) map[int]float64 {
 	out := map[int]float64{}
 	for _, c := range checkpoints {
-		out[c] = tuner.Hypervolume(points[:min(c, len(points))], ref)
+		out[c] = search.Hypervolume(points[:min(c, len(points))], ref)
 	}
 	return out
 }
@@ -216,10 +215,10 @@ func runConstrained(o options, out *json.Encoder, peerOK bool) error {
 	if err != nil {
 		return err
 	}
-	cs := []tuner.Constraint{{Metric: "c", Op: "<=", Bound: 0}}
+	cs := []search.Constraint{{Metric: "c", Op: "<=", Bound: 0}}
 	best := map[int][]float64{}
 	for seed := int64(o.firstSeed); seed < int64(o.firstSeed+o.seeds); seed++ {
-		s, err := tuner.NewTPE(space, seed, tuner.TPEConstraints(cs))
+		s, err := search.NewTPE(space, seed, search.TPEConstraints(cs))
 		if err != nil {
 			return err
 		}
@@ -231,8 +230,8 @@ func runConstrained(o options, out *json.Encoder, peerOK bool) error {
 			}
 			x := []float64{cfg["x0"].(float64), cfg["x1"].(float64)}
 			v, c := branin(x), constrainedBranin(x)
-			obs := tuner.Observation{Step: 1, Score: v, Metrics: map[string]float64{"value": v, "c": c}}
-			s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &obs})
+			obs := search.Observation{Step: 1, Score: v, Metrics: map[string]float64{"value": v, "c": c}}
+			s.OnTrialEnd(trial, search.TrialEnd{Status: search.TrialCompleted, Last: &obs})
 			if c <= 0 {
 				b = min(b, v)
 			}

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
-	"github.com/gotune/gotune/tuner"
 )
 
 // table is a tabular benchmark: every configuration of a finite space
@@ -187,11 +187,11 @@ var gotuneTabularSystems = []string{"gotune_tpe", "gotune_tpe_blind"}
 
 // driveTabular runs system on tb for n trials with the pending setting.
 func driveTabular(tb *table, system string, seed int64, n int, ps pendingSetting) (tabularRun, error) {
-	opts := []tuner.TPEOption{}
+	opts := []search.TPEOption{}
 	if system == "gotune_tpe_blind" {
-		opts = append(opts, tuner.TPEIgnorePending(), tuner.TPEAllowRepeats())
+		opts = append(opts, search.TPEIgnorePending(), search.TPEAllowRepeats())
 	}
-	s, err := tuner.NewTPE(tb.space(), seed, opts...)
+	s, err := search.NewTPE(tb.space(), seed, opts...)
 	if err != nil {
 		return tabularRun{}, err
 	}
@@ -210,8 +210,8 @@ func driveTabular(tb *table, system string, seed int64, n int, ps pendingSetting
 		if pending[r.at]--; pending[r.at] == 0 {
 			delete(pending, r.at)
 		}
-		obs := tuner.Observation{Step: 1, Score: r.value}
-		s.OnTrialEnd(r.trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &obs})
+		obs := search.Observation{Step: 1, Score: r.value}
+		s.OnTrialEnd(r.trial, search.TrialEnd{Status: search.TrialCompleted, Last: &obs})
 	}
 	for trial := 1; trial <= n; trial++ {
 		if len(queue) == ps.k {
@@ -224,7 +224,7 @@ func driveTabular(tb *table, system string, seed int64, n int, ps pendingSetting
 			}
 		}
 		cfg, err := s.Suggest(trial)
-		if errors.Is(err, tuner.ErrExhausted) {
+		if errors.Is(err, search.ErrExhausted) {
 			break
 		}
 		if err != nil {

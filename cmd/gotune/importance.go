@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/tuner"
@@ -39,7 +40,7 @@ func importanceCommand(dbFlag cli.Flag) *cli.Command {
 			}
 			defer db.Close()
 			var space *searchspace.Space
-			var scored []tuner.ScoredConfig
+			var scored []search.ScoredConfig
 			var metric, mode string
 			err = db.Snapshot(c.Context, func(s *storage.DB) error {
 				exp, err := s.Experiment(c.Context, name)
@@ -67,7 +68,7 @@ func importanceCommand(dbFlag cli.Flag) *cli.Command {
 				}
 				return lookupError(err)
 			}
-			ranks, err := tuner.Importance(space, scored, c.Float64("quantile"))
+			ranks, err := search.Importance(space, scored, c.Float64("quantile"))
 			if err != nil {
 				return &exitError{exitFailed, err}
 			}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gotune/gotune/tuner"
+	"github.com/gotune/gotune/search"
 )
 
 // TestRunPointsAndWarmStart runs a sweep, then a TPE sweep that starts
@@ -202,7 +202,7 @@ dataset = %q
 		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut := runCLI("importance", "--db", db, "--json", "imp")
-	var ranks []tuner.ParamImportance
+	var ranks []search.ParamImportance
 	if code != 0 || json.Unmarshal([]byte(out), &ranks) != nil || len(ranks) != 3 {
 		t.Fatalf("importance --json: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -269,7 +269,7 @@ func TestRunBOHBFromSweepFile(t *testing.T) {
 	if err := os.WriteFile(script, []byte(chaosWorker), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	const trials = 3 * tuner.TPEStartupTrials
+	const trials = 3 * search.TPEStartupTrials
 	sweep := writeSweep(t, fmt.Sprintf(`name = "bohb"
 seed = 5
 [objective]

@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/tuner"
@@ -35,8 +36,8 @@ import (
 // the search when the perturbation is too small to matter.
 //
 // The tuner calls it from one goroutine, so it needs no locks. It is also
-// a tuner.Replayer, so that a resumed experiment continues it as if it had
-// never been interrupted: each trial draws from tuner.TrialRand(seed,
+// a search.Replayer, so that a resumed experiment continues it as if it had
+// never been interrupted: each trial draws from search.TrialRand(seed,
 // trial), so Replay has no random numbers to re-draw and only records the
 // trial as Suggest would have.
 type LocalSearch struct {
@@ -54,8 +55,8 @@ type LocalSearch struct {
 }
 
 var (
-	_ tuner.Searcher = (*LocalSearch)(nil)
-	_ tuner.Replayer = (*LocalSearch)(nil)
+	_ search.Searcher = (*LocalSearch)(nil)
+	_ search.Replayer = (*LocalSearch)(nil)
 )
 
 // NewLocalSearch returns a local search that explores at random for
@@ -73,19 +74,19 @@ var (
 	momentumDomain = searchspace.Uniform{Low: 0, High: 0.99}
 )
 
-// Suggest implements tuner.Searcher.
+// Suggest implements search.Searcher.
 func (s *LocalSearch) Suggest(trial int) (map[string]any, error) {
-	rng := tuner.TrialRand(s.seed, trial)
+	rng := search.TrialRand(s.seed, trial)
 	var cfg map[string]any
 	switch {
 	case s.sigma < 0.01:
 		// Moves this small no longer change the loss: the search is done.
-		return nil, tuner.ErrExhausted
+		return nil, search.ErrExhausted
 	case s.suggested < s.explore || s.best == nil && len(s.configs) == 0:
 		cfg = map[string]any{"lr": lrDomain.Sample(rng), "momentum": momentumDomain.Sample(rng)}
 	case s.best == nil:
 		// Trials run but none has finished: wait for one rather than guess.
-		return nil, tuner.ErrWait
+		return nil, search.ErrWait
 	default:
 		center := s.center()
 		lr := math.Pow(10, math.Log10(center["lr"].(float64))+s.sigma*rng.NormFloat64())
@@ -100,7 +101,7 @@ func (s *LocalSearch) Suggest(trial int) (map[string]any, error) {
 	return cfg, nil
 }
 
-// Replay implements tuner.Replayer: trial ran with config, as if Suggest
+// Replay implements search.Replayer: trial ran with config, as if Suggest
 // had returned it.
 func (s *LocalSearch) Replay(trial int, config map[string]any) error {
 	s.record(trial, config)
@@ -125,17 +126,17 @@ func (s *LocalSearch) center() map[string]any {
 	return center
 }
 
-// OnResult implements tuner.Searcher: it keeps each running trial's latest
+// OnResult implements search.Searcher: it keeps each running trial's latest
 // loss, so that a promising trial is built on before it ends.
-func (s *LocalSearch) OnResult(trial int, obs tuner.Observation) { s.latest[trial] = obs.Score }
+func (s *LocalSearch) OnResult(trial int, obs search.Observation) { s.latest[trial] = obs.Score }
 
-// OnTrialEnd implements tuner.Searcher: a completed or stopped trial
+// OnTrialEnd implements search.Searcher: a completed or stopped trial
 // counts with its last loss; a failed one teaches nothing.
-func (s *LocalSearch) OnTrialEnd(trial int, end tuner.TrialEnd) {
+func (s *LocalSearch) OnTrialEnd(trial int, end search.TrialEnd) {
 	cfg := s.configs[trial]
 	delete(s.configs, trial)
 	delete(s.latest, trial)
-	if end.Status == tuner.TrialFailed || end.Last == nil {
+	if end.Status == search.TrialFailed || end.Last == nil {
 		return
 	}
 	s.finished++

@@ -9,8 +9,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/storage"
-	"github.com/gotune/gotune/tuner"
 )
 
 func TestCustomSearcherTunes(t *testing.T) {
@@ -65,16 +65,16 @@ func TestLocalSearchResumes(t *testing.T) {
 		return math.Pow(math.Log10(cfg["lr"].(float64))+1.5, 2) + math.Pow(cfg["momentum"].(float64)-0.8, 2)
 	}
 	end := func(s *LocalSearch, trial int, cfg map[string]any) {
-		obs := tuner.Observation{Step: 15, Score: loss(cfg)}
+		obs := search.Observation{Step: 15, Score: loss(cfg)}
 		s.OnResult(trial, obs)
-		s.OnTrialEnd(trial, tuner.TrialEnd{Status: tuner.TrialCompleted, Last: &obs})
+		s.OnTrialEnd(trial, search.TrialEnd{Status: search.TrialCompleted, Last: &obs})
 	}
 	// play suggests trial n, then ends trial n-1, until the search ends or
 	// n reaches 60, and returns the configurations by trial.
 	play := func(s *LocalSearch, n int, cfgs map[int]map[string]any) map[int]map[string]any {
 		for ; n <= 60; n++ {
 			cfg, err := s.Suggest(n)
-			if errors.Is(err, tuner.ErrExhausted) {
+			if errors.Is(err, search.ErrExhausted) {
 				break
 			}
 			if err != nil {
@@ -99,7 +99,7 @@ func TestLocalSearchResumes(t *testing.T) {
 		got := map[int]map[string]any{}
 		for i := 1; i <= k; i++ {
 			got[i] = want[i]
-			if r, ok := any(resumed).(tuner.Replayer); ok {
+			if r, ok := any(resumed).(search.Replayer); ok {
 				err = r.Replay(i, want[i])
 			} else {
 				_, err = resumed.Suggest(i)
