@@ -25,9 +25,9 @@ that same length (asked trials are told FAIL, which TPE ignores):
 tabular: for each table of --tables (JSON written by bench/search's
 tabular.go), each pending setting of --settings (k1: one at a time;
 syncK: ask K, then tell K; asyncK: K pending, tell the oldest, ask one),
-each sampler (TPESampler(multivariate=True) with constant_liar=True,
-"tpe_liar", and without, "tpe"; k1 runs "tpe" only and counts it for
-both) and seed, run --trials trials through study.ask()/study.tell() and
+each sampler of --samplers (TPESampler(multivariate=True) with
+constant_liar=True, "tpe_liar", and without, "tpe"; k1 runs "tpe" only
+and counts it for both) and seed, run --trials trials through study.ask()/study.tell() and
 print the regret after each trial and the suggestions that repeat a
 pending configuration or any earlier one:
     {"mode": "tabular", "table", "setting", "sampler", "seed", "regret": [...],
@@ -286,7 +286,7 @@ def tabular(args):
         tables = json.load(f)
     for tb in tables:
         for setting in args.settings.split(","):
-            for sampler in (["tpe"] if setting == "k1" else ["tpe_liar", "tpe"]):
+            for sampler in (["tpe"] if setting == "k1" else args.samplers.split(",")):
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
                     regret, pending_repeats, repeats = tabular_run(tb, setting, sampler, seed, args.trials)
                     for name in (["tpe", "tpe_liar"] if setting == "k1" else [sampler]):
@@ -325,6 +325,7 @@ def main():
     tb.add_argument("--first-seed", type=int, default=0)
     tb.add_argument("--seeds", type=int, default=5)
     tb.add_argument("--trials", type=int, default=200)
+    tb.add_argument("--samplers", default="tpe_liar,tpe")
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore")
