@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -39,6 +40,57 @@ func BenchmarkDecisionAtHistory(b *testing.B) {
 				b.ReportMetric(heapPerTrial(b, kind, n), "B/trial")
 			})
 		}
+	}
+}
+
+// BenchmarkMedianContinuousTime measures one decision of the median rule
+// on a continuous time attribute (seconds of training, say), where no two
+// results share a time, after n trials of history, n = 1k and 10k: each
+// trial reported 20 times, a second or so apart, and the decision is a
+// new trial's first result past the grace period.
+func BenchmarkMedianContinuousTime(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(uint64(n), 11))
+			st := medianState{Trials: map[int]*medianTrial{}}
+			for id := 1; id <= n; id++ {
+				t := &medianTrial{Best: fnum(math.Inf(1)), State: ended}
+				time := 0.0
+				for range 20 {
+					time += 0.5 + rng.Float64()
+					score := rng.Float64() / time
+					t.Times = append(t.Times, time)
+					t.Scores = append(t.Scores, fnum(score))
+					t.Best = min(t.Best, fnum(score))
+				}
+				st.Trials[id] = t
+			}
+			snapshot, err := json.Marshal(st)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := New(Config{Kind: "median", GracePeriod: 1}, Env{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.(Snapshotter).Restore(snapshot); err != nil {
+				b.Fatal(err)
+			}
+			next := n + 1
+			for i := 0; b.Loop(); i++ {
+				if i > 0 && i%restoreEvery == 0 {
+					b.StopTimer()
+					if err := s.(Snapshotter).Restore(snapshot); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				s.OnTrialAdd(next, nil)
+				s.OnResult(Result{Trial: next, Time: 1 + 19*rng.Float64(), Score: rng.Float64()})
+				s.OnTrialEnd(next)
+				next++
+			}
+		})
 	}
 }
 
