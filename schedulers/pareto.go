@@ -1,8 +1,9 @@
 package schedulers
 
 import (
-	"math"
 	"slices"
+
+	"github.com/gotune/gotune/pareto"
 )
 
 // paretoFronts keeps a rung's records of a multi-objective experiment
@@ -15,29 +16,16 @@ import (
 // dominate move down in turn. The fronts are those non-dominated sorting
 // of the whole rung gives; within a front, crowding distance orders the
 // records when a decision needs it, as NSGA-II selects (Deb et al., IEEE
-// TEC 2002).
+// TEC 2002). Dominance and crowding distance are package pareto's.
 type paretoFronts struct {
 	// fronts holds each front's records in arrival order.
 	fronts [][]*ashaRecord
 }
 
-// dominates reports whether objectives a dominate b: no worse in any,
-// better in one.
-func dominates(a, b []fnum) bool {
-	better := false
-	for k := range a {
-		if a[k] > b[k] {
-			return false
-		}
-		better = better || a[k] < b[k]
-	}
-	return better
-}
-
 // insert adds rec to the first front none of whose members dominates it.
 func (pf *paretoFronts) insert(rec *ashaRecord) {
 	dominated := func(f int) bool {
-		return slices.ContainsFunc(pf.fronts[f], func(q *ashaRecord) bool { return dominates(q.Scores, rec.Scores) })
+		return slices.ContainsFunc(pf.fronts[f], func(q *ashaRecord) bool { return pareto.Dominates(q.Scores, rec.Scores) })
 	}
 	lo, hi := 0, len(pf.fronts)
 	for lo < hi {
@@ -55,7 +43,7 @@ func (pf *paretoFronts) insert(rec *ashaRecord) {
 		}
 		var stay, down []*ashaRecord
 		for _, q := range pf.fronts[f] {
-			if slices.ContainsFunc(moving, func(p *ashaRecord) bool { return dominates(p.Scores, q.Scores) }) {
+			if slices.ContainsFunc(moving, func(p *ashaRecord) bool { return pareto.Dominates(p.Scores, q.Scores) }) {
 				down = append(down, q)
 			} else {
 				stay = append(stay, q)
@@ -79,39 +67,17 @@ func (pf *paretoFronts) frontOf(rec *ashaRecord) int {
 }
 
 // byCrowding returns a front's records ordered by crowding distance,
-// larger first, ties to the earlier record.
+// larger first, ties to the earlier record (see pareto.CrowdedOrder).
 func byCrowding(front []*ashaRecord) []*ashaRecord {
-	dist := make(map[*ashaRecord]float64, len(front))
-	for k := range front[0].Scores {
-		byK := slices.Clone(front)
-		slices.SortStableFunc(byK, func(a, b *ashaRecord) int {
-			switch x, y := a.Scores[k], b.Scores[k]; {
-			case x < y:
-				return -1
-			case x > y:
-				return 1
-			}
-			return 0
-		})
-		lo, hi := float64(byK[0].Scores[k]), float64(byK[len(byK)-1].Scores[k])
-		dist[byK[0]], dist[byK[len(byK)-1]] = math.Inf(1), math.Inf(1)
-		if hi == lo || math.IsInf(hi-lo, 0) {
-			continue
-		}
-		for i := 1; i < len(byK)-1; i++ {
-			dist[byK[i]] += (float64(byK[i+1].Scores[k]) - float64(byK[i-1].Scores[k])) / (hi - lo)
-		}
+	points := make([][]fnum, len(front))
+	ids := make([]int, len(front))
+	for i, rec := range front {
+		points[i], ids[i] = rec.Scores, i
 	}
-	out := slices.Clone(front)
-	slices.SortStableFunc(out, func(a, b *ashaRecord) int {
-		switch {
-		case dist[a] > dist[b]:
-			return -1
-		case dist[a] < dist[b]:
-			return 1
-		}
-		return a.seq - b.seq
-	})
+	out := make([]*ashaRecord, len(front))
+	for i, id := range pareto.CrowdedOrder(points, ids) {
+		out[i] = front[id]
+	}
 	return out
 }
 

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/gotune/gotune/pareto"
 )
 
 // paretoRank, the reference paretoFronts is checked against, orders
@@ -20,10 +22,10 @@ func paretoRank(records []*ashaRecord) (order, front []int) {
 	for i := range n {
 		for j := i + 1; j < n; j++ {
 			switch {
-			case dominates(records[i].Scores, records[j].Scores):
+			case pareto.Dominates(records[i].Scores, records[j].Scores):
 				beats[i] = append(beats[i], j)
 				count[j]++
-			case dominates(records[j].Scores, records[i].Scores):
+			case pareto.Dominates(records[j].Scores, records[i].Scores):
 				beats[j] = append(beats[j], i)
 				count[i]++
 			}

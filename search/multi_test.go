@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gotune/gotune/pareto"
 	"github.com/gotune/gotune/searchspace"
 )
 
@@ -101,45 +102,6 @@ func TestMultiObjectiveSearchers(t *testing.T) {
 	}
 }
 
-func TestNondominatedSort(t *testing.T) {
-	points := [][]float64{{1, 5}, {2, 2}, {3, 3}, {5, 1}, {4, 4}, {2, 2}, {6, 6}}
-	got := nondominatedSort(points)
-	want := [][]int{{0, 1, 3, 5}, {2}, {4}, {6}}
-	if len(got) != len(want) {
-		t.Fatalf("fronts %v, want %v", got, want)
-	}
-	for i := range want {
-		if !slices.Equal(got[i], want[i]) {
-			t.Errorf("front %d: %v, want %v", i, got[i], want[i])
-		}
-	}
-	d := crowding(points, []int{0, 1, 3})
-	if !math.IsInf(d[0], 1) || !math.IsInf(d[2], 1) || d[1] != 2 {
-		t.Errorf("crowding %v, want [+Inf 2 +Inf]", d)
-	}
-	order, rank := paretoOrder(points, []float64{0, 0, 0, 0, 0, 0, 3})
-	if order[len(order)-1] != 6 || rank[6] != 3 || rank[2] != 1 {
-		t.Errorf("order %v, ranks %v", order, rank)
-	}
-}
-
-// TestHypervolumeSelect checks the hypervolume in two and three
-// dimensions, and that selecting 2 of a front of 5 keeps the points that
-// cover most: the knee and an end, not the two ends.
-func TestHypervolumeSelect(t *testing.T) {
-	if got := Hypervolume([][]float64{{0, 1}, {1, 0}, {1, 1}}, []float64{2, 2}); got != 3 {
-		t.Errorf("2-D hypervolume %g, want 3", got)
-	}
-	if got := Hypervolume([][]float64{{0, 0, 1}, {1, 1, 0}}, []float64{2, 2, 2}); got != 5 {
-		t.Errorf("3-D hypervolume %g, want 5", got)
-	}
-	points := [][]float64{{0, 10}, {1, 3}, {2, 2}, {3, 1}, {10, 0}}
-	got := hypervolumeSelect(points, []int{0, 1, 2, 3, 4}, 2)
-	if !slices.Contains(got, 2) || len(got) != 2 {
-		t.Errorf("selected %v, want the knee (2) among 2", got)
-	}
-}
-
 // dtlz2 is Deb, Thiele, Laumanns and Zitzler's second problem with three
 // objectives, all minimised: the front is the unit sphere's octant, where
 // x2… are 0.5.
@@ -186,7 +148,7 @@ func TestMOTPEOnDTLZ2(t *testing.T) {
 			s.OnTrialEnd(n, TrialEnd{Status: TrialCompleted, Last: &Observation{Score: fs[0], Metrics: m}})
 			points = append(points, fs)
 		}
-		hvs = append(hvs, Hypervolume(points, []float64{1.1, 1.1, 1.1}))
+		hvs = append(hvs, pareto.Hypervolume(points, []float64{1.1, 1.1, 1.1}))
 	}
 	slices.Sort(hvs)
 	t.Logf("hypervolumes %.3f", hvs)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/gotune/gotune/pareto"
 	"github.com/gotune/gotune/searchspace"
 )
 
@@ -139,7 +140,7 @@ func (s *NSGA2) population() []int {
 	for i, m := range s.done {
 		points[i], viol[i] = m.scores, m.violation
 	}
-	order, _ := paretoOrder(points, viol)
+	order, _ := pareto.Order(points, viol)
 	return order[:min(len(order), NSGA2PopulationSize)]
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/gotune/gotune/pareto"
 	"github.com/gotune/gotune/searchspace"
 )
 
@@ -565,7 +566,7 @@ func (t *TPE) suggestMarginal(r *rand.Rand, cfg map[string]any, xs []float64) er
 // goodMulti returns the good observations of a multi-objective history
 // (MOTPE: Ozaki et al., "Multiobjective Tree-Structured Parzen Estimator
 // for Computationally Expensive Optimization Problems", GECCO 2020): the
-// first tpeGamma(n) in Pareto order (paretoOrder: by non-dominated front,
+// first tpeGamma(n) in Pareto order (pareto.Order: by non-dominated front,
 // then by crowding distance within the front that does not fit whole;
 // infeasible ones after, by violation), trials that ran to their end
 // before those the scheduler stopped.
@@ -585,7 +586,7 @@ func (t *TPE) goodMulti() []int32 {
 		for i, id := range ids {
 			points[i], viol[i] = h.vecs[id], h.violation[id]
 		}
-		order, rank := paretoOrder(points, viol)
+		order, rank := pareto.Order(points, viol)
 		for start := 0; start < len(order) && len(good) < cap(good); {
 			// The next front, or the infeasible tail, in order.
 			end := start + 1
@@ -594,7 +595,7 @@ func (t *TPE) goodMulti() []int32 {
 			}
 			front := order[start:end]
 			if left := cap(good) - len(good); len(front) > left && viol[front[0]] == 0 {
-				front = hypervolumeSelect(points, front, left)
+				front = pareto.SelectByHypervolume(points, front, left)
 			}
 			for _, i := range front {
 				if len(good) == cap(good) {
@@ -637,12 +638,12 @@ func (t *TPE) contributions(good []int32) []float64 {
 		}
 		ref[j] = hi + max(0.1*(hi-lo), 1e-12)
 	}
-	total := Hypervolume(points, ref)
+	total := pareto.Hypervolume(points, ref)
 	sum := 0.0
 	rest := make([][]float64, 0, len(points)-1)
 	for i := range points {
 		rest = append(append(rest[:0], points[:i]...), points[i+1:]...)
-		t.weights[i] = total - Hypervolume(rest, ref)
+		t.weights[i] = total - pareto.Hypervolume(rest, ref)
 		sum += t.weights[i]
 	}
 	if !(sum > 0) {

@@ -6,6 +6,7 @@ package tuner
 import (
 	"math/rand/v2"
 
+	"github.com/gotune/gotune/pareto"
 	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 )
@@ -243,5 +244,5 @@ func Importance(space *searchspace.Space, trials []ScoredConfig, quantile float6
 // Hypervolume is the volume that points dominate below ref, all
 // minimised.
 //
-// Deprecated: use search.Hypervolume.
-func Hypervolume(points [][]float64, ref []float64) float64 { return search.Hypervolume(points, ref) }
+// Deprecated: use pareto.Hypervolume.
+func Hypervolume(points [][]float64, ref []float64) float64 { return pareto.Hypervolume(points, ref) }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/gotune/gotune/pareto"
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/trainer"
@@ -62,7 +63,7 @@ func TestFitSeveralObjectives(t *testing.T) {
 				}
 				dominated := false
 				for _, b := range res.Trials {
-					if b != a && 10*b.Params["y"].(float64) <= 5 && dominates(vec(b.Params), vec(a.Params)) {
+					if b != a && 10*b.Params["y"].(float64) <= 5 && pareto.Dominates(vec(b.Params), vec(a.Params)) {
 						dominated = true
 					}
 				}
@@ -119,19 +120,4 @@ func mustSpace(t testing.TB, params ...searchspace.Param) *searchspace.Space {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// dominates reports whether a dominates b: no worse in every objective
-// and better in one, all lower-is-better.
-func dominates(a, b []float64) bool {
-	better := false
-	for k := range a {
-		switch {
-		case a[k] > b[k]:
-			return false
-		case a[k] < b[k]:
-			better = true
-		}
-	}
-	return better
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/pareto"
 	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
@@ -257,7 +258,7 @@ func TestWarmStartNSGA2(t *testing.T) {
 	dominatedBy := func(p []float64) int {
 		n := 0
 		for _, q := range points {
-			if dominates(q, p) {
+			if pareto.Dominates(q, p) {
 				n++
 			}
 		}

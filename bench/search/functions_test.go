@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gotune/gotune/search"
+	"github.com/gotune/gotune/pareto"
 )
 
 func TestFunctionsAtTheirMinimisers(t *testing.T) {
@@ -51,7 +51,7 @@ func TestHypervolume(t *testing.T) {
 		{[][]float64{{1, 1, 1}}, []float64{2, 2, 2}, 1},
 		{[][]float64{{0, 0, 1}, {1, 1, 0}}, []float64{2, 2, 2}, 4 + 2 - 1},
 	} {
-		if got := search.Hypervolume(c.points, c.ref); math.Abs(got-c.want) > 1e-12 {
+		if got := pareto.Hypervolume(c.points, c.ref); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("Hypervolume(%v, %v) = %g, want %g", c.points, c.ref, got, c.want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gotune/gotune/pareto"
 	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
 )
@@ -123,7 +124,7 @@ func solve(p problem, system string, seed int64, n int) ([][]float64, error) {
 func hypervolumeAfter(points [][]float64, ref []float64, checkpoints []int) map[int]float64 {
 	out := map[int]float64{}
 	for _, c := range checkpoints {
-		out[c] = search.Hypervolume(points[:min(c, len(points))], ref)
+		out[c] = pareto.Hypervolume(points[:min(c, len(points))], ref)
 	}
 	return out
 }

@@ -1,13 +1,13 @@
-package search
+package pareto
 
 import (
 	"math"
 	"slices"
 )
 
-// dominates reports whether a dominates b: no worse in every objective
+// Dominates reports whether a dominates b: no worse in every objective
 // and better in one, all lower-is-better.
-func dominates(a, b []float64) bool {
+func Dominates[F ~float64](a, b []F) bool {
 	better := false
 	for k := range a {
 		switch {
@@ -20,22 +20,22 @@ func dominates(a, b []float64) bool {
 	return better
 }
 
-// nondominatedSort splits points into fronts, best first (Deb et al., "A
+// Fronts sorts points into non-dominated fronts, best first (Deb et al., "A
 // fast and elitist multiobjective genetic algorithm: NSGA-II", IEEE TEC
 // 2002): the first front is the points no other dominates, the next those
 // only the first dominates, and so on. Each front lists indices into
 // points in increasing order. O(n²·m) for n points of m objectives.
-func nondominatedSort(points [][]float64) [][]int {
+func Fronts[F ~float64](points [][]F) [][]int {
 	n := len(points)
 	count := make([]int, n)   // how many points dominate i
 	beats := make([][]int, n) // the points i dominates
 	for i := range n {
 		for j := i + 1; j < n; j++ {
 			switch {
-			case dominates(points[i], points[j]):
+			case Dominates(points[i], points[j]):
 				beats[i] = append(beats[i], j)
 				count[j]++
-			case dominates(points[j], points[i]):
+			case Dominates(points[j], points[i]):
 				beats[j] = append(beats[j], i)
 				count[i]++
 			}
@@ -64,11 +64,12 @@ func nondominatedSort(points [][]float64) [][]int {
 	return fronts
 }
 
-// crowding returns the crowding distance of each point of a front (NSGA-II):
+// Crowding returns the crowding distance of each point of a front (NSGA-II):
 // the sum over objectives of the gap between its neighbours along that
 // objective, normalised by the front's range; infinite for the extremes.
-// Larger means lonelier, which selection prefers.
-func crowding(points [][]float64, front []int) []float64 {
+// An objective whose range is empty or infinite adds nothing. Larger
+// means lonelier, which selection prefers.
+func Crowding[F ~float64](points [][]F, front []int) []float64 {
 	d := make([]float64, len(front))
 	if len(front) == 0 {
 		return d
@@ -88,25 +89,50 @@ func crowding(points [][]float64, front []int) []float64 {
 			}
 			return 0
 		})
-		lo, hi := points[front[order[0]]][k], points[front[order[len(order)-1]]][k]
+		lo, hi := float64(points[front[order[0]]][k]), float64(points[front[order[len(order)-1]]][k])
 		d[order[0]], d[order[len(order)-1]] = math.Inf(1), math.Inf(1)
-		if hi == lo {
+		if hi == lo || math.IsInf(hi-lo, 0) {
 			continue
 		}
 		for i := 1; i < len(order)-1; i++ {
-			d[order[i]] += (points[front[order[i+1]]][k] - points[front[order[i-1]]][k]) / (hi - lo)
+			d[order[i]] += float64(points[front[order[i+1]]][k]-points[front[order[i-1]]][k]) / (hi - lo)
 		}
 	}
 	return d
 }
 
-// paretoOrder orders points best first for selection: by front, and
+// CrowdedOrder returns front's members ordered by crowding distance (see
+// Crowding), larger first, ties in front's order: the order NSGA-II
+// selects within a front.
+func CrowdedOrder[F ~float64](points [][]F, front []int) []int {
+	d := Crowding(points, front)
+	byDist := make([]int, len(front))
+	for i := range byDist {
+		byDist[i] = i
+	}
+	slices.SortStableFunc(byDist, func(a, b int) int {
+		switch {
+		case d[a] > d[b]:
+			return -1
+		case d[a] < d[b]:
+			return 1
+		}
+		return 0
+	})
+	out := make([]int, len(front))
+	for i, j := range byDist {
+		out[i] = front[j]
+	}
+	return out
+}
+
+// Order orders points best first for selection: by front, and
 // within a front by crowding distance, larger first (NSGA-II's crowded
 // comparison). Points with a positive violation (infeasible) come after
 // every feasible one, by violation (Deb's constrained domination). It
 // returns the order and each point's front number (from 0; infeasible
 // points after the feasible fronts).
-func paretoOrder(points [][]float64, violation []float64) (order []int, rank []int) {
+func Order(points [][]float64, violation []float64) (order []int, rank []int) {
 	var feasible, infeasible []int
 	for i := range points {
 		if violation[i] > 0 {
@@ -120,29 +146,15 @@ func paretoOrder(points [][]float64, violation []float64) (order []int, rank []i
 		sub[i] = points[id]
 	}
 	rank = make([]int, len(points))
-	fronts := nondominatedSort(sub)
+	fronts := Fronts(sub)
 	for f, front := range fronts {
 		ids := make([]int, len(front))
 		for i, j := range front {
 			ids[i] = feasible[j]
 		}
-		d := crowding(points, ids)
-		byDist := make([]int, len(ids))
-		for i := range byDist {
-			byDist[i] = i
-		}
-		slices.SortStableFunc(byDist, func(a, b int) int {
-			switch {
-			case d[a] > d[b]:
-				return -1
-			case d[a] < d[b]:
-				return 1
-			}
-			return 0
-		})
-		for _, i := range byDist {
-			order = append(order, ids[i])
-			rank[ids[i]] = f
+		for _, id := range CrowdedOrder(points, ids) {
+			order = append(order, id)
+			rank[id] = f
 		}
 	}
 	slices.SortStableFunc(infeasible, func(a, b int) int {
@@ -213,12 +225,12 @@ func Hypervolume(points [][]float64, ref []float64) float64 {
 	return hv
 }
 
-// hypervolumeSelect picks k of the points ids (a front) greedily, each
+// SelectByHypervolume picks k of the points ids (a front) greedily, each
 // time the one that adds most hypervolume to those picked, against a
 // reference point just beyond the front's worst values (as Optuna's MOTPE
 // selects within the front that does not fit whole). Ties go to the
 // earlier id.
-func hypervolumeSelect(points [][]float64, ids []int, k int) []int {
+func SelectByHypervolume(points [][]float64, ids []int, k int) []int {
 	m := len(points[ids[0]])
 	ref := make([]float64, m)
 	for j := range m {
