@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gotune/gotune/cluster"
 	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
 )
@@ -35,7 +36,7 @@ func TestSlurmLauncher(t *testing.T) {
 	db := filepath.Join(dir, "gotune.db")
 	sweep := slurmSweep(t, dir, "launched", db, launchedEpochs)
 	appendTo(t, sweep, "[trainer.failure]\nmax_failures = 3\n[cluster]\nlauncher = \"slurm\"\n")
-	name := slurmJobName(db, "launched")
+	name := cluster.SlurmJobName(db, "launched")
 	t.Cleanup(func() { exec.Command("scancel", "--name="+name).Run() })
 
 	// A process of its own, as a user runs it on a login node.
@@ -198,31 +199,28 @@ func TestSlurmLauncherRefusedJob(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "sbatch") || !strings.Contains(stderr, "invalid partition") {
 		t.Errorf("exit %d, want 2 with sbatch's message:\n%s%s", code, out, stderr)
 	}
-	if left := jobsNamed(t, slurmJobName(filepath.Join(dir, "gotune.db"), "refused")); len(left) > 0 {
+	if left := jobsNamed(t, cluster.SlurmJobName(filepath.Join(dir, "gotune.db"), "refused")); len(left) > 0 {
 		t.Errorf("jobs %v in the queue", left)
 	}
 }
 
-// TestGroupResources checks what an agent job asks Slurm for: one trial
-// group at its largest, packed on one node or spread one worker a node.
-func TestGroupResources(t *testing.T) {
+// TestSlurmGroupSize checks what the sweep file's scaling makes of an
+// agent job's size: one trial group at its largest.
+func TestSlurmGroupSize(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		scaling trainer.ScalingConfig
-		want    string
+		want    cluster.GroupSize
 	}{
-		{"defaults", trainer.ScalingConfig{}, "--nodes=1 --ntasks=1 --cpus-per-task=1"},
-		{"half CPUs", trainer.ScalingConfig{NumWorkers: 3, CPUsPerWorker: 0.5}, "--nodes=1 --ntasks=1 --cpus-per-task=2"},
+		{"defaults", trainer.ScalingConfig{}, cluster.GroupSize{Workers: 1}},
 		{"memory and GPUs", trainer.ScalingConfig{NumWorkers: 2, CPUsPerWorker: 4, GPUsPerWorker: 0.5, MemoryPerWorker: 3 * workers.GiB},
-			"--nodes=1 --ntasks=1 --cpus-per-task=8 --mem=6144M --gpus=1"},
-		{"elastic, at its largest", trainer.ScalingConfig{MinWorkers: 1, MaxWorkers: 4, CPUsPerWorker: 2}, "--nodes=1 --ntasks=1 --cpus-per-task=8"},
-		{"spread", trainer.ScalingConfig{NumWorkers: 4, CPUsPerWorker: 8, GPUsPerWorker: 2, MemoryPerWorker: 1536 * workers.MiB, Placement: workers.Spread},
-			"--nodes=4 --ntasks-per-node=1 --cpus-per-task=8 --mem=1536M --gpus-per-node=2"},
-		{"spread of one", trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 2, Placement: workers.Spread}, "--nodes=1 --ntasks=1 --cpus-per-task=2"},
+			cluster.GroupSize{Workers: 2, CPUsPerWorker: 4, GPUsPerWorker: 0.5, MemoryPerWorker: 3 * workers.GiB}},
+		{"elastic, at its largest", trainer.ScalingConfig{MinWorkers: 1, MaxWorkers: 4, CPUsPerWorker: 2}, cluster.GroupSize{Workers: 4, CPUsPerWorker: 2}},
+		{"spread", trainer.ScalingConfig{NumWorkers: 4, Placement: workers.Spread}, cluster.GroupSize{Workers: 4, Placement: workers.Spread}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := strings.Join(groupResources(tt.scaling), " "); got != tt.want {
-				t.Errorf("got %s, want %s", got, tt.want)
+			if got := groupSize(tt.scaling); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
 	}
