@@ -18,6 +18,8 @@
 // Users plug in their own by implementing Scheduler. Package sim plays the
 // trial side of any scheduler on a simulated clock.
 //
-// Of gotune's packages it imports only searchspace (PBT's perturbations);
-// never storage, trainer or tuner, whose I/O would break the replay.
+// Of gotune's packages it imports only searchspace (PBT's perturbations)
+// and pareto (the rung fronts of several objectives); never storage,
+// trainer or tuner, whose I/O would break the replay, nor search, which
+// imports it (BOHB reads HyperBand's budgets).
 package schedulers

@@ -195,7 +195,7 @@ func cmaesBounds(dist any) (low, high float64) {
 	case goptuna.IntUniformDistribution:
 		return float64(d.Low), float64(d.High)
 	}
-	panic(fmt.Sprintf("tuner: no CMA-ES bounds for distribution %T", dist))
+	panic(fmt.Sprintf("search: no CMA-ES bounds for distribution %T", dist))
 }
 
 func kindName(d searchspace.Domain) string {

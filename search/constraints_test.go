@@ -53,3 +53,24 @@ func TestTPEModelsFeasibility(t *testing.T) {
 	}
 	t.Logf("infeasible among the last 30: %d modelled, %d not; best feasible loss %.4f", aware, blind, best)
 }
+
+// TestViolation: a met constraint adds nothing, a missed one its miss, a
+// strict bound met with equality at least 1e-12, and a missing or NaN
+// metric makes the violation infinite.
+func TestViolation(t *testing.T) {
+	cs := []Constraint{{Metric: "mem", Op: "<=", Bound: 40}, {Metric: "lat", Op: "<", Bound: 20}}
+	for _, c := range []struct {
+		metrics map[string]float64
+		want    float64
+	}{
+		{map[string]float64{"mem": 40, "lat": 19}, 0},
+		{map[string]float64{"mem": 45, "lat": 22}, 7},
+		{map[string]float64{"mem": 1, "lat": 20}, 1e-12},
+		{map[string]float64{"mem": 1}, math.Inf(1)},
+		{map[string]float64{"mem": math.NaN(), "lat": 1}, math.Inf(1)},
+	} {
+		if got := Violation(cs, c.metrics); got != c.want {
+			t.Errorf("Violation(%v): got %g, want %g", c.metrics, got, c.want)
+		}
+	}
+}

@@ -144,7 +144,7 @@ func (s *study) onTrialEnd(trial int, end TrialEnd) {
 	}
 	delete(s.ids, trial)
 	if err := s.finish(id, end); err != nil {
-		panic(fmt.Sprintf("tuner: goptuna storage refused to finish trial %d: %v", trial, err))
+		panic(fmt.Sprintf("search: goptuna storage refused to finish trial %d: %v", trial, err))
 	}
 }
 

@@ -3,10 +3,12 @@ package search
 import "fmt"
 
 // Limiter bounds how many trials of an inner searcher run at once: while
-// max trials it suggested have not ended, Suggest returns ErrWait. This is
-// how [search] max_concurrent is enforced; model-based searchers learn
-// more from a small bound, since a suggestion made while many trials run
-// cannot use their results.
+// max trials it suggested have not ended, Suggest returns ErrWait.
+// Model-based searchers learn more from a small bound, since a suggestion
+// made while many trials run cannot use their results. The tuner does not
+// wrap its searcher in one: [search] max_concurrent bounds the groups the
+// loop runs, whatever the searcher; a Limiter bounds one searcher's trials,
+// for a program that composes searchers itself.
 type Limiter struct {
 	inner   Searcher
 	max     int

@@ -9,9 +9,10 @@ import (
 )
 
 // Searcher chooses the configuration of each new trial and learns from the
-// trials' results. The built-in searchers (random, grid, TPE, CMA-ES and the
-// concurrency limiter that wraps them) implement it; implement it yourself
-// to plug your own search into the tuner with WithSearcher.
+// trials' results. The built-in searchers (random, grid, TPE, BOHB,
+// NSGA-II, CMA-ES and the wrappers Points and Limiter) implement it;
+// implement it yourself to plug your own search into the tuner with
+// tuner.WithSearcher.
 //
 // The tuner calls a Searcher from one goroutine, never concurrently, so an
 // implementation needs no locking. For each trial the calls come in this

@@ -51,7 +51,7 @@ type Objective struct {
 	// Constraints bound other reported metrics, such as "mem <= 40" or
 	// "latency_ms < 20" (see ParseConstraint): a trial whose last report
 	// fails one is infeasible, and the best trial is the best feasible
-	// one. TPE models feasibility (see TPEConstraints).
+	// one. TPE models feasibility (see search.TPEConstraints).
 	Constraints []string `toml:"constraints" json:"constraints,omitempty"`
 	// Metrics and Modes, with two or more metrics, make the sweep
 	// multi-objective, as metric = ["f1", "f2"] and mode = ["min", "max"]
@@ -108,33 +108,26 @@ func (o Objective) constraints() []Constraint {
 	return cs
 }
 
-// Violation is how far metrics are from meeting every constraint of cs;
-// see search.Violation.
-//
-// Deprecated: use search.Violation.
-func Violation(cs []Constraint, metrics map[string]float64) float64 {
-	return search.Violation(searchConstraints(cs), metrics)
-}
-
 // SearchConfig says how configurations are chosen: the [search] section of
 // a sweep file.
 type SearchConfig struct {
 	// Algorithm is the searcher: "random" (the default) samples each
 	// configuration independently; "grid" is random search over a space
 	// that must have grid parameters; "tpe" and "cmaes" learn from finished
-	// trials (see TPE and CMAES; "cmaes" needs a numeric space); "bohb"
-	// is TPE fitted to HyperBand's budgets, with [scheduler] kind =
-	// "hyperband" (see BOHB); "nsga2"
-	// evolves a population for several objectives (see NSGA2). With every
+	// trials (see search.TPE and search.CMAES; "cmaes" needs a numeric
+	// space); "bohb" is TPE fitted to HyperBand's budgets, with
+	// [scheduler] kind = "hyperband" (see search.BOHB); "nsga2" evolves a
+	// population for several objectives (see search.NSGA2). With every
 	// algorithm, grid parameters are expanded: each cell of their cartesian
-	// product is tried NumSamples times, as Ray Tune does (see GridSearch).
+	// product is tried NumSamples times, as Ray Tune does (see
+	// search.GridSearch).
 	Algorithm string `toml:"algorithm" json:"algorithm,omitempty"`
 	// NumSamples is how many configurations to try for each cell of the
 	// grid; the sweep runs NumSamples × cells trials (cells is 1 without
 	// grid parameters). Default 1.
 	NumSamples int `toml:"num_samples" json:"num_samples,omitempty"`
-	// MaxConcurrent bounds the trials running at once, through a Limiter
-	// around the searcher; 0 means no bound beyond what the resources allow.
+	// MaxConcurrent bounds the trials running at once: the loop starts no
+	// more; 0 means no bound beyond what the resources allow.
 	// Model-based searchers suggest better with a small bound, since they
 	// learn only from trials that have ended.
 	MaxConcurrent int `toml:"max_concurrent" json:"max_concurrent,omitempty"`
@@ -142,10 +135,10 @@ type SearchConfig struct {
 	// seed gives the same configurations with random and grid and, when
 	// results arrive in the same order (as when trials run one at a time),
 	// with tpe and cmaes; a resumed experiment continues the sequence (see
-	// Replayer).
+	// search.Replayer).
 	Seed *int64 `toml:"seed" json:"seed,omitempty"`
 	// PointsToEvaluate are configurations to try first, in order: trial n
-	// gets point n (see Points). A point may leave out parameters, which
+	// gets point n (see search.Points). A point may leave out parameters, which
 	// are then drawn at random; it must leave out grid parameters, which
 	// the grid sets. The points count among the NumSamples × cells trials.
 	PointsToEvaluate []map[string]any `toml:"points_to_evaluate" json:"points_to_evaluate,omitempty"`
@@ -159,7 +152,7 @@ type SearchConfig struct {
 	AllowRepeats bool `toml:"allow_repeats" json:"allow_repeats,omitempty"`
 	// WarmStart names another experiment of the same database whose
 	// finished trials the searcher learns from before its first suggestion
-	// (see WarmStarter); "" for none. Only a searcher that learns can use
+	// (see search.WarmStarter); "" for none. Only a searcher that learns can use
 	// them: "tpe", "nsga2" or "cmaes".
 	WarmStart string `toml:"warm_start" json:"warm_start,omitempty"`
 	// Space is the search space. A sweep file gives it as [search.space].

@@ -37,21 +37,6 @@ func TestParseConstraint(t *testing.T) {
 			t.Errorf("ParseConstraint(%q): got %+v, %v; want %+v", c.text, got, err, c.want)
 		}
 	}
-	cs := []Constraint{{Metric: "mem", Op: "<=", Bound: 40}, {Metric: "lat", Op: "<", Bound: 20}}
-	for _, c := range []struct {
-		metrics map[string]float64
-		want    float64
-	}{
-		{map[string]float64{"mem": 40, "lat": 19}, 0},
-		{map[string]float64{"mem": 45, "lat": 22}, 7},
-		{map[string]float64{"mem": 1, "lat": 20}, 1e-12},
-		{map[string]float64{"mem": 1}, math.Inf(1)},
-		{map[string]float64{"mem": math.NaN(), "lat": 1}, math.Inf(1)},
-	} {
-		if got := Violation(cs, c.metrics); got != c.want {
-			t.Errorf("Violation(%v): got %g, want %g", c.metrics, got, c.want)
-		}
-	}
 }
 
 // TestFitWithConstraints runs a sweep whose best loss is infeasible: the

@@ -1,7 +1,9 @@
 package tuner
 
-// The searchers moved to package search; these names stay for one release
-// so that Go programs written against tuner keep building.
+// The searchers moved to package search (and hypervolume to package
+// pareto); the names they had here stay for one release, so that Go
+// programs written against tuner keep building. Each forwards to its new
+// home and is marked deprecated; remove this file in the next release.
 
 import (
 	"math/rand/v2"
@@ -106,15 +108,20 @@ type ScoredConfig = search.ScoredConfig
 // Deprecated: use search.ParamImportance.
 type ParamImportance = search.ParamImportance
 
-// The ways a trial ends, as a searcher sees them.
+// TrialCompleted means the training function returned without error.
 //
-// Deprecated: use search.TrialCompleted, search.TrialStopped and
-// search.TrialFailed.
-const (
-	TrialCompleted = search.TrialCompleted
-	TrialStopped   = search.TrialStopped
-	TrialFailed    = search.TrialFailed
-)
+// Deprecated: use search.TrialCompleted.
+const TrialCompleted = search.TrialCompleted
+
+// TrialStopped means the scheduler stopped the trial early.
+//
+// Deprecated: use search.TrialStopped.
+const TrialStopped = search.TrialStopped
+
+// TrialFailed means the training function failed.
+//
+// Deprecated: use search.TrialFailed.
+const TrialFailed = search.TrialFailed
 
 // TPEStartupTrials is how many finished trials TPE waits for before it
 // models the history.
@@ -246,3 +253,10 @@ func Importance(space *searchspace.Space, trials []ScoredConfig, quantile float6
 //
 // Deprecated: use pareto.Hypervolume.
 func Hypervolume(points [][]float64, ref []float64) float64 { return pareto.Hypervolume(points, ref) }
+
+// Violation is how far metrics are from meeting every constraint of cs.
+//
+// Deprecated: use search.Violation.
+func Violation(cs []Constraint, metrics map[string]float64) float64 {
+	return search.Violation(searchConstraints(cs), metrics)
+}

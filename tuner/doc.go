@@ -1,18 +1,17 @@
 // Package tuner owns the experiment loop: it validates a sweep's Config,
-// asks a Searcher for each trial's configuration, places and runs the
-// trial's training group through the trainer, records every report in
+// asks a search.Searcher for each trial's configuration, places and runs
+// the trial's training group through the trainer, records every report in
 // storage before the scheduler decides on it, and returns the experiment's
-// trials and best trial when it is done.
+// trials and best trial when it is done. It also owns resuming an
+// interrupted experiment (replaying its searcher and scheduler), the
+// control socket, trial groups and the sweep's configuration.
 //
-// Configurations come from a Searcher: RandomSearch, TPE (a multivariate
-// Tree-structured Parzen Estimator, grown from Optuna's TPE sampler; MOTPE
-// with several objectives), BOHB (TPE fitted at HyperBand's budgets),
-// NSGA-II and CMAES (through goptuna's sampler), preceded by Points to
-// try first, crossed with grid parameters by a GridSearch and bounded by a
-// Limiter, as SearchConfig describes; or from a Searcher of your own, given
-// with WithSearcher. TPE, MOTPE and BOHB count the trials still running as
-// bad ones (a constant liar), and in a finite space none suggests a
-// configuration twice unless repeats are allowed.
+// The searchers live in package search: newSearcher (search.go) builds the
+// one a SearchConfig describes, crossed with grid parameters and preceded
+// by points to try first; WithSearcher plugs in one of your own. The names
+// the searchers had in this package (tuner.Searcher, tuner.NewTPE, ...)
+// remain for one release as deprecated aliases and forwards
+// (deprecated.go).
 //
 // The smallest Go program that tunes a training function:
 //
@@ -23,8 +22,9 @@
 //	...
 //	res, err := t.Fit(ctx)
 //
-// It imports searchspace, schedulers, storage, trainer, workers and python;
-// none of them imports it, only what reads results or wires a sweep
-// (dashboard, dashboard/trialfiles, cmd/gotune and its sweepfile). See
+// It imports searchspace, search, pareto (for a deprecated forward only),
+// schedulers, storage, trainer, workers, cluster and python; none of them
+// imports it, only what reads results or wires a sweep (dashboard,
+// dashboard/trialfiles, cmd/gotune and its sweepfile). See
 // docs/architecture.md.
 package tuner

@@ -14,7 +14,7 @@ import (
 
 // ScoredTrials reads the trials of exp that ran to their end or were
 // stopped, are feasible and reported metric in their last report, scored
-// lower is better by mode ("min" or "max"), as Importance reads them.
+// lower is better by mode ("min" or "max"), as search.Importance reads them.
 func ScoredTrials(ctx context.Context, s *storage.DB, exp, metric, mode string) ([]search.ScoredConfig, error) {
 	trials, err := s.QueryTrials(ctx, exp, storage.TrialQuery{Status: []string{storage.TrialTerminated, storage.TrialStopped}, Feasible: true})
 	if err != nil {

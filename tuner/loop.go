@@ -37,7 +37,7 @@ type loop struct {
 }
 
 // EventSearchExhausted is the experiment event recorded when the searcher
-// runs out of configurations (Suggest returned ErrExhausted) before the
+// runs out of configurations (Suggest returned search.ErrExhausted) before the
 // sweep's planned trials; its data holds trials (those suggested) and
 // planned.
 const EventSearchExhausted = "search_exhausted"

@@ -150,7 +150,7 @@ type recordedConfig struct {
 }
 
 // restore replays a recorded experiment into the loop: every trial's
-// configuration, reports and end to the searcher (see Replayer), the
+// configuration, reports and end to the searcher (see search.Replayer), the
 // scheduler's recorded inputs to the scheduler (see replaySchedule). Then
 // each unfinished trial goes on as the scheduler last decided: ended,
 // paused, exploiting another trial's checkpoint, or restarted from its

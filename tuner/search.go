@@ -9,7 +9,7 @@ import (
 )
 
 // newSearcher builds the searcher a [search] section describes: the
-// algorithm over the non-grid parameters, inside a GridSearch that
+// algorithm over the non-grid parameters, inside a search.GridSearch that
 // expands the grid parameters and ends the search after
 // NumSamples × cells trials. sc must have its defaults applied.
 //

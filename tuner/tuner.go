@@ -96,7 +96,7 @@ func WithWorkerProcess(name string) Option { return func(t *Tuner) { t.process =
 func WithCheckpointRoot(dir string) Option { return func(t *Tuner) { t.checkpoints = dir } }
 
 // WithSearcher replaces the searcher the config's [search] algorithm names
-// with s, a built-in searcher or one of your own (see Searcher). The
+// with s, a built-in searcher or one of your own (see search.Searcher). The
 // config still bounds the experiment: at most NumSamples × grid cells
 // trials, at most MaxConcurrent groups running at once (paused trials do
 // not count).

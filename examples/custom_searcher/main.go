@@ -199,8 +199,8 @@ func run(ctx context.Context, db string, trials int) (*tuner.Result, error) {
 		Search:  tuner.SearchConfig{NumSamples: trials, MaxConcurrent: 1},
 		Trainer: trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.5}},
 	}
-	search := NewLocalSearch(1, 4)
-	t, err := tuner.New(cfg, tuner.WithTrainFunc(train), tuner.WithSearcher(search))
+	searcher := NewLocalSearch(1, 4)
+	t, err := tuner.New(cfg, tuner.WithTrainFunc(train), tuner.WithSearcher(searcher))
 	if err != nil {
 		return nil, err
 	}
