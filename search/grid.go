@@ -6,6 +6,9 @@ import (
 	"github.com/gotune/gotune/searchspace"
 )
 
+// maxTrials bounds the trials of one experiment (NumSamples × grid cells).
+const maxTrials = 1_000_000
+
 // GridSearch expands a space's grid parameters: it tries every cell of
 // their cartesian product numSamples times, taking the other parameters
 // from an inner searcher, as Ray Tune does. Trials go through the cells
@@ -36,12 +39,12 @@ func NewGridSearch(space *searchspace.Space, numSamples int, inner Searcher) (*G
 	if numSamples < 1 {
 		return nil, fieldErr("search.num_samples", "must be at least 1, got %d", numSamples)
 	}
-	if n := space.GridSize(); n > searchspace.MaxGridCells || n*numSamples > MaxTrials {
+	if n := space.GridSize(); n > searchspace.MaxGridCells || n*numSamples > maxTrials {
 		cells := fmt.Sprint(n)
 		if n > searchspace.MaxGridCells {
 			cells = fmt.Sprintf("more than %d", searchspace.MaxGridCells)
 		}
-		return nil, fieldErr("search.num_samples", "%d samples × %s grid cells is more than %d trials", numSamples, cells, MaxTrials)
+		return nil, fieldErr("search.num_samples", "%d samples × %s grid cells is more than %d trials", numSamples, cells, maxTrials)
 	}
 	cells := space.GridCells()
 	return &GridSearch{space: space, cells: cells, total: len(cells) * numSamples, inner: inner}, nil

@@ -88,6 +88,3 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 func fieldErr(key, format string, args ...any) error {
 	return &ConfigError{Key: key, Err: fmt.Errorf(format, args...)}
 }
-
-// MaxTrials bounds the trials of one experiment (NumSamples × grid cells).
-const MaxTrials = 1_000_000
