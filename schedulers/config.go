@@ -476,7 +476,10 @@ const relTol = 1e-9
 // Reached reports whether time t has reached milestone m, a rung or a
 // budget, within relTol. Every scheduler, and BOHB for its budgets,
 // compares times with it.
-func Reached(t, m float64) bool { return t >= m-relTol*math.Max(1, math.Abs(m)) }
+func Reached(t, m float64) bool { return t >= reachedFrom(m) }
+
+// reachedFrom is the earliest time that has reached milestone m.
+func reachedFrom(m float64) float64 { return m - relTol*math.Max(1, math.Abs(m)) }
 
 // below reports whether a is below b by more than rounding.
 func below(a, b float64) bool { return !Reached(a, b) }

@@ -30,10 +30,14 @@ import (
 // after n trials: for each such time (up to maxIndexedTimes of them, and
 // while the index holds no more than about two entries per result kept)
 // the rule keeps the running averages of the trials that reached it
-// ranked, and updates them as results come. A time not indexed — the
-// first comparison there, or a time attribute so fine-grained that times
-// seldom recur — costs a pass over every trial, O(n), as without the
-// index. The decisions are the same either way.
+// ranked, and updates them as results come. Indexing a time costs one
+// pass over every trial. At a time not indexed — the first comparison
+// there, or any on a time attribute so fine-grained that times seldom
+// recur, such as seconds — the trials it is not hearing from (ended or
+// paused) are read from frozenMeans, and only those still running are
+// gone over: O(r·log R + 64·log N) for r running trials of up to R results
+// and N results in all (and a list of at most frozenRecent pieces),
+// however many trials have ended. The decisions are the same either way.
 type medianRule struct {
 	c  Config
 	v  view
@@ -46,6 +50,11 @@ type medianRule struct {
 	once map[float64]bool
 	// entries counts the rankings' entries, reports the results kept.
 	entries, reports int
+	// frozen holds the running averages of the trials in isFrozen; live
+	// holds the other trials with results.
+	frozen   frozenMeans
+	isFrozen map[int]bool
+	live     map[int]bool
 }
 
 // maxIndexedTimes bounds the number of times the median rule indexes;
@@ -112,6 +121,7 @@ var (
 func newMedian(c Config, v view) *medianRule {
 	m := &medianRule{c: c, v: v, st: medianState{Trials: map[int]*medianTrial{}}}
 	m.resetIndex()
+	m.resetFrozen()
 	return m
 }
 
@@ -120,10 +130,43 @@ func (m *medianRule) resetIndex() {
 	m.at, m.times, m.once, m.entries = map[float64]*rankTree[trialMean]{}, nil, map[float64]bool{}, 0
 }
 
+// resetFrozen forgets every frozen trial.
+func (m *medianRule) resetFrozen() {
+	m.frozen, m.isFrozen, m.live = frozenMeans{}, map[int]bool{}, map[int]bool{}
+}
+
+// freeze moves trial n, t, which the rule will not hear from until it
+// reports again, from the live trials to frozen; a trial with a time that
+// is not finite stays live.
+func (m *medianRule) freeze(n int, t *medianTrial) {
+	if m.isFrozen[n] {
+		return
+	}
+	pieces, ok := t.pieces(m.c.GracePeriod)
+	if !ok {
+		return
+	}
+	m.frozen.add(pieces, false)
+	m.isFrozen[n] = true
+	delete(m.live, n)
+}
+
+// thaw takes frozen trial n, t, out of frozen, before its history changes.
+func (m *medianRule) thaw(n int, t *medianTrial) {
+	if !m.isFrozen[n] {
+		return
+	}
+	pieces, _ := t.pieces(m.c.GracePeriod)
+	m.frozen.add(pieces, true)
+	delete(m.isFrozen, n)
+}
+
 // OnTrialAdd implements Scheduler.
 func (m *medianRule) OnTrialAdd(trial int, _ map[string]any) {
 	if old := m.st.Trials[trial]; old != nil {
 		// A number used again: the history it had is gone.
+		m.thaw(trial, old)
+		delete(m.live, trial)
 		for _, at := range m.times {
 			if mean, ok := old.standing(at, m.c.GracePeriod); ok {
 				m.at[at].Remove(trialMean{mean, trial})
@@ -144,6 +187,8 @@ func (m *medianRule) OnResult(r Result) Decision {
 		m.st.Trials[r.Trial] = t
 	}
 	t.State = running
+	m.thaw(r.Trial, t)
+	m.live[r.Trial] = true
 	m.addResult(r.Trial, t, r.Time, WorstIfDiverged(r.Score))
 	if !Reached(r.Time, m.c.GracePeriod) || t.Released {
 		return Decision{Action: Continue}
@@ -176,6 +221,7 @@ func (m *medianRule) judged(n int, t *medianTrial, d Decision) Decision {
 	d.Action, d.Reason = Pause, "paused "+d.Reason+"; it resumes once the other trials are done (hard_stop = false)"
 	t.State = paused
 	m.st.Paused = append(m.st.Paused, n)
+	m.freeze(n, t)
 	return d
 }
 
@@ -206,7 +252,18 @@ func (m *medianRule) otherMedian(self int, t *medianTrial, time float64) (int, f
 			return ranked.At(i).mean
 		})
 	}
-	index := m.once[time] && len(m.times) < maxIndexedTimes && !math.IsInf(time, 0) && !math.IsNaN(time)
+	finite := !math.IsInf(time, 0) && !math.IsNaN(time)
+	// Indexing needs at most an entry per trial.
+	index := m.once[time] && len(m.times) < maxIndexedTimes && finite && m.entries+len(m.st.Trials) <= 2*m.reports+maxOnce
+	if !index {
+		if len(m.once) >= maxOnce {
+			clear(m.once)
+		}
+		m.once[time] = true
+		if finite {
+			return m.frozenMedian(self, time)
+		}
+	}
 	var means []float64
 	var all []trialMean
 	for n, o := range m.st.Trials {
@@ -221,8 +278,7 @@ func (m *medianRule) otherMedian(self int, t *medianTrial, time float64) (int, f
 			means = append(means, mean)
 		}
 	}
-	switch {
-	case index && m.entries+len(all) <= 2*m.reports+maxOnce:
+	if index {
 		ranked := newRankTree(lessMean)
 		for _, e := range all {
 			ranked.Insert(e, false)
@@ -232,16 +288,33 @@ func (m *medianRule) otherMedian(self int, t *medianTrial, time float64) (int, f
 		m.times = slices.Insert(m.times, i, time)
 		m.entries += len(all)
 		delete(m.once, time)
-	case !index:
-		if len(m.once) >= maxOnce {
-			clear(m.once)
-		}
-		m.once[time] = true
 	}
 	if len(means) == 0 {
 		return 0, 0
 	}
 	return len(means), median(means)
+}
+
+// frozenMedian is otherMedian from the frozen trials' averages and a pass
+// over the live ones: self is live, having just reported.
+func (m *medianRule) frozenMedian(self int, time float64) (int, float64) {
+	var plus []uint64
+	for n := range m.live {
+		if n == self {
+			continue
+		}
+		if mean, ok := m.st.Trials[n].standing(time, m.c.GracePeriod); ok && !diverged(mean) {
+			plus = append(plus, meanKey(mean))
+		}
+	}
+	plus, minus := m.frozen.recentAt(time, plus, nil)
+	slices.Sort(plus)
+	slices.Sort(minus)
+	count := m.frozen.count(time) + len(plus) - len(minus)
+	if count == 0 {
+		return 0, 0
+	}
+	return count, quantileAt(count, 0.5, func(i int) float64 { return keyMean(m.frozen.kth(time, plus, minus, i)) })
 }
 
 // addResult adds a result of trial n, t, keeping the rankings of the
@@ -346,6 +419,7 @@ func (m *medianRule) OnTrialEnd(trial int) {
 			m.st.Paused = slices.DeleteFunc(m.st.Paused, func(n int) bool { return n == trial })
 		}
 		t.State = ended
+		m.freeze(trial, t)
 	}
 }
 
@@ -388,6 +462,7 @@ func (m *medianRule) Restore(data []byte) error {
 	}
 	m.st = st
 	m.resetIndex()
+	m.resetFrozen()
 	m.reports = 0
 	for n, t := range st.Trials {
 		if t == nil {
@@ -401,5 +476,22 @@ func (m *medianRule) Restore(data []byte) error {
 		}
 		m.reports += len(t.Times)
 	}
+	// The trials the rule is not hearing from, frozen at once: one block.
+	var pieces []meanPiece
+	for n, t := range st.Trials {
+		if len(t.Times) == 0 {
+			continue
+		}
+		m.live[n] = true
+		if t.State == running {
+			continue
+		}
+		if p, ok := t.pieces(m.c.GracePeriod); ok {
+			pieces = append(pieces, p...)
+			m.isFrozen[n] = true
+			delete(m.live, n)
+		}
+	}
+	m.frozen.add(pieces, false)
 	return nil
 }

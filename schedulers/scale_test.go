@@ -645,3 +645,132 @@ func TestPrunersKeepTheBestSoFar(t *testing.T) {
 		}
 	}
 }
+
+// refMedian is the median rule's comparison for trial self at time by a
+// pass over every other trial and their averages added up afresh: how
+// many other trials' running averages from the grace period up to time
+// count (those that reached time, without a diverged score in the
+// average), and their median.
+func refMedian(m *medianRule, self int, time float64) (int, float64) {
+	var means []float64
+	for o, ot := range m.st.Trials {
+		if o == self || len(ot.Times) == 0 || !Reached(ot.Times[len(ot.Times)-1], time) {
+			continue
+		}
+		sum, k, bad := 0.0, 0, false
+		for i, x := range ot.Times {
+			if Reached(x, m.c.GracePeriod) && Reached(time, x) {
+				sum, k, bad = sum+float64(ot.Scores[i]), k+1, bad || diverged(float64(ot.Scores[i]))
+			}
+		}
+		if k > 0 && !bad && !diverged(sum/float64(k)) {
+			means = append(means, sum/float64(k))
+		}
+	}
+	if len(means) == 0 {
+		return 0, 0
+	}
+	return len(means), median(means)
+}
+
+// TestMedianOnContinuousTimeMatchesAScan plays random histories on a
+// continuous time attribute — times that never recur, times equal to or
+// within Reached's tolerance of another trial's, times below 1, results
+// that go back to a checkpoint, results after a trial ended, paused trials
+// resumed (hard_stop false), numbers used again, diverged scores, a
+// snapshot and restore — and checks every decision against refMedian.
+func TestMedianOnContinuousTimeMatchesAScan(t *testing.T) {
+	stops, frozenDecisions, blocks := 0, 0, 0
+	for seed := range uint64(6) {
+		rng := rand.New(rand.NewPCG(seed, 29))
+		hardStop := seed%2 == 0
+		m := mustNew(t, Config{Kind: "median", GracePeriod: 0.5, MinSamplesRequired: 1 + int(seed%3), HardStop: ptr(hardStop)},
+			Env{Checkpoints: true}).(*medianRule)
+		times := map[int]float64{} // the trials running, and their last time
+		var lasts []float64
+		nextTrial := 1
+		for step := range 5000 {
+			switch op := rng.IntN(20); {
+			case op < 2 || len(times) == 0:
+				n := nextTrial
+				if rng.IntN(15) == 0 && nextTrial > 1 {
+					n = 1 + rng.IntN(nextTrial-1) // a number used again
+				} else {
+					nextTrial++
+				}
+				m.OnTrialAdd(n, nil)
+				times[n] = 0
+			case op < 4:
+				n := pickKey(rng, times)
+				m.OnTrialEnd(n)
+				if rng.IntN(4) > 0 {
+					delete(times, n)
+				} // else it reports again after its end
+			case op < 5:
+				if o, ok := m.Next(Capacity{CanResume: true, MoreTrials: rng.IntN(3) > 0}); ok {
+					times[o.Trial] = m.st.Trials[o.Trial].Times[len(m.st.Trials[o.Trial].Times)-1]
+				}
+			default:
+				n := pickKey(rng, times)
+				switch k := rng.IntN(20); {
+				case k == 0:
+					times[n] = math.Max(0, times[n]-3*rng.Float64()) // back to a checkpoint
+				case k < 3 && len(lasts) > 0:
+					times[n] = lasts[rng.IntN(len(lasts))] // another trial's time
+				case k < 5 && len(lasts) > 0:
+					x := lasts[rng.IntN(len(lasts))]
+					times[n] = x + (rng.Float64()-0.5)*4*relTol*math.Max(1, math.Abs(x)) // within its tolerance
+				default:
+					times[n] += 0.2 * rng.Float64()
+				}
+				lasts = append(lasts, times[n])
+				r := Result{Trial: n, Time: times[n], Score: randomScore(rng) - 1}
+				d := m.OnResult(r)
+				if _, indexed := m.at[r.Time]; !indexed {
+					frozenDecisions++
+				}
+				count, med := refMedian(m, n, r.Time)
+				self := m.st.Trials[n]
+				want := Continue
+				switch {
+				case self.Released || !Reached(r.Time, m.c.GracePeriod):
+				case diverged(r.Score):
+					want = Stop
+				case count >= m.c.MinSamplesRequired && !(float64(self.Best) <= med):
+					want = Stop
+				}
+				if !hardStop && want == Stop {
+					want = Pause
+				}
+				if d.Action != want {
+					t.Fatalf("seed %d step %d: trial %d at %g: %s (%s), want %s against the median %g of %d", seed, step, n, r.Time, d.Action, d.Reason, want, med, count)
+				}
+				if want != Continue && !diverged(r.Score) {
+					stops++
+					if !strings.Contains(d.Reason, fmt.Sprintf("the median of %d other", count)) || d.HasCutoff && d.Cutoff != med {
+						t.Fatalf("seed %d step %d: %q (cutoff %g), want the median %g of %d", seed, step, d.Reason, d.Cutoff, med, count)
+					}
+				}
+				if want != Continue {
+					delete(times, n)
+					if want == Stop {
+						m.OnTrialEnd(n)
+					}
+				}
+			}
+			if step == 2500 {
+				data, err := m.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Restore(data); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		blocks += len(m.frozen.blocks)
+	}
+	if stops < 200 || frozenDecisions < 10000 || blocks < 6 {
+		t.Errorf("%d stops, %d decisions at times not indexed, %d blocks of frozen averages: the comparison proves little", stops, frozenDecisions, blocks)
+	}
+}
