@@ -21,6 +21,12 @@
 // and, from the same table through /usr/bin/python3 (optuna_curves.py),
 // Optuna 3.1's TPESampler with its HyperbandPruner and with its
 // SuccessiveHalvingPruner (min_resource 1, reduction_factor 3, max 27).
+// Optuna's runs are slow (about 40 s each): -optuna-dir reads runs made
+// beforehand, in the background, by
+//
+//	/usr/bin/python3 bench/curves/optuna_curves.py --table curves.json --pruner hyperband --seeds 20 > optuna-hyperband.json
+//
+// and the same with --pruner sha into optuna-sha.json.
 //
 // Regret after e epochs is the table's best final accuracy minus the best
 // final (epoch 27) accuracy of a trial that reached epoch 27 by then (1
@@ -38,6 +44,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +58,9 @@ import (
 var optunaScript []byte
 
 const maxT = 27
+
+// systems are gotune's systems, in the order they run and print.
+var systems = []string{"tpe", "random+asha", "tpe+asha", "bohb"}
 
 // row is one measured configuration and its curve.
 type row struct {
@@ -250,13 +260,17 @@ type summary struct {
 	// epochs spent until the regret was at most it (budget+1 for a seed
 	// that never got there).
 	ToRegret map[string]float64 `json:"median_epochs_to_regret,omitempty"`
-	Note     string             `json:"note,omitempty"`
+	// SeedsReaching is, for each target regret, how many seeds were at
+	// most at it after half the epochs and after all of them: the median
+	// reaches a target by then when more than half of them were.
+	SeedsReaching map[string][2]int `json:"seeds_at_regret_by_half_and_end,omitempty"`
+	Note          string            `json:"note,omitempty"`
 }
 
 var marks = []int{270, 540, 1080, 2700, 5400}
 
 func summarise(system string, traces []trace, budget int, targets []float64) summary {
-	out := summary{System: system, Seeds: len(traces), Regret: map[string]float64{}, ToRegret: map[string]float64{}}
+	out := summary{System: system, Seeds: len(traces), Regret: map[string]float64{}, ToRegret: map[string]float64{}, SeedsReaching: map[string][2]int{}}
 	at := func(e int) float64 {
 		var xs []float64
 		for _, t := range traces {
@@ -280,7 +294,18 @@ func summarise(system string, traces []trace, budget int, targets []float64) sum
 				xs = append(xs, float64(i+1))
 			}
 		}
-		out.ToRegret[strconv.FormatFloat(round(target), 'g', -1, 64)] = median(xs)
+		name := strconv.FormatFloat(round(target), 'g', -1, 64)
+		out.ToRegret[name] = median(xs)
+		var reaching [2]int
+		for _, x := range xs {
+			if x <= float64(budget/2) {
+				reaching[0]++
+			}
+			if x <= float64(budget) {
+				reaching[1]++
+			}
+		}
+		out.SeedsReaching[name] = reaching
 	}
 	return out
 }
@@ -303,6 +328,8 @@ func main() {
 	budget := flag.Int("epochs", 200*maxT, "epochs each run spends")
 	python := flag.String("python", "/usr/bin/python3", "the Python with Optuna")
 	optunaSeeds := flag.Int("optuna-seeds", 0, "seeds for Optuna's runs; 0 for -seeds")
+	optunaDir := flag.String("optuna-dir", "", "a folder holding Optuna's runs made beforehand, optuna-hyperband.json and optuna-sha.json as optuna_curves.py prints them, read instead of running Optuna")
+	only := flag.String("systems", strings.Join(systems, ","), "gotune's systems to run, comma-separated")
 	flag.Parse()
 	rows, err := load(*table)
 	if err != nil {
@@ -315,8 +342,9 @@ func main() {
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.Encode(map[string]any{"configurations": len(rows), "best_final_val_acc": top, "epochs": *budget})
+	chosen := strings.Split(*only, ",")
 	results := map[string][]trace{}
-	for _, system := range []string{"tpe", "random+asha", "tpe+asha", "bohb"} {
+	for _, system := range chosen {
 		for seed := 1; seed <= *seeds; seed++ {
 			t, err := run(rows, system, int64(seed), *budget, top)
 			if err != nil {
@@ -326,33 +354,45 @@ func main() {
 			results[system] = append(results[system], t)
 		}
 	}
-	// The goals' targets: full-budget TPE's regret at 200 trials, and
-	// Optuna TPE+HyperbandPruner's final regret.
-	targets := []float64{summarise("tpe", results["tpe"], *budget, nil).Final}
 	peerSeeds := *optunaSeeds
 	if peerSeeds == 0 {
 		peerSeeds = *seeds
 	}
-	var peers []any
-	for _, pruner := range []string{"hyperband", "sha"} {
-		traces, version, err := optuna(*python, *table, pruner, peerSeeds, *budget)
-		name := "optuna tpe+" + pruner
-		if err != nil {
-			peers = append(peers, map[string]string{"system": name, "skipped": err.Error()})
-			continue
-		}
-		s := summarise(name, traces, *budget, nil)
-		s.Note = "optuna " + version
-		if pruner == "hyperband" {
-			targets = append(targets, s.Final)
-		}
-		peers = append(peers, s)
+	type peer struct {
+		name, version string
+		traces        []trace
+		err           error
 	}
-	for _, system := range []string{"tpe", "random+asha", "tpe+asha", "bohb"} {
+	var peers []peer
+	for _, pruner := range []string{"hyperband", "sha"} {
+		p := peer{name: "optuna tpe+" + pruner}
+		if *optunaDir != "" {
+			p.traces, p.version, p.err = readOptuna(filepath.Join(*optunaDir, "optuna-"+pruner+".json"))
+		} else {
+			p.traces, p.version, p.err = optuna(*python, *table, pruner, peerSeeds, *budget)
+		}
+		peers = append(peers, p)
+	}
+	// The goals' targets: full-budget TPE's regret at 200 trials, and
+	// Optuna TPE+HyperbandPruner's final regret.
+	var targets []float64
+	if results["tpe"] != nil {
+		targets = append(targets, summarise("tpe", results["tpe"], *budget, nil).Final)
+	}
+	if peers[0].err == nil {
+		targets = append(targets, summarise(peers[0].name, peers[0].traces, *budget, nil).Final)
+	}
+	for _, system := range chosen {
 		enc.Encode(summarise(system, results[system], *budget, targets))
 	}
 	for _, p := range peers {
-		enc.Encode(p)
+		if p.err != nil {
+			enc.Encode(map[string]string{"system": p.name, "skipped": p.err.Error()})
+			continue
+		}
+		s := summarise(p.name, p.traces, *budget, targets)
+		s.Note = "optuna " + p.version
+		enc.Encode(s)
 	}
 }
 
@@ -370,6 +410,20 @@ func optuna(python, table, pruner string, seeds, budget int) ([]trace, string, e
 		}
 		return nil, "", fmt.Errorf("%v: %s", err, msg)
 	}
+	return parseOptuna(out)
+}
+
+// readOptuna reads the output of a run of optuna_curves.py saved in path.
+func readOptuna(path string) ([]trace, string, error) {
+	out, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	return parseOptuna(out)
+}
+
+// parseOptuna parses what optuna_curves.py prints.
+func parseOptuna(out []byte) ([]trace, string, error) {
 	var res struct {
 		Optuna string  `json:"optuna"`
 		Traces []trace `json:"traces"`
