@@ -297,8 +297,11 @@ func (p *pruner) Restore(data []byte) error {
 		st.Trials = map[int]*prunerTrial{}
 	}
 	for n, t := range st.Trials {
-		if t == nil || len(t.Times) != len(t.Scores) {
-			return fmt.Errorf("restore %s scheduler: trial %d is null or has as many times as scores", p.c.Kind, n)
+		if t == nil {
+			return fmt.Errorf("restore %s scheduler: trial %d is null", p.c.Kind, n)
+		}
+		if len(t.Times) != len(t.Scores) {
+			return fmt.Errorf("restore %s scheduler: trial %d has %d times and %d scores", p.c.Kind, n, len(t.Times), len(t.Scores))
 		}
 		for _, x := range t.Scores {
 			t.appendBest(float64(x))

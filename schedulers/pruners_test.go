@@ -185,3 +185,17 @@ func TestPrunerConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A pruner's snapshot with a null trial, or with times and scores that do
+// not pair up, is refused, saying which.
+func TestPrunerRestoreRefusesBrokenTrials(t *testing.T) {
+	for _, tt := range []struct{ snapshot, want string }{
+		{`{"trials":{"3":null}}`, "trial 3 is null"},
+		{`{"trials":{"4":{"times":[1,2],"scores":[0.5],"judged":"-Inf"}}}`, "trial 4 has 2 times and 1 scores"},
+	} {
+		p := mustNew(t, Config{Kind: "percentile", Percentile: 50}, Env{}).(*pruner)
+		if err := p.Restore([]byte(tt.snapshot)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("restore %s: %v, want an error saying %q", tt.snapshot, err, tt.want)
+		}
+	}
+}
