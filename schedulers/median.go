@@ -227,8 +227,10 @@ func (m *medianRule) judged(n int, t *medianTrial, d Decision) Decision {
 
 // otherMedian is the median, over the trials other than self (t) that
 // reached time, of their running averages up to time, and how many they
-// are: from the ranking kept for time, or else from a pass over every
-// trial, which indexes time if it was compared at before.
+// are: from the ranking kept for time; else, when time was compared at
+// before, from a pass over every trial that indexes it; else from the
+// frozen and live trials (frozenMedian), or for a time that is not
+// finite, a pass over every trial.
 func (m *medianRule) otherMedian(self int, t *medianTrial, time float64) (int, float64) {
 	if ranked := m.at[time]; ranked != nil {
 		// Diverged averages rank last and do not count.
