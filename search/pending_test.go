@@ -248,3 +248,65 @@ func TestTPEPendingShapesSuggestions(t *testing.T) {
 		})
 	}
 }
+
+// TestTPERunningTrialsInG fits g with 8 trials running after 30
+// finished, in a finite space (21 × 21 integers) and in a continuous
+// one. In both the running trials join g as its newest observations, so
+// the finished ones weigh as the oldest 30 of 38 (tpeWeight); in the
+// finite space, where their configurations are barred from later
+// suggestions, the running trials weigh nothing, elsewhere as much as
+// the newest finished ones (Optuna's constant liar).
+func TestTPERunningTrialsInG(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		domain searchspace.Domain
+		liar   bool
+	}{
+		{"finite", searchspace.RandInt{Low: 0, High: 21}, false},
+		{"continuous", searchspace.Uniform{Low: 0, High: 21}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			space := mustSpace(t, searchspace.Param{Name: "x", Domain: tc.domain}, searchspace.Param{Name: "y", Domain: tc.domain})
+			s, err := NewTPE(space, 6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			num := func(v any) float64 {
+				if k, ok := v.(int64); ok {
+					return float64(k)
+				}
+				return v.(float64)
+			}
+			drive(t, s, 30, func(cfg map[string]any) float64 {
+				return math.Pow(num(cfg["x"])-13, 2) + math.Pow(num(cfg["y"])-6, 2)
+			})
+			for trial := 31; trial <= 38; trial++ {
+				if _, err := s.Suggest(trial); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.fit()
+			good := tpeGamma(30)
+			others := 30 - good
+			m := others + 8
+			w := make([]float64, len(s.g.logW))
+			total := tpePriorWeight
+			for k := range m {
+				w[k] = tpeWeight(k, m)
+				if k >= others && !tc.liar {
+					w[k] = 0
+				}
+				total += w[k]
+			}
+			w[m] = tpePriorWeight
+			if len(w) != m+1 {
+				t.Fatalf("g has %d components, want %d", len(w), m+1)
+			}
+			for k, want := range w {
+				if got := math.Exp(s.g.logW[k]); !closeTo(got, want/total, 1e-12) {
+					t.Errorf("component %d of g weighs %v, want %v", k, got, want/total)
+				}
+			}
+		})
+	}
+}

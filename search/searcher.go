@@ -35,7 +35,8 @@ import (
 // told) and dropping each at OnTrialEnd; it should let them shape the
 // next suggestion, or it will suggest the same region, even the same
 // configuration, for every slot. TPE counts them as if they had the
-// worst score (Optuna's constant liar); return ErrWait to suggest only
+// worst score (Optuna's constant liar), and in a finite space bars their
+// configurations instead (see TPE); return ErrWait to suggest only
 // after trials end, or bound the pending trials with a Limiter.
 //
 // When an interrupted experiment is resumed, a new searcher is told the
