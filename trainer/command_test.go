@@ -113,8 +113,8 @@ func TestCommandKilledWorkerResumes(t *testing.T) {
 			if err != nil || sum.Restarts != 1 {
 				t.Fatalf("Run: %+v, %v", sum, err)
 			}
-			if !strings.Contains(sink.events[0].Cause, "worker 1") || !strings.Contains(sink.events[0].Cause, "killed by signal 9") {
-				t.Errorf("restart cause %q", sink.events[0].Cause)
+			if r := sink.restarts(); len(r) != 1 || !strings.Contains(r[0].Cause, "worker 1") || !strings.Contains(r[0].Cause, "killed by signal 9") {
+				t.Errorf("restarts %+v, want one for worker 1 killed by signal 9", r)
 			}
 			undisturbed := &collect{}
 			if _, err := Run(context.Background(), commandSpec(t, 2, args...), undisturbed); err != nil {
@@ -154,7 +154,7 @@ func TestCommandHungWorkerIsRestarted(t *testing.T) {
 	spec.Checkpoints = &testStore{dir: t.TempDir()}
 	sink := &collect{}
 	sum, err := Run(context.Background(), spec, sink)
-	if err != nil || sum.Restarts != 1 || !strings.Contains(sink.events[0].Cause, "hung") {
+	if r := sink.restarts(); err != nil || sum.Restarts != 1 || len(r) != 1 || !strings.Contains(r[0].Cause, "hung") {
 		t.Fatalf("Run: %+v, %v, events %+v", sum, err, sink.events)
 	}
 	if got := sink.series(); strings.Count(got, ":") != 6 {
