@@ -493,7 +493,7 @@ func (t *TPE) appendPending() {
 // trials), TPE's median regret was worse than its own one trial at a
 // time in 27 of 56 comparisons with the liar's full weight, 28 with a
 // quarter of it, and 18 with none (27 with the running trials left out
-// of g altogether: it is their ageing of the others that helps).
+// of g altogether: what helps is their place in g, not their density).
 func (t *TPE) gWeight(k int, id int32, m int) float64 {
 	if t.suggested != nil && int(id) >= len(t.h.trial) {
 		return 0
