@@ -52,7 +52,21 @@ type CMAES struct {
 	// conditional names the parameters that may be absent from a
 	// configuration: those conditional on a grid parameter.
 	conditional map[string]bool
+	// suggested holds the configurations suggested or replayed, in a
+	// finite space (integer and quantised parameters only) unless
+	// CMAESAllowRepeats; nil otherwise.
+	suggested *configSet
 }
+
+// CMAESOption is an option of NewCMAES.
+type CMAESOption func(*CMAES)
+
+// CMAESAllowRepeats lets CMA-ES suggest a configuration of a finite space
+// again. By default a draw that rounds to a configuration suggested
+// before is replaced by one not yet suggested, drawn at random, which the
+// strategy learns as the trial's point; once every configuration was
+// suggested, Suggest returns ErrExhausted.
+func CMAESAllowRepeats() CMAESOption { return func(c *CMAES) { c.suggested = nil } }
 
 var _ Searcher = (*CMAES)(nil)
 
@@ -61,7 +75,7 @@ var _ Searcher = (*CMAES)(nil)
 // domain it cannot model, and when fewer than two numeric parameters are
 // left to search. Wrap it in a GridSearch over space.WithoutGrid() to
 // cross it with grid parameters.
-func NewCMAES(space *searchspace.Space, seed int64) (*CMAES, error) {
+func NewCMAES(space *searchspace.Space, seed int64, opts ...CMAESOption) (*CMAES, error) {
 	numeric := 0
 	for _, p := range space.Params() {
 		switch p.Domain.(type) {
@@ -93,7 +107,12 @@ func NewCMAES(space *searchspace.Space, seed int64) (*CMAES, error) {
 			conditional[p.Name] = true
 		}
 	}
-	return &CMAES{s: s, sampler: sampler, space: space, seed: seed, dists: dists, conditional: conditional}, nil
+	c := &CMAES{s: s, sampler: sampler, space: space, seed: seed, dists: dists, conditional: conditional,
+		suggested: newConfigSet(space)}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 var _ WarmStarter = (*CMAES)(nil)
@@ -217,9 +236,20 @@ func (c *CMAES) Suggest(trial int) (map[string]any, error) {
 		if !ok {
 			return nil, fmt.Errorf("cmaes: goptuna returned no value for %s", p.name)
 		}
-		if err := c.s.set(cfg, id, p, p.external(x)); err != nil {
-			return nil, err
+		cfg[p.name] = p.external(x)
+	}
+	if c.suggested != nil {
+		if c.suggested.has(cfg) {
+			fresh, ok := c.suggested.unseen(TrialRand(c.seed, trial))
+			if !ok {
+				return nil, ErrExhausted
+			}
+			cfg = fresh
 		}
+		c.suggested.add(cfg)
+	}
+	if err := c.recordDraw(trial, id, xs, cfg); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -245,6 +275,15 @@ func (c *CMAES) Replay(trial int, config map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("replay trial %d: %w", trial, err)
 	}
+	if c.suggested != nil {
+		c.suggested.add(config)
+	}
+	return c.recordDraw(trial, id, xs, config)
+}
+
+// recordDraw records config as goptuna trial id's point, with the draw xs
+// standing for the conditional parameters config lacks.
+func (c *CMAES) recordDraw(trial, id int, xs map[string]float64, config map[string]any) error {
 	full := make(map[string]any, len(config)+len(c.conditional))
 	for k, v := range config {
 		full[k] = v

@@ -59,7 +59,26 @@ type NSGA2 struct {
 	// warm counts the trials of another experiment learnt from (see
 	// WarmStart); they take the place of as many random first trials.
 	warm int
+	// suggested holds the configurations suggested, replayed or warm
+	// started from, in a finite space unless NSGA2AllowRepeats; nil
+	// otherwise.
+	suggested *configSet
 }
+
+// NSGA2Option is an option of NewNSGA2.
+type NSGA2Option func(*NSGA2)
+
+// NSGA2AllowRepeats lets NSGA-II suggest a configuration of a finite space
+// again. By default a child that was suggested before is bred again (up
+// to nsgaRebreeds times) and then replaced by a configuration not yet
+// suggested, drawn at random; once every configuration was suggested,
+// Suggest returns ErrExhausted.
+func NSGA2AllowRepeats() NSGA2Option { return func(s *NSGA2) { s.suggested = nil } }
+
+// nsgaRebreeds is how many more children NSGA-II breeds, in a finite
+// space, when a child repeats a configuration, before it draws one not
+// yet suggested at random.
+const nsgaRebreeds = 8
 
 type nsgaMember struct {
 	xs        []float64
@@ -75,19 +94,50 @@ var _ WarmStarter = (*NSGA2)(nil)
 // several), with constraints. It fails,
 // with a *ConfigError naming the parameter, on a domain it cannot model
 // (a user-defined Domain).
-func NewNSGA2(space *searchspace.Space, seed int64, objs []Objective, constraints []Constraint) (*NSGA2, error) {
+func NewNSGA2(space *searchspace.Space, seed int64, objs []Objective, constraints []Constraint, opts ...NSGA2Option) (*NSGA2, error) {
 	// The same model space as TPE's.
 	tpe, err := NewTPE(space, seed)
 	if err != nil {
 		return nil, err
 	}
-	return &NSGA2{params: tpe.params, consts: tpe.consts, space: space, seed: seed, objs: objs,
-		constraints: constraints, pending: map[int][]float64{}}, nil
+	s := &NSGA2{params: tpe.params, consts: tpe.consts, space: space, seed: seed, objs: objs,
+		constraints: constraints, pending: map[int][]float64{}, suggested: newConfigSet(space)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Suggest implements Searcher.
 func (s *NSGA2) Suggest(trial int) (map[string]any, error) {
 	r := TrialRand(s.seed, trial)
+	cfg, xs, err := s.child(trial, r)
+	for i := 0; err == nil && s.suggested != nil && s.suggested.has(cfg) && i < nsgaRebreeds; i++ {
+		cfg, xs, err = s.child(trial, r)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.suggested != nil {
+		if s.suggested.has(cfg) {
+			fresh, ok := s.suggested.unseen(r)
+			if !ok {
+				return nil, ErrExhausted
+			}
+			if xs, err = modelValues(s.params, fresh); err != nil {
+				return nil, fmt.Errorf("nsga2: %w", err)
+			}
+			cfg = fresh
+		}
+		s.suggested.add(cfg)
+	}
+	s.pending[trial] = xs
+	return cfg, nil
+}
+
+// child draws trial's configuration from r, and its model-space values
+// (NaN where absent): at random in the first generation, else bred.
+func (s *NSGA2) child(trial int, r *rand.Rand) (map[string]any, []float64, error) {
 	cfg := make(map[string]any, len(s.params)+len(s.consts))
 	for k, v := range s.consts {
 		cfg[k] = v
@@ -99,7 +149,7 @@ func (s *NSGA2) Suggest(trial int) (map[string]any, error) {
 			v := p.domain.Sample(r)
 			x, err := p.modelValue(v)
 			if err != nil {
-				return nil, fmt.Errorf("nsga2: %w", err)
+				return nil, nil, fmt.Errorf("nsga2: %w", err)
 			}
 			cfg[p.name], xs[i] = v, x
 		}
@@ -114,7 +164,7 @@ func (s *NSGA2) Suggest(trial int) (map[string]any, error) {
 				v = p.domain.Sample(r)
 				x, err := p.modelValue(v)
 				if err != nil {
-					return nil, fmt.Errorf("nsga2: %w", err)
+					return nil, nil, fmt.Errorf("nsga2: %w", err)
 				}
 				child[i] = x
 			} else {
@@ -129,8 +179,7 @@ func (s *NSGA2) Suggest(trial int) (map[string]any, error) {
 			xs[i] = math.NaN()
 		}
 	}
-	s.pending[trial] = xs
-	return cfg, nil
+	return cfg, xs, nil
 }
 
 // population returns the indices into done of the parents: the best
@@ -265,6 +314,9 @@ func (s *NSGA2) WarmStart(trials []PriorTrial) error {
 		if s.learn(pt.End, xs) {
 			s.warm++
 		}
+		if s.suggested != nil {
+			s.suggested.add(pt.Config)
+		}
 	}
 	return nil
 }
@@ -277,5 +329,8 @@ func (s *NSGA2) Replay(trial int, config map[string]any) error {
 		return fmt.Errorf("nsga2: %w", err)
 	}
 	s.pending[trial] = xs
+	if s.suggested != nil {
+		s.suggested.add(config)
+	}
 	return nil
 }

@@ -51,6 +51,33 @@ var finiteSearchers = map[string]func(space *searchspace.Space, seed int64, repe
 		}
 		return NewTPE(space, seed, opts...)
 	},
+	"nsga2": func(space *searchspace.Space, seed int64, repeats bool) (Searcher, error) {
+		var opts []NSGA2Option
+		if repeats {
+			opts = append(opts, NSGA2AllowRepeats())
+		}
+		return NewNSGA2(space, seed, []Objective{{Metric: "f", Mode: "min"}}, nil, opts...)
+	},
+	// CMA-ES searches numeric spaces only: c is an integer of 3 values
+	// here, which keeps 48 configurations.
+	"cmaes": func(space *searchspace.Space, seed int64, repeats bool) (Searcher, error) {
+		var params []searchspace.Param
+		for _, p := range space.Params() {
+			if p.Name == "c" {
+				p.Domain = searchspace.RandInt{Low: 0, High: 3}
+			}
+			params = append(params, p)
+		}
+		numeric, err := searchspace.New(params...)
+		if err != nil {
+			return nil, err
+		}
+		var opts []CMAESOption
+		if repeats {
+			opts = append(opts, CMAESAllowRepeats())
+		}
+		return NewCMAES(numeric, seed, opts...)
+	},
 }
 
 // end tells s that trial completed with cfg's finiteScore (and, for

@@ -144,8 +144,8 @@ type SearchConfig struct {
 	PointsToEvaluate []map[string]any `toml:"points_to_evaluate" json:"points_to_evaluate,omitempty"`
 	// AllowRepeats lets the searcher suggest a configuration again in a
 	// finite space (every parameter discrete), for a noisy objective where
-	// a repeat measures something new. By default random search and TPE
-	// suggest none twice, and the sweep ends, with fewer trials, once
+	// a repeat measures something new. By default no searcher suggests
+	// one twice, and the sweep ends, with fewer trials, once
 	// every configuration was tried. Grid parameters are outside this:
 	// with them the sweep tries each cell NumSamples times, and only the
 	// grid keeps configurations apart.

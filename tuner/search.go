@@ -50,9 +50,17 @@ func newSearcher(sc SearchConfig, seed int64, obj Objective, sched SchedulerConf
 		}
 		inner, err = search.NewBOHB(rest, seed, sched.WithDefaults().HyperBandBudgets(), opts...)
 	case "nsga2":
-		inner, err = search.NewNSGA2(rest, seed, objs, constraints)
+		var opts []search.NSGA2Option
+		if repeats {
+			opts = append(opts, search.NSGA2AllowRepeats())
+		}
+		inner, err = search.NewNSGA2(rest, seed, objs, constraints, opts...)
 	case "cmaes":
-		inner, err = search.NewCMAES(rest, seed)
+		var opts []search.CMAESOption
+		if repeats {
+			opts = append(opts, search.CMAESAllowRepeats())
+		}
+		inner, err = search.NewCMAES(rest, seed, opts...)
 	default:
 		err = fieldErr("search.algorithm", "unknown algorithm %q (have %s)", sc.Algorithm, strings.Join(Algorithms, ", "))
 	}

@@ -81,15 +81,20 @@ func TestFitSeveralObjectives(t *testing.T) {
 func TestFitEndsAnExhaustedSpace(t *testing.T) {
 	train := func(ctx context.Context, w *trainer.Worker) error {
 		cfg := w.Config()
-		return w.Report(ctx, map[string]float64{"loss": float64(cfg["a"].(int64)) + cfg["b"].(float64)})
+		b, _ := cfg["b"].(float64) // a choice; an integer for CMA-ES, which 0 stands for
+		return w.Report(ctx, map[string]float64{"loss": float64(cfg["a"].(int64)) + b})
 	}
-	for _, algorithm := range []string{"random", "tpe"} {
+	for _, algorithm := range []string{"random", "tpe", "nsga2", "cmaes"} {
 		t.Run(algorithm, func(t *testing.T) {
 			cfg := testConfig(t, 10)
 			cfg.Search.Algorithm = algorithm
+			var b searchspace.Domain = searchspace.Choice{Values: []any{0.5, 1.5}}
+			if algorithm == "cmaes" { // numeric spaces only
+				b = searchspace.RandInt{Low: 0, High: 2}
+			}
 			cfg.Search.Space = mustSpace(t,
 				searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 3}},
-				searchspace.Param{Name: "b", Domain: searchspace.Choice{Values: []any{0.5, 1.5}}})
+				searchspace.Param{Name: "b", Domain: b})
 			res := mustFit(t, cfg, WithTrainFunc(train))
 			seen := map[string]int{}
 			for _, tr := range res.Trials {
