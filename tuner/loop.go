@@ -306,15 +306,22 @@ func (s *sink) Report(ctx context.Context, r trainer.Result) (trainer.Action, er
 		objective = &value
 	}
 	rep := storage.Report{Iteration: r.Iteration, Time: r.Time, Metrics: r.Metrics}
-	if ctx.Err() != nil && r.CheckpointPath != "" {
-		// The run is stopping and a worker handed over a checkpoint as it
-		// stopped: keep the report; a resumed run tells the scheduler.
-		return trainer.Continue, s.l.t.db.AddReport(context.WithoutCancel(ctx), s.trial.record.ID(), rep, objective)
+	write := ctx
+	if r.CheckpointPath != "" {
+		// The report's checkpoint is committed already: the report is
+		// recorded even when the run stops meanwhile (a worker may hand
+		// one over as it is told to stop), or the trial would resume after
+		// a report it never recorded.
+		write = context.WithoutCancel(ctx)
 	}
-	if err := s.l.t.db.AddReport(ctx, s.trial.record.ID(), rep, objective); err != nil {
+	if err := s.l.t.db.AddReport(write, s.trial.record.ID(), rep, objective); err != nil {
 		// The group fails with the error; a full disk ends the run (the
 		// trial stays resumable), anything else fails the trial.
 		return trainer.Stop, err
+	}
+	if ctx.Err() != nil {
+		// The run is stopping: a resumed run tells the scheduler.
+		return trainer.Continue, nil
 	}
 	reply := make(chan trainer.Action, 1)
 	s.l.events <- event{trial: s.trial, result: &r, reply: reply}
