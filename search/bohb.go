@@ -17,9 +17,11 @@ import (
 // at which HyperBand judges trials, ascending (see
 // schedulers.Config.HyperBandBudgets). A trial's result at a budget is its
 // first result whose time reaches it (schedulers.Reached); a non-finite
-// one (a diverged trial) counts as the worst (schedulers.WorstIfDiverged). For each suggestion BOHB takes the largest budget
-// with at least TPEStartupTrials results and fits a TPE (multivariate,
-// improvement-weighted, with the pending trials as constant liars; see
+// one (a diverged trial) counts as the worst (schedulers.WorstIfDiverged).
+// For each suggestion BOHB takes the largest budget with at least
+// TPEStartupTrials results and fits a TPE (multivariate,
+// improvement-weighted, with the pending trials in g as TPE has them:
+// constant liars in a continuous space, weightless in a finite one; see
 // TPE) to them, each result standing for a trial that completed with it,
 // and the trials still running without one there as pending. While no
 // budget has enough results, it draws at random, as TPE does at its
