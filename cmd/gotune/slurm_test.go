@@ -171,8 +171,8 @@ func TestSlurmBatchScript(t *testing.T) {
 	if !strings.Contains(out, ": 1 CPU, ") {
 		t.Errorf("job %s's agent did not offer the 1 CPU Slurm gave its task:\n%s", id, out)
 	}
-	got := trialsOf(t, db, "slurm")
-	want := trialsOf(t, runHere(t, job.sweep), "slurm")
+	got := trialRowsOf(t, db, "slurm")
+	want := trialRowsOf(t, runHere(t, job.sweep), "slurm")
 	if len(got) != 4 {
 		t.Fatalf("%d trials under Slurm, want 4:\n%s", len(got), out)
 	}
@@ -195,17 +195,6 @@ func runHere(t *testing.T, sweep string) string {
 		t.Fatalf("the sweep without Slurm: exit %d\n%s%s", code, stdout, stderr)
 	}
 	return db
-}
-
-// trialsOf is `gotune trials --json` of experiment name in db.
-func trialsOf(t *testing.T, db, name string) []trialJSON {
-	t.Helper()
-	code, out, stderr := runCLI("trials", "--db", db, "--json", name)
-	var rows []trialJSON
-	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
-		t.Fatalf("trials: exit %d\n%s%s", code, out, stderr)
-	}
-	return rows
 }
 
 // jobState is the state sacct-less Slurm reports for a job: squeue's while
@@ -243,7 +232,7 @@ const preemptedEpochs = 40
 func TestSlurmCancelAndResubmit(t *testing.T) {
 	slurmUp(t)
 	dir := t.TempDir()
-	undisturbed := trialsOf(t, runHere(t, slurmSweep(t, dir, "preempted", filepath.Join(dir, "unused.db"), preemptedEpochs)), "preempted")
+	undisturbed := trialRowsOf(t, runHere(t, slurmSweep(t, dir, "preempted", filepath.Join(dir, "unused.db"), preemptedEpochs)), "preempted")
 	for _, c := range []struct {
 		name   string
 		cancel func(id string) error
@@ -299,7 +288,7 @@ func cancelAndResubmit(t *testing.T, cancel func(id string) error, want []trialJ
 		t.Errorf("gotune did not end on its own after the SIGTERM:\n%s", out)
 	}
 	interrupted := 0
-	for _, r := range trialsOf(t, db, "preempted") {
+	for _, r := range trialRowsOf(t, db, "preempted") {
 		switch r.Status {
 		case storage.TrialInterrupted:
 			interrupted++
@@ -320,7 +309,7 @@ func cancelAndResubmit(t *testing.T, cancel func(id string) error, want []trialJ
 	if err != nil {
 		t.Fatalf("the resubmitted job %s: %v\n%s", id2, err, job.output(id2))
 	}
-	got := trialsOf(t, db, "preempted")
+	got := trialRowsOf(t, db, "preempted")
 	if len(got) != 4 {
 		t.Fatalf("%d trials after the resubmission, want exactly 4:\n%s", len(got), job.output(id2))
 	}
@@ -392,7 +381,7 @@ func TestSlurmCancelKeepsAJustInTimeCheckpoint(t *testing.T) {
 	}
 	waitJobGone(t, id, time.Minute)
 	stopped := map[int]int{}
-	for _, r := range trialsOf(t, db, "jit") {
+	for _, r := range trialRowsOf(t, db, "jit") {
 		if r.Status != storage.TrialInterrupted {
 			t.Fatalf("trial %d is %s after scancel, want INTERRUPTED:\n%s", r.TrialID, r.Status, job.output(id))
 		}

@@ -32,7 +32,7 @@ const launchedEpochs = 150
 func TestSlurmLauncher(t *testing.T) {
 	slurmUp(t)
 	dir := t.TempDir()
-	want := trialsOf(t, runHere(t, slurmSweep(t, t.TempDir(), "launched", filepath.Join(dir, "unused.db"), launchedEpochs)), "launched")
+	want := trialRowsOf(t, runHere(t, slurmSweep(t, t.TempDir(), "launched", filepath.Join(dir, "unused.db"), launchedEpochs)), "launched")
 	db := filepath.Join(dir, "gotune.db")
 	sweep := slurmSweep(t, dir, "launched", db, launchedEpochs)
 	appendTo(t, sweep, "[trainer.failure]\nmax_failures = 3\n[cluster]\nlauncher = \"slurm\"\n")
@@ -104,7 +104,7 @@ func TestSlurmLauncher(t *testing.T) {
 		t.Errorf("the run did not say job %s was cancelled:\n%s", cancelled, r.stderr)
 	}
 
-	got := trialsOf(t, db, "launched")
+	got := trialRowsOf(t, db, "launched")
 	if len(got) != 4 {
 		t.Fatalf("%d trials, want 4:\n%s", len(got), r.out)
 	}

@@ -83,7 +83,7 @@ func TestStopKeepsAJustInTimeCheckpoint(t *testing.T) {
 		t.Fatalf("gotune run did not exit after SIGTERM:\n%s", out.String())
 	}
 	stopped := map[int]int{} // trial -> iterations when stopped
-	for _, r := range trialsOf(t, db, "jit") {
+	for _, r := range trialRowsOf(t, db, "jit") {
 		if r.Status != storage.TrialInterrupted {
 			t.Fatalf("trial %d is %s after the SIGTERM, want INTERRUPTED:\n%s", r.TrialID, r.Status, out.String())
 		}
