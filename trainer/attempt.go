@@ -284,13 +284,11 @@ func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, 
 	switch a.ended().kind {
 	case endNone:
 	case endCancelled:
-		// The caller gave up (the run is stopping): a report that hands
-		// over a checkpoint is still committed and told to the sink, so
-		// that a worker that saves one when told to stop resumes from it.
-		if len(shards) > 0 && r.spec.Checkpoints != nil {
-			break
-		}
-		fallthrough
+		// The caller gave up (the run is stopping), and the workers report
+		// until they notice: each such report is still the trial's, and is
+		// committed and told to the sink, with the checkpoint a worker may
+		// save as it is told to stop. Dropping them would leave a gap
+		// before that checkpoint, which the resumed run never fills.
 	default:
 		// The attempt is over (the tuner stopped or paused the trial, or
 		// the group failed): what a worker printed before it noticed is

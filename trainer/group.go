@@ -61,9 +61,10 @@ type Result struct {
 // Sink receives a running trial's results. Report is called from one
 // goroutine at a time, in report order; the group waits for its answer
 // before the reporting workers continue. Once the group's context has
-// ended, Report may still be called, with that context, for a report that
-// committed a checkpoint (workers told to stop may save one): the sink
-// should keep it (with a context of its own), and its answer is ignored.
+// ended, Report may still be called, with that context, for the reports
+// the workers make until they exit (one may commit the checkpoint a worker
+// saves as it is told to stop): the sink should keep them (with a context
+// of its own), and its answer is ignored.
 type Sink interface {
 	Report(ctx context.Context, r Result) (Action, error)
 }

@@ -306,15 +306,11 @@ func (s *sink) Report(ctx context.Context, r trainer.Result) (trainer.Action, er
 		objective = &value
 	}
 	rep := storage.Report{Iteration: r.Iteration, Time: r.Time, Metrics: r.Metrics}
-	write := ctx
-	if r.CheckpointPath != "" {
-		// The report's checkpoint is committed already: the report is
-		// recorded even when the run stops meanwhile (a worker may hand
-		// one over as it is told to stop), or the trial would resume after
-		// a report it never recorded.
-		write = context.WithoutCancel(ctx)
-	}
-	if err := s.l.t.db.AddReport(write, s.trial.record.ID(), rep, objective); err != nil {
+	// A report is recorded even when the run stops meanwhile: its
+	// checkpoint may be committed already, and the reports the workers
+	// make until they notice the stop are the trial's (see trainer.Sink),
+	// or the trial would resume after reports it never recorded.
+	if err := s.l.t.db.AddReport(context.WithoutCancel(ctx), s.trial.record.ID(), rep, objective); err != nil {
 		// The group fails with the error; a full disk ends the run (the
 		// trial stays resumable), anything else fails the trial.
 		return trainer.Stop, err
