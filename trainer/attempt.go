@@ -282,9 +282,8 @@ func (a *attempt) cleanup() {
 func (a *attempt) deliver(metrics map[string]float64, shards []string) (Action, error) {
 	r := a.r
 	switch a.ended().kind {
-	case endNone:
-	case endCancelled:
-		// The caller gave up (the run is stopping), and the workers report
+	case endNone, endCancelled:
+		// After the caller gave up (the run is stopping) the workers report
 		// until they notice: each such report is still the trial's, and is
 		// committed and told to the sink, with the checkpoint a worker may
 		// save as it is told to stop. Dropping them would leave a gap

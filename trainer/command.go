@@ -433,8 +433,7 @@ func (c *collator) deliverOne(rep *lineReport, shards []string, complete bool, r
 	switch c.a.ended().kind {
 	case endStopped, endPaused, endResize:
 		// Reports after the decision that ended the attempt are not the
-		// trial's. After the caller gave up, deliver keeps those that hand
-		// over a checkpoint.
+		// trial's. After the caller gave up, deliver keeps every report.
 		removeAll(shards)
 		return
 	}
