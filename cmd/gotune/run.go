@@ -232,15 +232,12 @@ type eventLines struct {
 	first map[string]int // the gist of an event -> the trial that told it first
 }
 
-// repeatedKinds are the events told once per sweep in full.
-var repeatedKinds = map[trainer.EventKind]bool{trainer.EventMetricsUnmatched: true}
-
 // digits matches numbers in an event's cause, which differ between trials
 // that say the same thing (a line count, a trial's folder).
 var digits = regexp.MustCompile(`[0-9]+`)
 
 func (d *eventLines) describe(trial int, e trainer.Event) string {
-	if !repeatedKinds[e.Kind] {
+	if e.Kind != trainer.EventMetricsUnmatched { // the one told in full once per sweep
 		return describeEvent(e)
 	}
 	gist := string(e.Kind) + " " + digits.ReplaceAllString(firstLine(e.Cause), "N")
