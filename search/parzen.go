@@ -1,7 +1,6 @@
 package search
 
 import (
-	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -68,9 +67,11 @@ type kde struct {
 	// recombines the values of several observations.
 	independent bool
 	// order and acc are scratch space: the components by value, and each
-	// component's log density at the point logPDF evaluates.
-	order []int32
-	acc   []float64
+	// component's log density at the point logPDF evaluates; sorter
+	// sorts order.
+	order  []int32
+	acc    []float64
+	sorter valueSorter
 }
 
 // kdeDim is one parameter's kernels, one per component.
@@ -141,7 +142,7 @@ func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []fl
 			}
 		}
 		// Equal values in the order of ids, as a stable sort leaves them.
-		slices.SortFunc(k.order, func(a, b int32) int { return cmp.Or(cmp.Compare(d.mus[a], d.mus[b]), cmp.Compare(a, b)) })
+		k.sorter.sort(k.order, d.mus)
 		d.fitNumeric(k.order)
 	}
 }
@@ -305,9 +306,70 @@ func (k *kde) logPDF(x []float64) float64 {
 }
 
 // grow returns s resized to n elements, reusing its array when it can.
-func grow(s []float64, n int) []float64 {
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]float64, n)
+		return make([]T, n)
 	}
 	return s[:n]
+}
+
+// valueSorter sorts indices by the values they index, stably: an LSD
+// radix sort on the values' bits, a byte a pass, which for the thousand
+// or so components of g takes a fraction of a comparison sort's time.
+// Its buffers are reused from one sort to the next.
+type valueSorter struct {
+	keys, keysTmp []uint64
+	idx, idxTmp   []int32
+}
+
+// sort reorders order (indices into values, none NaN) so that their
+// values ascend, equal ones keeping their order in order. −0 and +0 are
+// equal, as cmp.Compare has them.
+func (s *valueSorter) sort(order []int32, values []float64) {
+	n := len(order)
+	if n < 2 {
+		return
+	}
+	s.keys, s.keysTmp = grow(s.keys, n), grow(s.keysTmp, n)
+	s.idx, s.idxTmp = append(s.idx[:0], order...), grow(s.idxTmp, n)
+	var counts [8][256]int32
+	for j, i := range order {
+		key := orderedBits(values[i])
+		s.keys[j] = key
+		for b := range counts {
+			counts[b][byte(key>>(8*b))]++
+		}
+	}
+	keys, idx, keysTmp, idxTmp := s.keys, s.idx, s.keysTmp, s.idxTmp
+	for b := range counts {
+		c := &counts[b]
+		// A pass where every key has the same byte would not move one.
+		if c[byte(keys[0]>>(8*b))] == int32(n) {
+			continue
+		}
+		at := int32(0)
+		for v, k := range c {
+			c[v], at = at, at+k
+		}
+		for j, key := range keys {
+			v := byte(key >> (8 * b))
+			keysTmp[c[v]], idxTmp[c[v]] = key, idx[j]
+			c[v]++
+		}
+		keys, idx, keysTmp, idxTmp = keysTmp, idxTmp, keys, idx
+	}
+	copy(order, idx)
+}
+
+// orderedBits maps a float64 other than NaN to a uint64 of the same
+// order, −0 and +0 to the same one.
+func orderedBits(x float64) uint64 {
+	if x == 0 {
+		x = 0 // −0 as +0
+	}
+	b := math.Float64bits(x)
+	if b>>63 == 1 {
+		return ^b // negative: the larger the magnitude, the smaller
+	}
+	return b | 1<<63
 }

@@ -413,3 +413,38 @@ func TestTruncnormMatchesOptuna(t *testing.T) {
 		}
 	}
 }
+
+// TestValueSorter checks the radix sort that orders a numeric kernel's
+// centres against a stable comparison sort: values ascending, equal ones
+// (−0 and +0 among them) in their given order, over sets with many ties,
+// negatives, infinities and values spanning many exponents.
+func TestValueSorter(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	sets := map[string]func() float64{
+		"uniform":   r.Float64,
+		"ties":      func() float64 { return float64(r.IntN(5)) / 4 },
+		"signed":    func() float64 { return r.NormFloat64() * math.Pow(10, float64(r.IntN(20)-10)) },
+		"zeros":     func() float64 { return []float64{0, math.Copysign(0, -1), 1, -1}[r.IntN(4)] },
+		"infinites": func() float64 { return []float64{math.Inf(1), math.Inf(-1), 2, -2, 0}[r.IntN(5)] },
+	}
+	var s valueSorter
+	for name, draw := range sets {
+		for _, n := range []int{0, 1, 2, 3, 17, 1000} {
+			values := make([]float64, n+3)
+			for i := range values {
+				values[i] = draw()
+			}
+			// Indices of all but a few values, in a shuffled order.
+			order := make([]int32, 0, n)
+			for _, i := range r.Perm(n + 3)[:n] {
+				order = append(order, int32(i))
+			}
+			want := slices.Clone(order)
+			slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(values[a], values[b]) })
+			s.sort(order, values)
+			if !slices.Equal(order, want) {
+				t.Errorf("%s, %d values: got %v, want %v", name, n, order, want)
+			}
+		}
+	}
+}
