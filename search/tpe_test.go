@@ -360,6 +360,52 @@ func BenchmarkTPESuggest(b *testing.B) {
 	}
 }
 
+// BenchmarkTPESuggestLearning times one suggestion as a sweep makes
+// them, each after one more trial has finished: from 1,000 and 5,000
+// finished trials on, BenchmarkTPESuggest's space and objective, each
+// timed trial completing with its score, so that the history grows by
+// one between suggestions (and the good group changes when it improves).
+func BenchmarkTPESuggestLearning(b *testing.B) {
+	space := mustSpace(b,
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
+		searchspace.Param{Name: "width", Domain: searchspace.Choice{Values: []any{int64(32), int64(64), int64(128), int64(256)}}},
+		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}},
+	)
+	penalty := map[int64]float64{32: 0.12, 64: 0.05, 128: 0, 256: 0.02}
+	score := func(cfg map[string]any) float64 {
+		return 0.05 + 0.15*math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) +
+			math.Pow(cfg["dropout"].(float64)-0.2, 2) + penalty[cfg["width"].(int64)]
+	}
+	for _, n := range []int{1000, 5000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			s, err := NewTPE(space, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			random := NewRandomSearch(space, 0)
+			for trial := 1; trial <= n; trial++ {
+				cfg, err := random.Suggest(trial)
+				if err == nil {
+					err = s.Replay(trial, cfg)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
+			}
+			trial := n
+			for b.Loop() {
+				trial++
+				cfg, err := s.Suggest(trial)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
+			}
+		})
+	}
+}
+
 // TestTPEImprovements checks the good trials' weights in l: their
 // improvements on the best of the others, averaging 1, and even weights
 // where improvements do not compare.
