@@ -93,7 +93,18 @@ type kdeDim struct {
 	picks               []int
 	share               float64
 	own, other, uniform float64
+	// norms caches a numeric kernel's logNorm by observation: the kernel
+	// fitNumeric last gave it and that kernel's logNorm, reused while the
+	// kernel stays the same (from one suggestion to the next, a new
+	// observation changes only its neighbours' widths). normsFor is the
+	// model space (low, high, step) they were computed in.
+	norms    []kernelNorm
+	normsFor [3]float64
 }
+
+// kernelNorm is a numeric kernel, its centre and width, and its log
+// normalising constant.
+type kernelNorm struct{ mu, sigma, logNorm float64 }
 
 // fit makes k the estimator of observations ids, whose values in model
 // space are cols[p][id] for parameter p, weighted by weights (in the
@@ -143,7 +154,7 @@ func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []fl
 		}
 		// Equal values in the order of ids, as a stable sort leaves them.
 		k.sorter.sort(k.order, d.mus)
-		d.fitNumeric(k.order)
+		d.fitNumeric(k.order, ids)
 	}
 }
 
@@ -157,8 +168,10 @@ func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []fl
 // and consider_endpoints).
 //
 // An observation absent from order (one without the parameter) gets the
-// prior's kernel: it says nothing about the parameter.
-func (d *kdeDim) fitNumeric(order []int32) {
+// prior's kernel: it says nothing about the parameter. ids are the
+// observations of the components before the prior, by which norms
+// remembers their normalising constants.
+func (d *kdeDim) fitNumeric(order, ids []int32) {
 	m := len(order)
 	span := d.high - d.low
 	minSigma := span / min(100, 1+float64(m))
@@ -179,13 +192,32 @@ func (d *kdeDim) fitNumeric(order []int32) {
 		d.sigmas[i] = min(max(d.mus[i]-left, right-d.mus[i], minSigma), span)
 	}
 	d.sigmas[len(d.mus)-1] = span
-	for i, mu := range d.mus {
-		sigma := d.sigmas[i]
-		d.logNorm[i] = -logGaussMass((d.low-mu)/sigma, (d.high-mu)/sigma)
-		if d.step == 0 {
-			d.logNorm[i] -= math.Log(sigma * sqrt2Pi)
-		}
+	if space := [3]float64{d.low, d.high, d.step}; space != d.normsFor {
+		d.norms, d.normsFor = d.norms[:0], space
 	}
+	for i, id := range ids {
+		for int(id) >= len(d.norms) {
+			d.norms = append(d.norms, kernelNorm{mu: math.NaN()})
+		}
+		kn := &d.norms[id]
+		mu, sigma := d.mus[i], d.sigmas[i]
+		if math.Float64bits(kn.mu) != math.Float64bits(mu) || math.Float64bits(kn.sigma) != math.Float64bits(sigma) {
+			*kn = kernelNorm{mu, sigma, d.kernelLogNorm(mu, sigma)}
+		}
+		d.logNorm[i] = kn.logNorm
+	}
+	prior := len(d.mus) - 1
+	d.logNorm[prior] = d.kernelLogNorm(d.mus[prior], d.sigmas[prior])
+}
+
+// kernelLogNorm is the log normalising constant of the kernel centred on
+// mu, sigma wide (see logNorm).
+func (d *kdeDim) kernelLogNorm(mu, sigma float64) float64 {
+	logNorm := -logGaussMass((d.low-mu)/sigma, (d.high-mu)/sigma)
+	if d.step == 0 {
+		logNorm -= math.Log(sigma * sqrt2Pi)
+	}
+	return logNorm
 }
 
 const sqrt2Pi = 2.50662827463100050242 // √(2π)
