@@ -448,3 +448,73 @@ func TestValueSorter(t *testing.T) {
 		}
 	}
 }
+
+// TestKDEReusesNorms fits one estimator again and again, as TPE does
+// from one suggestion to the next (a window sliding over the
+// observations, observations whose values change as running trials'
+// slots do, a dimension refitted to another parameter as the marginal
+// suggestions do), and checks each fit's log normalising constants bit
+// for bit against a fresh estimator's.
+func TestKDEReusesNorms(t *testing.T) {
+	var params []tpeParam
+	for _, d := range []searchspace.Domain{
+		searchspace.Uniform{Low: 0, High: 1},
+		searchspace.QUniform{Low: 0, High: 1, Q: 0.125},
+		searchspace.LogUniform{Low: 1e-3, High: 1},
+	} {
+		p, err := newTPEParam(searchspace.Param{Name: "x", Domain: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		params = append(params, p)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	const n = 300
+	cols := make([][]float64, len(params))
+	for p := range cols {
+		for range n {
+			cols[p] = append(cols[p], params[p].low+r.Float64()*(params[p].high-params[p].low))
+		}
+	}
+	var reused kde
+	check := func(what string, params []tpeParam, cols [][]float64, ids []int32) {
+		t.Helper()
+		weights := make([]float64, len(ids))
+		for i := range weights {
+			weights[i] = 1
+		}
+		var fresh kde
+		fresh.fit(params, cols, ids, weights)
+		reused.fit(params, cols, ids, weights)
+		for p := range params {
+			got, want := reused.dims[p].logNorm, fresh.dims[p].logNorm
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("%s, parameter %d, component %d: logNorm %v, want %v", what, p, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	window := func(from, to int) []int32 { return ids(to)[from:] }
+	for start := 0; start+150 <= n; start += 10 {
+		check("sliding window", params, cols, window(start, start+150))
+	}
+	for range 5 {
+		// The newest observations take other values, as the slots after
+		// the history do for the running trials.
+		for p := range cols {
+			for id := n - 20; id < n; id++ {
+				cols[p][id] = params[p].low + r.Float64()*(params[p].high-params[p].low)
+			}
+		}
+		check("changed values", params, cols, window(n-150, n))
+	}
+	for p := range params {
+		check("one parameter", params[p:p+1], cols[p:p+1], window(50, 250))
+	}
+	for p := range params {
+		// The same values in each parameter's model space in turn.
+		check("another parameter's space", params[p:p+1], cols[:1], window(50, 250))
+	}
+	check("few observations", params, cols, window(0, 12))
+}
