@@ -93,6 +93,12 @@ type kdeDim struct {
 	picks               []int
 	share               float64
 	own, other, uniform float64
+	// byChoice[c] is, once logPDF has met choice c since the last fit
+	// (choiceReady[c]), each component's log probability of c: one pass
+	// over the components for each choice met, instead of one for each
+	// point.
+	byChoice    [][]float64
+	choiceReady []bool
 	// norms caches a numeric kernel's logNorm by observation: the kernel
 	// fitNumeric last gave it and that kernel's logNorm, reused while the
 	// kernel stays the same (from one suggestion to the next, a new
@@ -241,6 +247,34 @@ func (d *kdeDim) fitCategorical(choices int, col []float64, ids []int32) {
 	norm := float64(choices)*d.share + 1
 	d.own, d.other = math.Log((d.share+1)/norm), math.Log(d.share/norm)
 	d.uniform = -math.Log(float64(choices))
+	d.choiceReady = grow(d.choiceReady, choices)
+	clear(d.choiceReady)
+	if len(d.byChoice) < choices {
+		d.byChoice = append(d.byChoice, make([][]float64, choices-len(d.byChoice))...)
+	}
+}
+
+// logProbs returns each component's log probability of choice c, the
+// prior's last.
+func (d *kdeDim) logProbs(c int) []float64 {
+	probs := grow(d.byChoice[c], len(d.picks)+1)
+	d.byChoice[c] = probs
+	if d.choiceReady[c] {
+		return probs
+	}
+	for i, pick := range d.picks {
+		switch pick {
+		case c:
+			probs[i] = d.own
+		case -1:
+			probs[i] = d.uniform
+		default:
+			probs[i] = d.other
+		}
+	}
+	probs[len(d.picks)] = d.uniform
+	d.choiceReady[c] = true
+	return probs
 }
 
 // sample draws a point from the mixture into x, one model-space value
@@ -300,18 +334,9 @@ func (k *kde) logPDF(x []float64) float64 {
 		case math.IsNaN(v):
 			// x lacks the parameter: the density is over the others.
 		case d.choices > 0:
-			c := int(v)
-			for i, pick := range d.picks {
-				switch pick {
-				case c:
-					k.acc[i] += d.own
-				case -1:
-					k.acc[i] += d.uniform
-				default:
-					k.acc[i] += d.other
-				}
+			for i, lp := range d.logProbs(int(v)) {
+				k.acc[i] += lp
 			}
-			k.acc[m-1] += d.uniform
 		case d.step > 0:
 			lo, hi := max(v-d.step/2, d.low), min(v+d.step/2, d.high)
 			for i, mu := range d.mus {
@@ -325,7 +350,13 @@ func (k *kde) logPDF(x []float64) float64 {
 			}
 		}
 	}
-	top := slices.Max(k.acc)
+	// The largest, or NaN if one is (as slices.Max has it).
+	top := k.acc[0]
+	for _, a := range k.acc[1:] {
+		if a > top || a != a {
+			top = a
+		}
+	}
 	sum := 0.0
 	for _, a := range k.acc {
 		// A component below e^−40 of the largest changes the sum by less
