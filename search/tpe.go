@@ -115,10 +115,11 @@ type TPE struct {
 
 	// Scratch space, reused across suggestions: ids and weights list the
 	// observations an estimator is fitted to, and their weights; cand is
-	// a candidate.
+	// a candidate; inGood marks the good observations for others.
 	ids     []int32
 	weights []float64
 	cand    []float64
+	inGood  []bool
 	l, g    kde
 }
 
@@ -511,11 +512,18 @@ func (t *TPE) dropPending() {
 // others sets t.ids to the observations g is fitted to: the newest
 // tpeWindow of those not in good, in increasing trial number.
 func (t *TPE) others(good []int32) {
+	t.inGood = grow(t.inGood, len(t.h.trial))
+	for _, id := range good {
+		t.inGood[id] = true
+	}
 	t.ids = t.ids[:0]
 	for k := len(t.h.byTrial) - 1; k >= 0 && len(t.ids) < tpeWindow; k-- {
-		if id := t.h.byTrial[k]; !slices.Contains(good, id) {
+		if id := t.h.byTrial[k]; !t.inGood[id] {
 			t.ids = append(t.ids, id)
 		}
+	}
+	for _, id := range good {
+		t.inGood[id] = false
 	}
 	slices.Reverse(t.ids)
 }
