@@ -59,9 +59,10 @@ func tpeWeight(k, m int) float64 {
 // is the prior.
 type kde struct {
 	// logW is each component's log weight, normalised; cum is the
-	// cumulative sum of the weights, for drawing a component.
-	logW, cum []float64
-	dims      []kdeDim
+	// cumulative sum of the weights, for drawing a component; weights
+	// are the observations' weights they come from.
+	logW, cum, weights []float64
+	dims               []kdeDim
 	// independent makes sample choose a component for each parameter
 	// on its own, rather than one for the whole point: a draw then
 	// recombines the values of several observations.
@@ -118,21 +119,10 @@ type kernelNorm struct{ mu, sigma, logNorm float64 }
 func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []float64) {
 	n := len(ids)
 	m := n + 1
-	total := tpePriorWeight
-	for _, w := range weights {
-		total += w
-	}
-	k.logW, k.cum = grow(k.logW, m), grow(k.cum, m)
-	cum := 0.0
-	for i := range m {
-		w := tpePriorWeight
-		if i < n {
-			w = weights[i]
-		}
-		w /= total
-		k.logW[i] = math.Log(w)
-		cum += w
-		k.cum[i] = cum
+	// g's weights depend on the number of observations only, the same
+	// from one suggestion to the next once its window is full.
+	if len(k.logW) != m || !slices.Equal(k.weights, weights) {
+		k.setWeights(weights)
 	}
 	if cap(k.dims) < len(params) {
 		k.dims = make([]kdeDim, len(params))
@@ -162,6 +152,30 @@ func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []fl
 		k.sorter.sort(k.order, d.mus)
 		d.fitNumeric(k.order, ids)
 	}
+}
+
+// setWeights sets logW and cum from the observations' weights (not
+// normalised; the prior weighs tpePriorWeight), and keeps a copy of them.
+func (k *kde) setWeights(weights []float64) {
+	n := len(weights)
+	m := n + 1
+	total := tpePriorWeight
+	for _, w := range weights {
+		total += w
+	}
+	k.logW, k.cum = grow(k.logW, m), grow(k.cum, m)
+	cum := 0.0
+	for i := range m {
+		w := tpePriorWeight
+		if i < n {
+			w = weights[i]
+		}
+		w /= total
+		k.logW[i] = math.Log(w)
+		cum += w
+		k.cum[i] = cum
+	}
+	k.weights = append(k.weights[:0], weights...)
 }
 
 // fitNumeric computes the kernels' widths and normalising constants,
