@@ -5,7 +5,7 @@
 //
 //	gotune run --db curves.db bench/curves/digits.toml
 //	gotune query --db curves.db --json "$(cat bench/curves/table.sql)" > curves.json
-//	go run ./bench/curves -table curves.json [-seeds 20] [-epochs 5400]
+//	go run ./bench/curves -table curves.json [-seeds 20] [-first-seed 1] [-epochs 5400]
 //
 // A suggested configuration trains as the nearest configuration of the
 // table (in the space's units: log scales for lr, hidden and batch_size),
@@ -325,6 +325,7 @@ func round(x float64) float64 { return math.Round(x*1e5) / 1e5 }
 func main() {
 	table := flag.String("table", "curves.json", "the curves, as bench/curves/table.sql prints them with gotune query --json")
 	seeds := flag.Int("seeds", 20, "seeds per system")
+	firstSeed := flag.Int("first-seed", 1, "the first of gotune's seeds, the others following it: another range checks a change on seeds it was not tuned on")
 	budget := flag.Int("epochs", 200*maxT, "epochs each run spends")
 	python := flag.String("python", "/usr/bin/python3", "the Python with Optuna")
 	optunaSeeds := flag.Int("optuna-seeds", 0, "seeds for Optuna's runs; 0 for -seeds")
@@ -345,7 +346,7 @@ func main() {
 	chosen := strings.Split(*only, ",")
 	results := map[string][]trace{}
 	for _, system := range chosen {
-		for seed := 1; seed <= *seeds; seed++ {
+		for seed := *firstSeed; seed < *firstSeed+*seeds; seed++ {
 			t, err := run(rows, system, int64(seed), *budget, top)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "curves:", system, err)
