@@ -93,8 +93,8 @@ func TestBOHBFitsTheLargestBudgetWithEnoughResults(t *testing.T) {
 				t.Fatalf("BOHB models budget %g (%v), want %g", budget, ok, tc.budget)
 			}
 			// The TPE BOHB should have fitted: the trials' results at the
-			// budget as their values.
-			tpe, err := NewTPE(space, 7)
+			// budget as their values, its candidates drawn widened.
+			tpe, err := NewTPE(space, 7, tpeWidenDraws(bohbBandwidthFactor))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -67,6 +67,10 @@ type kde struct {
 	// on its own, rather than one for the whole point: a draw then
 	// recombines the values of several observations.
 	independent bool
+	// widen, when above 1, multiplies the width of every numeric kernel
+	// sample draws from (at most the domain's width); logPDF's densities
+	// stay those of the fitted widths.
+	widen float64
 	// order and acc are scratch space: the components by value, and each
 	// component's log density at the point logPDF evaluates; sorter
 	// sorts order.
@@ -322,6 +326,9 @@ func (k *kde) sample(r *rand.Rand, x []float64) {
 			continue
 		}
 		mu, sigma := d.mus[c], d.sigmas[c]
+		if k.widen > 1 {
+			sigma = min(sigma*k.widen, d.high-d.low)
+		}
 		z := truncnormPPF(r.Float64(), (d.low-mu)/sigma, (d.high-mu)/sigma)
 		x[p] = min(max(mu+sigma*z, d.low), d.high)
 	}

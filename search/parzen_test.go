@@ -353,6 +353,42 @@ func TestKDESamples(t *testing.T) {
 	}
 }
 
+// TestKDEWidenedSamples draws from an estimator whose observations all
+// sit at 500 in [0, 1000], so that its kernels are the narrowest it
+// allows (σ = 10), and checks that widen multiplies the spread of the
+// draws (their median distance to 500 is 0.6745σ for a normal) and not
+// the density logPDF scores.
+func TestKDEWidenedSamples(t *testing.T) {
+	params := refParams(t, refDomainSpec{Kind: "uniform", Args: []any{0.0, 1000.0}})
+	cols := [][]float64{slices.Repeat([]float64{500}, 200)}
+	weights := slices.Repeat([]float64{1}, 200)
+	for _, widen := range []float64{0, 1, 3, 6} {
+		var k kde
+		k.widen = widen
+		k.fit(params, cols, ids(200), weights)
+		r := rand.New(rand.NewPCG(8, 9))
+		dists := make([]float64, 20000)
+		x := make([]float64, 1)
+		for i := range dists {
+			k.sample(r, x)
+			dists[i] = math.Abs(x[0] - 500)
+		}
+		slices.Sort(dists)
+		sigma := 10 * max(widen, 1)
+		// The prior (weight 1 of 201) adds about 0.1σ to the median.
+		if got := dists[len(dists)/2] / 0.6745; math.Abs(got-sigma) > 0.05*sigma+1 {
+			t.Errorf("widen %g: draws spread as a normal of σ %.2f, want %g", widen, got, sigma)
+		}
+		var plain kde
+		plain.fit(params, cols, ids(200), weights)
+		for _, v := range []float64{480, 500, 530, 900} {
+			if got, want := k.logPDF([]float64{v}), plain.logPDF([]float64{v}); got != want {
+				t.Errorf("widen %g: log density at %g %v, want the fitted estimator's %v", widen, v, got, want)
+			}
+		}
+	}
+}
+
 // TestTPESplitMatchesOptuna feeds completed and stopped trials to the
 // history and checks that the good group is the one Optuna 3.1's
 // _split_observation_pairs picks from the same trials.

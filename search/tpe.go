@@ -188,6 +188,11 @@ func TPEAllowRepeats() TPEOption { return func(t *TPE) { t.suggested = nil } }
 // of them, kept to measure what they bring.
 func TPEIgnorePending() TPEOption { return func(t *TPE) { t.liar = false } }
 
+// tpeWidenDraws makes TPE draw its candidates from l with every
+// numeric kernel factor times as wide (at most its domain's width),
+// scoring them with l and g as fitted (see BOHB).
+func tpeWidenDraws(factor float64) TPEOption { return func(t *TPE) { t.l.widen = factor } }
+
 // TPEConstraints makes TPE model feasibility, as Optuna's TPESampler does
 // with a constraints_func: a finished trial whose last result fails one
 // of cs (see Violation) ranks after every feasible trial, stopped ones
