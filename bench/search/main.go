@@ -92,9 +92,12 @@ type options struct {
 	// the peer's processes.
 	parallel           int
 	tabularCheckpoints []int
-	problems           []problem
-	python             string
-	peerScript         string
+	// tabularTables and tabularSystems name the tables and gotune's
+	// searchers the tabular part runs; nil for all.
+	tabularTables, tabularSystems []string
+	problems                      []problem
+	python                        string
+	peerScript                    string
 }
 
 func main() {
@@ -116,6 +119,9 @@ func main() {
 	flag.IntVar(&o.parallel, "parallel", 1, "the tabular part's runs at once, gotune's and the peer's processes each")
 	var tabularCheckpoints string
 	flag.StringVar(&tabularCheckpoints, "tabular-checkpoints", "100,200", "trial counts at which the tabular part reports the regret")
+	var tabularTables, tabularSystems string
+	flag.StringVar(&tabularTables, "tabular-tables", "", "the tables the tabular part runs, comma-separated; empty for all")
+	flag.StringVar(&tabularSystems, "tabular-systems", "", `gotune's searchers the tabular part runs, comma-separated ("gotune_tpe", "gotune_tpe_blind"); empty for both`)
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python with optuna for the peer; empty to skip the peer")
 	flag.StringVar(&o.peerScript, "peer-script", "bench/search/optuna_peer.py", "the peer script")
 	flag.Parse()
@@ -125,6 +131,12 @@ func main() {
 	}
 	if err == nil {
 		o.tabularCheckpoints, err = ints(tabularCheckpoints)
+	}
+	if tabularTables != "" {
+		o.tabularTables = strings.Split(tabularTables, ",")
+	}
+	if tabularSystems != "" {
+		o.tabularSystems = strings.Split(tabularSystems, ",")
 	}
 	if o.optunaTabularSeeds == 0 {
 		o.optunaTabularSeeds = o.tabularSeeds

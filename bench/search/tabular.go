@@ -255,6 +255,21 @@ var tabularSettings = []pendingSetting{{1, false}, {8, false}, {8, true}, {32, f
 // and setting), run at once.
 func runTabular(o options, out *json.Encoder, peerOK bool) error {
 	tables := makeTables()
+	if o.tabularTables != nil {
+		tables = slices.DeleteFunc(tables, func(tb table) bool { return !slices.Contains(o.tabularTables, tb.Name) })
+		if len(tables) != len(o.tabularTables) {
+			return fmt.Errorf("-tabular-tables %s: no such table among %s", strings.Join(o.tabularTables, ","), tableNames())
+		}
+	}
+	systems := gotuneTabularSystems
+	if o.tabularSystems != nil {
+		systems = o.tabularSystems
+		for _, s := range systems {
+			if !slices.Contains(gotuneTabularSystems, s) {
+				return fmt.Errorf("-tabular-systems: no searcher %q (%s)", s, strings.Join(gotuneTabularSystems, ", "))
+			}
+		}
+	}
 	// runs[system/table/setting] holds every seed's run.
 	runs := map[string][]tabularRun{}
 	var mu sync.Mutex
@@ -336,7 +351,7 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 	}
 	for i := range tables {
 		for _, ps := range tabularSettings {
-			for _, system := range gotuneTabularSystems {
+			for _, system := range systems {
 				for seed := int64(o.firstSeed); seed < int64(o.firstSeed+o.tabularSeeds); seed++ {
 					jobs <- job{&tables[i], ps, system, seed}
 				}
@@ -350,7 +365,7 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 		return firstErr
 	}
 	os.Stdout.Write(peerOut.Bytes())
-	systems := append(append([]string{}, gotuneTabularSystems...), "optuna_tpe_liar", "optuna_tpe")
+	systems = append(slices.Clip(systems), "optuna_tpe_liar", "optuna_tpe")
 	for _, tb := range tables {
 		for _, ps := range tabularSettings {
 			for _, c := range o.tabularCheckpoints {
@@ -391,6 +406,15 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 		}
 	}
 	return nil
+}
+
+// tableNames lists the tables' names, comma-separated.
+func tableNames() string {
+	var names []string
+	for _, tb := range makeTables() {
+		names = append(names, tb.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // addPeerTabular files one of the peer's tabular runs (a JSON line of
