@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gotune/gotune/searchspace"
@@ -333,6 +334,79 @@ func TestTPERunningTrialsInG(t *testing.T) {
 				if got := math.Exp(s.g.logW[k]); !closeTo(got, want/total, 1e-12) {
 					t.Errorf("component %d of g weighs %v, want %v", k, got, want/total)
 				}
+			}
+		})
+	}
+}
+
+// TestTPERunningTrialsInL fits l with trials running after 30 finished.
+// In a finite space, with at most a quarter as many running as finished
+// (2 of 30), the running trials join l after the good ones with no
+// weight, narrowing the good trials' kernels; with more running (8), in
+// a continuous space, or ignoring running trials, l has the good trials
+// alone.
+func TestTPERunningTrialsInL(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		domain  searchspace.Domain
+		running int
+		opts    []TPEOption
+		inL     bool
+	}{
+		{"finite, 2 running", searchspace.RandInt{Low: 0, High: 21}, 2, nil, true},
+		{"finite, 8 running", searchspace.RandInt{Low: 0, High: 21}, 8, nil, false},
+		{"finite, ignoring running trials", searchspace.RandInt{Low: 0, High: 21}, 2, []TPEOption{TPEIgnorePending()}, false},
+		{"continuous, 2 running", searchspace.Uniform{Low: 0, High: 21}, 2, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			space := mustSpace(t, searchspace.Param{Name: "x", Domain: tc.domain}, searchspace.Param{Name: "y", Domain: tc.domain})
+			s, err := NewTPE(space, 6, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			num := func(v any) float64 {
+				if k, ok := v.(int64); ok {
+					return float64(k)
+				}
+				return v.(float64)
+			}
+			drive(t, s, 30, func(cfg map[string]any) float64 {
+				return math.Pow(num(cfg["x"])-13, 2) + math.Pow(num(cfg["y"])-6, 2)
+			})
+			s.fit()
+			idleSigmas := slices.Clone(s.l.dims[0].sigmas)
+			for trial := 31; trial <= 30+tc.running; trial++ {
+				if _, err := s.Suggest(trial); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.fit()
+			good := tpeGamma(30)
+			want := good + 1
+			if tc.inL {
+				want += tc.running
+			}
+			if len(s.l.logW) != want {
+				t.Fatalf("l has %d components, want %d", len(s.l.logW), want)
+			}
+			if !tc.inL {
+				return
+			}
+			for k := good; k < good+tc.running; k++ {
+				if w := math.Exp(s.l.logW[k]); w != 0 {
+					t.Errorf("running trial %d weighs %v in l, want 0", k-good+1, w)
+				}
+			}
+			narrower := false
+			for k := range good {
+				if got := s.l.dims[0].sigmas[k]; got > idleSigmas[k] {
+					t.Errorf("good trial %d's kernel widened from %v to %v with trials running", k, idleSigmas[k], got)
+				} else if got < idleSigmas[k] {
+					narrower = true
+				}
+			}
+			if !narrower {
+				t.Errorf("no good trial's kernel narrowed with trials running: %v", idleSigmas[:good])
 			}
 		})
 	}
