@@ -429,9 +429,8 @@ func (t *TPE) prune(cfg map[string]any, xs []float64) {
 }
 
 // fit fits l to the good trials, weighted by improvement (see fitGood),
-// and g to the
-// newest tpeWindow of the others, weighted by age: the order of their
-// trial numbers.
+// and g to the newest tpeWindow of the others, weighted by age: the
+// order of their trial numbers.
 //
 // With several objectives, l draws each parameter from a component of
 // its own (see kde.independent), so that a candidate can recombine the
