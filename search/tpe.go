@@ -474,6 +474,8 @@ func (t *TPE) fit() {
 // With every running trial in l, not only while they are at most a
 // quarter of the finished ones, 32 trials at once fell further behind
 // after 100 trials: the first batches crowd around the few good trials.
+// Up to an eighth or a half instead of a quarter did about as well
+// (50.2% and 51.7%; 50.5% and 51.3% on the other seeds).
 func (t *TPE) fitGood(good []int32) {
 	weights := t.improvements(good)
 	if !t.liar || t.suggested == nil || len(t.pending) == 0 || 4*len(t.pending) > len(t.h.trial) {
