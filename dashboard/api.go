@@ -94,7 +94,8 @@ type Experiment struct {
 	CreatedAt time.Time       `json:"created_at"`
 	Trials    int             `json:"trials"`
 	Best      *storage.Number `json:"best"`
-	// Counts is the number of trials in each status, every status present.
+	// Counts is the number of trials in each status as shown (see
+	// shownCounts), every status present, INTERRUPTED included.
 	Counts map[string]int `json:"counts"`
 	// NumSamples is the number of trials the sweep runs in all, 0 when its
 	// configuration does not say.
@@ -140,16 +141,28 @@ func parseConfig(raw json.RawMessage) recordedConfig {
 	return c
 }
 
-func experimentOf(e *storage.Experiment, counts map[string]int) Experiment {
-	full := make(map[string]int, len(storage.TrialStatuses))
-	for _, st := range storage.TrialStatuses {
-		full[st] = counts[st]
-	}
+// experimentOf is experiment e as the API shows it, with counts its
+// trials' recorded statuses and live whether a run holds it (RunLive).
+func experimentOf(e *storage.Experiment, counts map[string]int, live bool) Experiment {
 	return Experiment{
-		Name: e.Name, Status: e.Status, Metric: e.Metric, Mode: e.Mode, CreatedAt: e.CreatedAt,
-		Trials: e.Trials, Best: storage.NumberPtr(e.Best), Counts: full,
+		Name: e.Name, Status: storage.ShownExperimentStatus(e.Status, live), Metric: e.Metric, Mode: e.Mode, CreatedAt: e.CreatedAt,
+		Trials: e.Trials, Best: storage.NumberPtr(e.Best), Counts: shownCounts(counts, live),
 		NumSamples: parseConfig(e.Config).Search.NumSamples,
 	}
+}
+
+// shownCounts turns counts of trials by recorded status into counts by
+// status as shown (storage.ShownTrialStatus): a dead run's PENDING and
+// RUNNING trials count as INTERRUPTED. Every status is present.
+func shownCounts(recorded map[string]int, live bool) map[string]int {
+	shown := map[string]int{storage.TrialInterrupted: 0}
+	for _, st := range storage.TrialStatuses {
+		shown[st] = 0
+	}
+	for _, st := range storage.TrialStatuses {
+		shown[storage.ShownTrialStatus(st, live)] += recorded[st]
+	}
+	return shown
 }
 
 // statusCounts counts every experiment's trials by status. It reads the
@@ -207,14 +220,13 @@ func (s *Server) experiments(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.ShowLiveStatus(exps...)
 	counts, err := statusCounts(r, db)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Experiment, len(exps))
 	for i, e := range exps {
-		out[i] = experimentOf(e, counts[e.Name])
+		out[i] = experimentOf(e, counts[e.Name], db.RunLive(e.Name))
 	}
 	return out, nil
 }
@@ -227,7 +239,6 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.ShowLiveStatus(e)
 	counts, err := db.StatusCounts(r.Context(), name)
 	if err != nil {
 		return nil, err
@@ -236,7 +247,7 @@ func (s *Server) experiment(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := ExperimentDetail{Experiment: experimentOf(e, counts), Metrics: metrics, Params: []Param{}, Config: e.Config, Objectives: []storage.Objective{}}
+	d := ExperimentDetail{Experiment: experimentOf(e, counts, db.RunLive(name)), Metrics: metrics, Params: []Param{}, Config: e.Config, Objectives: []storage.Objective{}}
 	if len(e.Objectives) > 1 {
 		d.Objectives = e.Objectives
 	}
@@ -265,8 +276,11 @@ type Trial struct {
 	Feasible *bool `json:"feasible,omitempty"`
 }
 
-func trialOf(t *storage.Trial) Trial {
-	return Trial{Number: t.Number, Status: t.Status, Params: t.Params, Iterations: t.Iterations,
+// trialOf is trial t as the API shows it; live is whether a run holds its
+// experiment (RunLive), which a dead run's PENDING and RUNNING trials show
+// as INTERRUPTED without (storage.ShownTrialStatus).
+func trialOf(t *storage.Trial, live bool) Trial {
+	return Trial{Number: t.Number, Status: storage.ShownTrialStatus(t.Status, live), Params: t.Params, Iterations: t.Iterations,
 		LastMetric: storage.NumberPtr(t.LastMetric), BestMetric: storage.NumberPtr(t.BestMetric), Restarts: t.Restarts, Error: t.Error,
 		Feasible: t.Feasible}
 }
@@ -274,7 +288,9 @@ func trialOf(t *storage.Trial) Trial {
 // GET /api/experiments/{exp}/trials[?status=S,S&sort=METRIC|order=COLUMN
 // &param=NAME<OP>VALUE&where=COLUMN<OP>NUMBER&text=T&offset=N&limit=N]: the
 // experiment's trials, as storage.TrialQuery selects, orders and pages them
-// (param, where and text may repeat; OP is =, !=, <, <=, > or >=). The body
+// (param, where and text may repeat; OP is =, !=, <, <=, > or >=). A dead
+// run's PENDING and RUNNING trials show, and are selected by status, as
+// INTERRUPTED (storage.ShownTrialStatus). The body
 // is the page, of DefaultTrialPage trials unless limit says otherwise
 // (limit=0: every trial); the header X-Total-Count says how many trials
 // the query selects in all, and while more follow the page, a Link header
@@ -285,8 +301,12 @@ func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
 	if q.Sort != "" && q.Column != "" {
 		return nil, badRequest("give sort (a metric) or order (a column), not both")
 	}
+	exp := r.PathValue("exp")
+	// One look at the lock serves every trial of the page.
+	live := db.RunLive(exp)
+	matchesSome := true
 	if st := r.FormValue("status"); st != "" {
-		q.Status = strings.Split(st, ",")
+		q.Status, matchesSome = storage.RecordedTrialStatuses(strings.Split(st, ","), live)
 	}
 	for _, f := range r.Form["param"] {
 		pf, ok := parseParamFilter(f)
@@ -313,7 +333,14 @@ func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
 			*dst = n
 		}
 	}
-	exp := r.PathValue("exp")
+	if !matchesSome {
+		// Statuses no trial shows now, as INTERRUPTED of a live run: an
+		// empty page, of an experiment that exists.
+		if _, err := db.Experiment(r.Context(), exp); err != nil {
+			return nil, err
+		}
+		return trialPage{trials: []Trial{}}, nil
+	}
 	ts, err := db.QueryTrials(r.Context(), exp, q)
 	if err != nil {
 		if _, lookErr := db.Experiment(r.Context(), exp); lookErr == nil {
@@ -327,7 +354,7 @@ func (s *Server) trials(r *http.Request, db *storage.DB) (any, error) {
 	}
 	page := trialPage{trials: make([]Trial, len(ts)), total: total}
 	for i, t := range ts {
-		page.trials[i] = trialOf(t)
+		page.trials[i] = trialOf(t, live)
 	}
 	if q.Limit > 0 && q.Offset+len(ts) < total {
 		next := r.URL.Query()
@@ -604,7 +631,7 @@ func (s *Server) trial(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := TrialDetail{Trial: trialOf(t), Workers: make([]Worker, len(ws)), Checkpoints: make([]Checkpoint, len(cps)), Events: eventsOf(evs)}
+	d := TrialDetail{Trial: trialOf(t, db.RunLive(name)), Workers: make([]Worker, len(ws)), Checkpoints: make([]Checkpoint, len(cps)), Events: eventsOf(evs)}
 	for i, c := range cps {
 		d.Checkpoints[i] = Checkpoint{Iteration: c.Iteration, Path: c.Path, Metrics: storage.Numbers(c.Metrics), CreatedAt: c.CreatedAt, Kept: c.Kept()}
 	}

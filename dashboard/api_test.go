@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -53,7 +54,7 @@ func TestExperimentsAPI(t *testing.T) {
 			t.Errorf("digits %s: got %v, want %v", k, d[k], v)
 		}
 	}
-	wantCounts := map[string]any{"PENDING": 0.0, "RUNNING": 1.0, "PAUSED": 0.0, "TERMINATED": 1.0, "STOPPED": 1.0, "ERROR": 1.0}
+	wantCounts := map[string]any{"PENDING": 0.0, "RUNNING": 1.0, "PAUSED": 0.0, "TERMINATED": 1.0, "STOPPED": 1.0, "ERROR": 1.0, "INTERRUPTED": 0.0}
 	if !reflect.DeepEqual(d["counts"], wantCounts) {
 		t.Errorf("digits counts: got %v, want %v", d["counts"], wantCounts)
 	}
@@ -115,8 +116,8 @@ func TestTrialsAPI(t *testing.T) {
 		{"?sort=val_loss", []int{1, 2, 4, 3}}, // best first: 0.2, 0.667, 0.7, 3
 		{"?sort=-val_loss", []int{3, 4, 2, 1}},
 		{"?sort=val_loss&limit=2", []int{1, 2}},
-		{"?status=RUNNING,ERROR", []int{3, 4}},
-		{"?sort=acc", []int{2, 4, 1, 3}}, // last report's acc, ascending; none last
+		{"?status=INTERRUPTED,ERROR", []int{3, 4}}, // no run holds digits: trial 4 is INTERRUPTED
+		{"?sort=acc", []int{2, 4, 1, 3}},           // last report's acc, ascending; none last
 		{"?order=-trial&offset=1&limit=2", []int{3, 2}},
 		{"?order=param:lr", []int{3, 1, 4, 2}},
 		{"?order=best", []int{1, 2, 4, 3}},
@@ -159,6 +160,122 @@ func TestTrialsAPI(t *testing.T) {
 		if got, body, _ := get(t, srv.URL+"/api/experiments/"+query); got != code {
 			t.Errorf("%s: got %d %s, want %d", query, got, body, code)
 		}
+	}
+}
+
+// TestInterruptedTrials: the PENDING and RUNNING trials of an experiment
+// whose run died (its lock file left behind, held by no one) show, count
+// and are selected by status as INTERRUPTED in every view of them; while
+// a run holds the experiment's lock they show as recorded.
+func TestInterruptedTrials(t *testing.T) {
+	srv, path := fixtureServer(t)
+	db, err := storage.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// What a run killed with -9 leaves: the lock file, which the kernel
+	// let go of with the process.
+	if err := os.WriteFile(storage.LockPath(db.Path(), "digits"), []byte("4194304\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		live bool
+		// status is how digits and its trial 4, recorded RUNNING, show.
+		status string
+		counts map[string]any
+		// selected are the trials each status filter selects.
+		selected map[string][]int
+	}{
+		{"dead run", false, storage.TrialInterrupted,
+			map[string]any{"PENDING": 0.0, "RUNNING": 0.0, "PAUSED": 0.0, "TERMINATED": 1.0, "STOPPED": 1.0, "ERROR": 1.0, "INTERRUPTED": 1.0},
+			map[string][]int{"INTERRUPTED": {4}, "RUNNING": {}, "RUNNING,ERROR": {3}, "INTERRUPTED,ERROR": {3, 4}, "PENDING,RUNNING": {}}},
+		{"live run", true, storage.TrialRunning,
+			map[string]any{"PENDING": 0.0, "RUNNING": 1.0, "PAUSED": 0.0, "TERMINATED": 1.0, "STOPPED": 1.0, "ERROR": 1.0, "INTERRUPTED": 0.0},
+			map[string][]int{"INTERRUPTED": {}, "RUNNING": {4}, "RUNNING,ERROR": {3, 4}, "INTERRUPTED,ERROR": {3}, "PENDING,RUNNING": {4}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.live {
+				lock, err := db.LockExperiment("digits")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lock.Release()
+			}
+			var exps []Experiment
+			getJSON(t, srv.URL+"/api/experiments", &exps)
+			var detail map[string]any
+			getJSON(t, srv.URL+"/api/experiments/digits", &detail)
+			if len(exps) != 2 || exps[0].Status != c.status || detail["status"] != c.status {
+				t.Fatalf("digits shows %v and %v, want %s", exps, detail["status"], c.status)
+			}
+			wantCounts := map[string]int{}
+			for st, n := range c.counts {
+				wantCounts[st] = int(n.(float64))
+			}
+			if !reflect.DeepEqual(exps[0].Counts, wantCounts) || !reflect.DeepEqual(detail["counts"], c.counts) {
+				t.Errorf("digits counts: list %v, detail %v; want %v", exps[0].Counts, detail["counts"], c.counts)
+			}
+			// No run holds "other" either way: its PENDING trial is
+			// INTERRUPTED.
+			wantOther := map[string]int{"PENDING": 0, "RUNNING": 0, "PAUSED": 0, "TERMINATED": 0, "STOPPED": 0, "ERROR": 0, "INTERRUPTED": 1}
+			if !reflect.DeepEqual(exps[1].Counts, wantOther) {
+				t.Errorf("other counts: got %v, want %v", exps[1].Counts, wantOther)
+			}
+			var others []Trial
+			getJSON(t, srv.URL+"/api/experiments/other/trials", &others)
+			if len(others) != 1 || others[0].Status != storage.TrialInterrupted {
+				t.Errorf("other's trials: %+v, want trial 1 INTERRUPTED", others)
+			}
+
+			shown := map[int]string{}
+			var ts []Trial
+			getJSON(t, srv.URL+"/api/experiments/digits/trials", &ts)
+			for _, tr := range ts {
+				shown[tr.Number] = tr.Status
+			}
+			want := map[int]string{1: "TERMINATED", 2: "STOPPED", 3: "ERROR", 4: c.status}
+			if !reflect.DeepEqual(shown, want) {
+				t.Errorf("trial list: got %v, want %v", shown, want)
+			}
+			for filter, wantNumbers := range c.selected {
+				code, body, header := get(t, srv.URL+"/api/experiments/digits/trials?status="+filter)
+				var page []Trial
+				if code != http.StatusOK || json.Unmarshal([]byte(body), &page) != nil {
+					t.Errorf("status=%s: %d %s", filter, code, body)
+					continue
+				}
+				got := []int{}
+				for _, tr := range page {
+					got = append(got, tr.Number)
+				}
+				if !reflect.DeepEqual(got, wantNumbers) || header.Get("X-Total-Count") != strconv.Itoa(len(wantNumbers)) {
+					t.Errorf("status=%s: got %v (total %s), want %v", filter, got, header.Get("X-Total-Count"), wantNumbers)
+				}
+			}
+			var d TrialDetail
+			getJSON(t, srv.URL+"/api/experiments/digits/trials/4", &d)
+			if d.Status != c.status {
+				t.Errorf("trial 4's detail: %s, want %s", d.Status, c.status)
+			}
+			var f Front
+			getJSON(t, srv.URL+"/api/experiments/digits/front", &f)
+			for _, ft := range f.Trials {
+				if ft.Number == 4 && ft.Status != c.status {
+					t.Errorf("trial 4 on the front's plot: %s, want %s", ft.Status, c.status)
+				}
+			}
+			for query, code := range map[string]int{
+				"nope/trials?status=INTERRUPTED":         http.StatusNotFound,
+				"digits/trials?status=INTERRUPTED,BORED": http.StatusBadRequest,
+			} {
+				if got, body, _ := get(t, srv.URL+"/api/experiments/"+query); got != code {
+					t.Errorf("%s: got %d %s, want %d", query, got, body, code)
+				}
+			}
+		})
 	}
 }
 
@@ -209,7 +326,8 @@ func TestTrialAPI(t *testing.T) {
 	srv, _ := fixtureServer(t)
 	var d TrialDetail
 	getJSON(t, srv.URL+"/api/experiments/digits/trials/4", &d)
-	if d.Number != 4 || d.Status != "RUNNING" || len(d.Workers) != 3 {
+	// No run holds digits: its RUNNING trial shows INTERRUPTED.
+	if d.Number != 4 || d.Status != storage.TrialInterrupted || len(d.Workers) != 3 {
 		t.Fatalf("trial 4: %+v", d)
 	}
 	var got []string

@@ -10,10 +10,11 @@ import (
 	"github.com/gotune/gotune/storage"
 )
 
-// TestWhileASweepWrites reads every endpoint while another connection adds
-// reports to the running trial and then finishes it: every answer is
-// complete and consistent, nothing goes backwards, and the last answers
-// show everything written.
+// TestWhileASweepWrites reads every endpoint while another connection,
+// holding the experiment's lock as a run does, adds reports to the running
+// trial and then finishes it: every answer is complete and consistent, the
+// trial shows RUNNING until it finishes, nothing goes backwards, and the
+// last answers show everything written.
 func TestWhileASweepWrites(t *testing.T) {
 	srv, path := fixtureServer(t)
 	w, err := storage.Open(path)
@@ -21,6 +22,11 @@ func TestWhileASweepWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
+	lock, err := w.LockExperiment("digits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
 	tr, err := w.Trial(t.Context(), "digits", 4)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +62,9 @@ func TestWhileASweepWrites(t *testing.T) {
 			if x.Number == 4 {
 				t4 = x
 			}
+		}
+		if t4.Status != storage.TrialRunning && t4.Status != storage.TrialTerminated {
+			t.Errorf("trial 4 of the live run shows %q, want RUNNING until it is TERMINATED", t4.Status)
 		}
 		if t4.Iterations < prevIters {
 			t.Errorf("trial 4 went back from %d to %d iterations", prevIters, t4.Iterations)

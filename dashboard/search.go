@@ -63,6 +63,7 @@ func (s *Server) front(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	live := db.RunLive(name)
 	for _, t := range ts {
 		vs := map[string]storage.Number{}
 		for _, o := range f.Objectives {
@@ -70,7 +71,7 @@ func (s *Server) front(r *http.Request, db *storage.DB) (any, error) {
 				vs[o.Metric] = storage.Number(v)
 			}
 		}
-		f.Trials = append(f.Trials, FrontTrial{Number: t.Number, Status: t.Status, Values: vs, Feasible: t.Feasible, OnFront: onFront[t.Number]})
+		f.Trials = append(f.Trials, FrontTrial{Number: t.Number, Status: storage.ShownTrialStatus(t.Status, live), Values: vs, Feasible: t.Feasible, OnFront: onFront[t.Number]})
 	}
 	return f, nil
 }

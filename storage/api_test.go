@@ -936,6 +936,23 @@ func TestReleasedLocksLeaveNoFile(t *testing.T) {
 	}
 }
 
+// TestShownExperimentStatus: a RUNNING experiment that no run holds shows
+// as INTERRUPTED; every other status, and a live run's, shows as recorded.
+func TestShownExperimentStatus(t *testing.T) {
+	for _, st := range []string{ExperimentRunning, ExperimentFinished, ExperimentFailed, ExperimentInterrupted} {
+		want := st
+		if st == ExperimentRunning {
+			want = ExperimentInterrupted
+		}
+		if got := ShownExperimentStatus(st, false); got != want {
+			t.Errorf("dead run, %s shows as %s, want %s", st, got, want)
+		}
+		if got := ShownExperimentStatus(st, true); got != st {
+			t.Errorf("live run, %s shows as %s", st, got)
+		}
+	}
+}
+
 // TestShownTrialStatus: a dead run's PENDING and RUNNING trials show, and
 // are selected, as INTERRUPTED; a live run's show as recorded.
 func TestShownTrialStatus(t *testing.T) {

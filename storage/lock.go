@@ -142,11 +142,12 @@ func (db *DB) RunLive(name string) bool {
 
 // ShowLiveStatus sets the status of each RUNNING experiment of es that no
 // run holds (RunLive) to INTERRUPTED, as it is: its run died without a
-// word. For what people read (gotune ls, the dashboard).
+// word. For what people read (gotune ls and rm; the dashboard, which
+// needs RunLive for the trials too, applies ShownExperimentStatus itself).
 func (db *DB) ShowLiveStatus(es ...*Experiment) {
 	for _, e := range es {
-		if e.Status == ExperimentRunning && !db.RunLive(e.Name) {
-			e.Status = ExperimentInterrupted
+		if e.Status == ExperimentRunning {
+			e.Status = ShownExperimentStatus(e.Status, db.RunLive(e.Name))
 		}
 	}
 }

@@ -28,6 +28,18 @@ func ExperimentEnded(status string) bool {
 	return status == ExperimentFinished || status == ExperimentFailed
 }
 
+// ShownExperimentStatus is an experiment's recorded status as people
+// should read it: RUNNING when no run holds the experiment (live is false,
+// see RunLive) is INTERRUPTED. ShowLiveStatus applies it; a reader that
+// needs live for its trials too (ShownTrialStatus) calls RunLive once and
+// applies both.
+func ShownExperimentStatus(status string, live bool) string {
+	if !live && status == ExperimentRunning {
+		return ExperimentInterrupted
+	}
+	return status
+}
+
 // Trial statuses.
 const (
 	TrialPending    = "PENDING"

@@ -3,9 +3,11 @@
 'use strict';
 
 const POLL_MS = 2000;
-const STATUSES = ['PENDING', 'RUNNING', 'PAUSED', 'TERMINATED', 'STOPPED', 'ERROR'];
+// INTERRUPTED is how the server shows a PENDING or RUNNING trial of a run
+// that died (no process holds its experiment).
+const STATUSES = ['PENDING', 'RUNNING', 'PAUSED', 'TERMINATED', 'STOPPED', 'ERROR', 'INTERRUPTED'];
 const FINISHED = ['TERMINATED', 'STOPPED', 'ERROR'];
-const STATUS_COLORS = {PENDING: '#9aa3b5', RUNNING: '#2f6fde', PAUSED: '#7a5bd1', TERMINATED: '#1b8a5a', STOPPED: '#d69e2e', ERROR: '#c9372c'};
+const STATUS_COLORS = {PENDING: '#9aa3b5', RUNNING: '#2f6fde', PAUSED: '#7a5bd1', TERMINATED: '#1b8a5a', STOPPED: '#d69e2e', ERROR: '#c9372c', INTERRUPTED: '#8a6d5a'};
 const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#6b6ecf'];
 const DEFAULT_CURVES = 8;
 // The table shows PAGE trials at a time, read from the server; the charts
