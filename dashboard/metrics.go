@@ -140,13 +140,19 @@ func (s *Server) collect(ctx context.Context, db *storage.DB) ([]*family, error)
 	}
 	for _, e := range exps {
 		c := counts[e.Name]
-		for _, st := range storage.TrialStatuses {
-			trials.add(float64(c.status[st]), "experiment", e.Name, "status", st)
+		// A dead run's PENDING and RUNNING trials count as INTERRUPTED,
+		// and its workers run no more, as the API shows them.
+		live := db.RunLive(e.Name)
+		shown := shownCounts(c.status, live)
+		for _, st := range slices.Concat(storage.TrialStatuses, []string{storage.TrialInterrupted}) {
+			trials.add(float64(shown[st]), "experiment", e.Name, "status", st)
 		}
 		reports.add(float64(c.reports), "experiment", e.Name)
 		rate.add(float64(recent[e.ID])/rateWindow.Seconds(), "experiment", e.Name)
-		for _, st := range slices.Sorted(maps.Keys(running[e.Name])) {
-			workers.add(float64(running[e.Name][st]), "experiment", e.Name, "status", st)
+		if live {
+			for _, st := range slices.Sorted(maps.Keys(running[e.Name])) {
+				workers.add(float64(running[e.Name][st]), "experiment", e.Name, "status", st)
+			}
 		}
 		samples, err := db.ResourceSamples(ctx, e.Name, s.now().Add(-sampleWindow))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/workers"
 )
 
@@ -82,7 +83,7 @@ func checkExposition(t *testing.T, body string) {
 }
 
 func TestMetrics(t *testing.T) {
-	srv, _ := fixtureServer(t)
+	srv, path := fixtureServer(t)
 	code, body, h := get(t, srv.URL+"/metrics")
 	if code != 200 {
 		t.Fatalf("GET /metrics: %d %s", code, body)
@@ -91,7 +92,33 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("Content-Type %q", ct)
 	}
 	checkExposition(t, body)
+	// No run holds digits: its RUNNING trial counts as INTERRUPTED, and
+	// its workers run no more.
 	golden(t, "metrics.txt", body)
+
+	// A run holds digits: its trial and workers are running.
+	db, err := storage.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lock, err := db.LockExperiment("digits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ = get(t, srv.URL+"/metrics")
+	lock.Release()
+	checkExposition(t, body)
+	for _, want := range []string{
+		`gotune_trials{experiment="digits",status="RUNNING"} 1`,
+		`gotune_trials{experiment="digits",status="INTERRUPTED"} 0`,
+		`gotune_trials{experiment="other",status="INTERRUPTED"} 1`,
+		`gotune_workers{experiment="digits",status="RUNNING"} 3`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics while a run holds digits lacks %q:\n%s", want, body)
+		}
+	}
 
 	usage := workers.Usage{Capacity: workers.Resources{CPUs: 8, GPUs: 2, Memory: 32 << 30},
 		InUse: workers.Resources{CPUs: 2.5, GPUs: 0.5}, Waiting: 1}
