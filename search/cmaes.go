@@ -238,15 +238,8 @@ func (c *CMAES) Suggest(trial int) (map[string]any, error) {
 		}
 		cfg[p.name] = p.external(x)
 	}
-	if c.suggested != nil {
-		if c.suggested.has(cfg) {
-			fresh, ok := c.suggested.unseen(TrialRand(c.seed, trial))
-			if !ok {
-				return nil, ErrExhausted
-			}
-			cfg = fresh
-		}
-		c.suggested.add(cfg)
+	if cfg, _, err = c.suggested.claim(cfg, TrialRand(c.seed, trial)); err != nil {
+		return nil, err
 	}
 	if err := c.recordDraw(trial, id, xs, cfg); err != nil {
 		return nil, err

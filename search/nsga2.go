@@ -118,18 +118,14 @@ func (s *NSGA2) Suggest(trial int) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.suggested != nil {
-		if s.suggested.has(cfg) {
-			fresh, ok := s.suggested.unseen(r)
-			if !ok {
-				return nil, ErrExhausted
-			}
-			if xs, err = modelValues(s.params, fresh); err != nil {
-				return nil, fmt.Errorf("nsga2: %w", err)
-			}
-			cfg = fresh
+	cfg, replaced, err := s.suggested.claim(cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	if replaced {
+		if xs, err = modelValues(s.params, cfg); err != nil {
+			return nil, fmt.Errorf("nsga2: %w", err)
 		}
-		s.suggested.add(cfg)
 	}
 	s.pending[trial] = xs
 	return cfg, nil

@@ -341,20 +341,15 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 	if t.conditional {
 		t.prune(cfg, xs)
 	}
-	if t.suggested != nil {
-		if t.suggested.has(cfg) {
-			// Every candidate was suggested before: one that was not, at random.
-			fresh, ok := t.suggested.unseen(r)
-			if !ok {
-				return nil, ErrExhausted
-			}
-			var err error
-			if xs, err = modelValues(t.params, fresh); err != nil {
-				return nil, fmt.Errorf("tpe: %w", err)
-			}
-			cfg = fresh
+	// Where every candidate was suggested before: one that was not, at random.
+	cfg, replaced, err := t.suggested.claim(cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	if replaced {
+		if xs, err = modelValues(t.params, cfg); err != nil {
+			return nil, fmt.Errorf("tpe: %w", err)
 		}
-		t.suggested.add(cfg)
 	}
 	t.pending[trial] = xs
 	return cfg, nil

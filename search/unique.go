@@ -108,6 +108,26 @@ func (s *configSet) has(cfg map[string]any) bool {
 // add records cfg as suggested.
 func (s *configSet) add(cfg map[string]any) { s.seen[s.keyOf(cfg)] = struct{}{} }
 
+// claim records cfg as suggested and returns it, or, when cfg was
+// suggested before, records and returns one that was not, drawn from r
+// (see unseen; replaced is then true), and ErrExhausted once every
+// configuration was. A nil set (a space that is not finite, or repeats
+// allowed) returns cfg as it is.
+func (s *configSet) claim(cfg map[string]any, r *rand.Rand) (claimed map[string]any, replaced bool, err error) {
+	if s == nil {
+		return cfg, false, nil
+	}
+	if s.has(cfg) {
+		fresh, ok := s.unseen(r)
+		if !ok {
+			return nil, false, ErrExhausted
+		}
+		cfg, replaced = fresh, true
+	}
+	s.add(cfg)
+	return cfg, replaced, nil
+}
+
 // unseen returns a configuration not suggested before, drawn at random
 // from the space, and false when every configuration was suggested. It
 // draws up to unseenDraws configurations, then lists the space (at most
