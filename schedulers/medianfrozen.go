@@ -1,6 +1,7 @@
 package schedulers
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
@@ -168,15 +169,7 @@ type waveletMatrix struct {
 }
 
 func newWaveletMatrix(events []frozenEvent) waveletMatrix {
-	slices.SortFunc(events, func(a, b frozenEvent) int {
-		switch {
-		case a.time < b.time:
-			return -1
-		case a.time > b.time:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(events, func(a, b frozenEvent) int { return cmp.Compare(a.time, b.time) })
 	w := waveletMatrix{times: make([]float64, len(events)), keys: make([]uint64, len(events))}
 	for i, e := range events {
 		w.times[i], w.keys[i] = e.time, e.key
