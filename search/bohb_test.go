@@ -256,12 +256,7 @@ func (o *offset) OnTrialEnd(k int, end TrialEnd)        { o.s.OnTrialEnd(k+o.by,
 // results there). Each timed trial then fails, so the results stay the
 // same.
 func BenchmarkBOHBSuggest(b *testing.B) {
-	space := mustSpace(b,
-		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
-		searchspace.Param{Name: "width", Domain: searchspace.Choice{Values: []any{int64(32), int64(64), int64(128), int64(256)}}},
-		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}},
-	)
-	penalty := map[int64]float64{32: 0.12, 64: 0.05, 128: 0, 256: 0.02}
+	space := overheadSpace(b)
 	budgets := []float64{1, 3, 9, 27}
 	for _, n := range []int{1000, 5000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
@@ -278,8 +273,7 @@ func BenchmarkBOHBSuggest(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				v := 0.05 + 0.15*math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) +
-					math.Pow(cfg["dropout"].(float64)-0.2, 2) + penalty[cfg["width"].(int64)]
+				v := overheadScore(cfg)
 				var last *Observation
 				for i, budget := range budgets {
 					if i > 0 && trial%int(budget) != 0 {

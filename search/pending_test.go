@@ -277,6 +277,27 @@ func TestTPEPendingShapesSuggestions(t *testing.T) {
 	}
 }
 
+// bowlTPE returns a TPE (seed 6, with opts) on x and y in domain after 30
+// trials of the bowl (x−13)² + (y−6)² finished.
+func bowlTPE(t *testing.T, domain searchspace.Domain, opts ...TPEOption) *TPE {
+	t.Helper()
+	space := mustSpace(t, searchspace.Param{Name: "x", Domain: domain}, searchspace.Param{Name: "y", Domain: domain})
+	s, err := NewTPE(space, 6, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(v any) float64 {
+		if k, ok := v.(int64); ok {
+			return float64(k)
+		}
+		return v.(float64)
+	}
+	drive(t, s, 30, func(cfg map[string]any) float64 {
+		return math.Pow(num(cfg["x"])-13, 2) + math.Pow(num(cfg["y"])-6, 2)
+	})
+	return s
+}
+
 // TestTPERunningTrialsInG fits g with 8 trials running after 30
 // finished, in a finite space (21 × 21 integers) and in a continuous
 // one. In both the running trials join g as its newest observations, so
@@ -294,20 +315,7 @@ func TestTPERunningTrialsInG(t *testing.T) {
 		{"continuous", searchspace.Uniform{Low: 0, High: 21}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			space := mustSpace(t, searchspace.Param{Name: "x", Domain: tc.domain}, searchspace.Param{Name: "y", Domain: tc.domain})
-			s, err := NewTPE(space, 6)
-			if err != nil {
-				t.Fatal(err)
-			}
-			num := func(v any) float64 {
-				if k, ok := v.(int64); ok {
-					return float64(k)
-				}
-				return v.(float64)
-			}
-			drive(t, s, 30, func(cfg map[string]any) float64 {
-				return math.Pow(num(cfg["x"])-13, 2) + math.Pow(num(cfg["y"])-6, 2)
-			})
+			s := bowlTPE(t, tc.domain)
 			for trial := 31; trial <= 38; trial++ {
 				if _, err := s.Suggest(trial); err != nil {
 					t.Fatal(err)
@@ -359,20 +367,7 @@ func TestTPERunningTrialsInL(t *testing.T) {
 		{"continuous, 2 running", searchspace.Uniform{Low: 0, High: 21}, 2, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			space := mustSpace(t, searchspace.Param{Name: "x", Domain: tc.domain}, searchspace.Param{Name: "y", Domain: tc.domain})
-			s, err := NewTPE(space, 6, tc.opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			num := func(v any) float64 {
-				if k, ok := v.(int64); ok {
-					return float64(k)
-				}
-				return v.(float64)
-			}
-			drive(t, s, 30, func(cfg map[string]any) float64 {
-				return math.Pow(num(cfg["x"])-13, 2) + math.Pow(num(cfg["y"])-6, 2)
-			})
+			s := bowlTPE(t, tc.domain, tc.opts...)
 			s.fit()
 			idleSigmas := slices.Clone(s.l.dims[0].sigmas)
 			for trial := 31; trial <= 30+tc.running; trial++ {

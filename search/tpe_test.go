@@ -317,37 +317,55 @@ func TestTPELearns(t *testing.T) {
 	}
 }
 
-// BenchmarkTPESuggest times one suggestion after a history of 1,000,
-// 5,000 and 50,000 finished trials of random configurations, on the space of the
-// overhead figure of bench/search (lr log-uniform, width a choice of 4,
-// dropout uniform). Each timed trial then fails, which TPE does not
-// learn from, so the history length stays the same.
-func BenchmarkTPESuggest(b *testing.B) {
-	space := mustSpace(b,
+// overheadSpace is the space of bench/search's overhead figure: lr
+// log-uniform, width a choice of 4, dropout uniform.
+func overheadSpace(tb testing.TB) *searchspace.Space {
+	return mustSpace(tb,
 		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
 		searchspace.Param{Name: "width", Domain: searchspace.Choice{Values: []any{int64(32), int64(64), int64(128), int64(256)}}},
 		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}},
 	)
+}
+
+// overheadScore is the suggestion benchmarks' objective on overheadSpace,
+// least at lr 0.01, width 128 and dropout 0.2.
+func overheadScore(cfg map[string]any) float64 {
 	penalty := map[int64]float64{32: 0.12, 64: 0.05, 128: 0, 256: 0.02}
+	return 0.05 + 0.15*math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) +
+		math.Pow(cfg["dropout"].(float64)-0.2, 2) + penalty[cfg["width"].(int64)]
+}
+
+// tpeWithHistory returns a TPE on overheadSpace after n random trials
+// completed with their overheadScore.
+func tpeWithHistory(b *testing.B, n int) *TPE {
+	space := overheadSpace(b)
+	s, err := NewTPE(space, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	random := NewRandomSearch(space, 0)
+	for trial := 1; trial <= n; trial++ {
+		cfg, err := random.Suggest(trial)
+		if err == nil {
+			err = s.Replay(trial, cfg)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: overheadScore(cfg)}})
+	}
+	return s
+}
+
+// BenchmarkTPESuggest times one suggestion after a history of 1,000,
+// 5,000 and 50,000 finished trials of random configurations, on the space of the
+// overhead figure of bench/search (overheadSpace). Each timed trial then
+// fails, which TPE does not learn from, so the history length stays the
+// same.
+func BenchmarkTPESuggest(b *testing.B) {
 	for _, n := range []int{1000, 5000, 50000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			s, err := NewTPE(space, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			random := NewRandomSearch(space, 0)
-			for trial := 1; trial <= n; trial++ {
-				cfg, err := random.Suggest(trial)
-				if err == nil {
-					err = s.Replay(trial, cfg)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				v := 0.05 + 0.15*math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) +
-					math.Pow(cfg["dropout"].(float64)-0.2, 2) + penalty[cfg["width"].(int64)]
-				s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: v}})
-			}
+			s := tpeWithHistory(b, n)
 			trial := n
 			for b.Loop() {
 				trial++
@@ -366,33 +384,9 @@ func BenchmarkTPESuggest(b *testing.B) {
 // timed trial completing with its score, so that the history grows by
 // one between suggestions (and the good group changes when it improves).
 func BenchmarkTPESuggestLearning(b *testing.B) {
-	space := mustSpace(b,
-		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-4, High: 1e-1}},
-		searchspace.Param{Name: "width", Domain: searchspace.Choice{Values: []any{int64(32), int64(64), int64(128), int64(256)}}},
-		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}},
-	)
-	penalty := map[int64]float64{32: 0.12, 64: 0.05, 128: 0, 256: 0.02}
-	score := func(cfg map[string]any) float64 {
-		return 0.05 + 0.15*math.Pow(math.Log10(cfg["lr"].(float64))+2, 2) +
-			math.Pow(cfg["dropout"].(float64)-0.2, 2) + penalty[cfg["width"].(int64)]
-	}
 	for _, n := range []int{1000, 5000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			s, err := NewTPE(space, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			random := NewRandomSearch(space, 0)
-			for trial := 1; trial <= n; trial++ {
-				cfg, err := random.Suggest(trial)
-				if err == nil {
-					err = s.Replay(trial, cfg)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
-			}
+			s := tpeWithHistory(b, n)
 			trial := n
 			for b.Loop() {
 				trial++
@@ -400,7 +394,7 @@ func BenchmarkTPESuggestLearning(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
+				s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: overheadScore(cfg)}})
 			}
 		})
 	}
