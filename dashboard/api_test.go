@@ -31,16 +31,7 @@ func TestExperimentsAPI(t *testing.T) {
 	if len(exps) == 0 || exps[0]["status"] != storage.ExperimentInterrupted || detail["status"] != storage.ExperimentInterrupted {
 		t.Errorf("digits without a live run: %v and %v, want INTERRUPTED", exps, detail["status"])
 	}
-	db, err := storage.OpenReadOnly(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	lock, err := db.LockExperiment("digits")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Release()
+	holdRun(t, path, "digits")
 	exps = nil
 	getJSON(t, srv.URL+"/api/experiments", &exps)
 	if len(exps) != 2 {
@@ -198,11 +189,7 @@ func TestInterruptedTrials(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.live {
-				lock, err := db.LockExperiment("digits")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer lock.Release()
+				holdRun(t, path, "digits")
 			}
 			var exps []Experiment
 			getJSON(t, srv.URL+"/api/experiments", &exps)

@@ -29,6 +29,28 @@ var fixtureConfig = map[string]any{
 	"space":  map[string]string{"lr": "{ loguniform = [0.001, 0.1] }", "hidden": "choice[32 64]"},
 }
 
+// holdRun takes experiment name's lock in the database at path, as a
+// live run holds it, and returns what gives it up; the test's end gives
+// it up if nothing did before.
+func holdRun(t *testing.T, path, name string) (release func()) {
+	t.Helper()
+	db, err := storage.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := db.LockExperiment(name)
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	release = func() {
+		lock.Release()
+		db.Close()
+	}
+	t.Cleanup(release)
+	return release
+}
+
 // writeFixture records two experiments by the storage API into a new
 // database and returns its path: "digits" (val_loss, min) with a finished,
 // a stopped, a failed and a running trial (three workers, one of them a

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/workers"
 )
 
@@ -97,17 +96,9 @@ func TestMetrics(t *testing.T) {
 	golden(t, "metrics.txt", body)
 
 	// A run holds digits: its trial and workers are running.
-	db, err := storage.OpenReadOnly(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	lock, err := db.LockExperiment("digits")
-	if err != nil {
-		t.Fatal(err)
-	}
+	release := holdRun(t, path, "digits")
 	_, body, _ = get(t, srv.URL+"/metrics")
-	lock.Release()
+	release()
 	checkExposition(t, body)
 	for _, want := range []string{
 		`gotune_trials{experiment="digits",status="RUNNING"} 1`,
