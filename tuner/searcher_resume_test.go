@@ -22,9 +22,19 @@ import (
 // in trial order and each suggestion sees the same finished trials in
 // every run. It outlives the runs of one experiment (an interrupted run
 // and the runs that resume it), as the trials' ends do.
+//
+// An interrupted run's trials report nothing after its moment (halt),
+// as if the run had stopped them at once: a run records the reports its
+// workers make until they notice the stop, so a trial let through the
+// gate then could end, and open the gate for the next, in some runs and
+// not others, and the run that resumes would suggest with more trials
+// finished than an undisturbed one had.
 type resumeGate struct {
 	mu    sync.Mutex
 	ended map[int]chan struct{}
+	// halted is closed at the current run's moment; nil (never closed)
+	// for a run without one.
+	halted chan struct{}
 }
 
 func newResumeGate() *resumeGate { return &resumeGate{ended: map[int]chan struct{}{}} }
@@ -49,21 +59,54 @@ func (g *resumeGate) end(trial int) {
 	}
 }
 
+// startRun begins a run that halt will interrupt.
+func (g *resumeGate) startRun() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.halted = make(chan struct{})
+}
+
+// halt marks the current run's moment: its trials report no more.
+// Halting again is harmless.
+func (g *resumeGate) halt() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.halted:
+	default:
+		close(g.halted)
+	}
+}
+
 // train reports a score of the configuration three times, the last one
-// its value, after the previous trial has ended.
+// its value, after the previous trial has ended, unless its run is
+// halted first.
 func (g *resumeGate) train(ctx context.Context, w *trainer.Worker) error {
-	if n := w.Trial(); n > 1 {
+	g.mu.Lock()
+	halted := g.halted
+	g.mu.Unlock()
+	// stopped waits for the run's stop once it is halted.
+	stopped := func() error {
 		select {
-		case <-g.ch(n - 1):
-		case <-ctx.Done():
+		case <-halted:
+			<-ctx.Done()
+			return ctx.Err()
+		default:
 			return ctx.Err()
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if n := w.Trial(); n > 1 {
+		select {
+		case <-g.ch(n - 1):
+		case <-halted:
+		case <-ctx.Done():
+		}
 	}
 	v, aux := resumeScore(w.Config()), resumeAux(w.Config())
 	for step := 1; step <= 3; step++ {
+		if err := stopped(); err != nil {
+			return err
+		}
 		if err := w.Report(ctx, map[string]float64{"loss": v * (1 + 1/float64(step)), "aux": aux}); err != nil {
 			return err
 		}
@@ -117,15 +160,17 @@ type interrupter struct {
 
 func (o *interrupter) OnReport(trial int, _ trainer.Result) {
 	if trial == o.at.report {
+		o.gate.halt()
 		o.cancel()
 	}
 }
 
 func (o *interrupter) OnTrialEnd(trial int, _ string, _ error) {
-	o.gate.end(trial)
 	if trial == o.at.end {
+		o.gate.halt()
 		o.cancel()
 	}
+	o.gate.end(trial)
 }
 
 // searcherCase is a searcher to resume, and what a resume must keep.
@@ -165,6 +210,7 @@ func runSweep(t *testing.T, sc searcherCase, concurrent int, stops []interruptAt
 	fit := func(at interruptAt) (*Result, error) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		gate.startRun()
 		opts := []Option{WithTrainFunc(gate.train), WithObserver(&interrupter{gate: gate, at: at, cancel: cancel})}
 		if sc.custom != nil {
 			opts = append(opts, WithSearcher(sc.custom(cfg.Seed)))

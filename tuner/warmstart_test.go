@@ -33,6 +33,7 @@ func fitUntil(t *testing.T, db *storage.DB, cfg Config, gate *resumeGate, stop i
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	gate.startRun()
 	tu, err := New(cfg, WithDB(db), WithTrainFunc(gate.train),
 		WithObserver(&interrupter{gate: gate, at: interruptAt{end: stop}, cancel: cancel}))
 	if err != nil {
