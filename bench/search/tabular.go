@@ -378,14 +378,12 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 					if len(rs) == 0 {
 						continue
 					}
-					var regrets []float64
 					var pendingRepeats, repeats []float64
 					for _, r := range rs {
-						regrets = append(regrets, r.regret[min(c, len(r.regret))-1])
 						pendingRepeats = append(pendingRepeats, float64(r.pendingRepeats))
 						repeats = append(repeats, float64(r.repeats))
 					}
-					line[system] = round(median(regrets))
+					line[system] = round(median(regretsAt(rs, c)))
 					if strings.HasPrefix(system, "optuna_") {
 						line[system+"_seeds"] = len(rs)
 					}
@@ -395,17 +393,77 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 					}
 				}
 				if ps.k > 1 {
-					var k1 []float64
-					for _, r := range runs["gotune_tpe/"+tb.Name+"/k1"] {
-						k1 = append(k1, r.regret[min(c, len(r.regret))-1])
-					}
-					line["gotune_tpe_k1"] = round(median(k1))
+					line["gotune_tpe_k1"] = round(median(regretsAt(runs["gotune_tpe/"+tb.Name+"/k1"], c)))
 				}
 				out.Encode(line)
 			}
 		}
 	}
+	if slices.Contains(systems, "gotune_tpe") {
+		printTabularGoals(o, out, tables, runs)
+	}
 	return nil
+}
+
+// printTabularGoals prints, for each setting with trials at once and
+// each checkpoint, where gotune's TPE stands against the goals set for
+// it: the tables on which its median regret is behind its own one trial
+// at a time, and behind Optuna's TPE with constant liar (where its runs
+// are there); and, less coarse than a median on tables with few distinct
+// regrets, the share of pairs of runs (one at once, one one at a time,
+// of the same table) in which the run at once is ahead, ties counting
+// half, over every table.
+func printTabularGoals(o options, out *json.Encoder, tables []table, runs map[string][]tabularRun) {
+	for _, ps := range tabularSettings[1:] {
+		for _, c := range o.tabularCheckpoints {
+			behindK1, behindLiar := []string{}, []string{}
+			share := 0.0
+			for _, tb := range tables {
+				at := regretsAt(runs["gotune_tpe/"+tb.Name+"/"+ps.String()], c)
+				k1 := regretsAt(runs["gotune_tpe/"+tb.Name+"/k1"], c)
+				if median(at) > median(k1) {
+					behindK1 = append(behindK1, tb.Name)
+				}
+				if liar := runs["optuna_tpe_liar/"+tb.Name+"/"+ps.String()]; len(liar) > 0 && median(at) > median(regretsAt(liar, c)) {
+					behindLiar = append(behindLiar, tb.Name)
+				}
+				share += winShare(at, k1) / float64(len(tables))
+			}
+			out.Encode(map[string]any{
+				"bench": "search", "figure": "tabular_goals", "setting": ps.String(), "trials": c,
+				"seeds": o.tabularSeeds, "first_seed": o.firstSeed, "tables": len(tables),
+				"behind_k1": behindK1, "behind_optuna_liar": behindLiar, "win_share_vs_k1": round(share),
+			})
+		}
+	}
+}
+
+// regretsAt returns each run's regret after c trials (after its last,
+// for a run that ended sooner: an exhausted space).
+func regretsAt(rs []tabularRun, c int) []float64 {
+	regrets := make([]float64, len(rs))
+	for i, r := range rs {
+		regrets[i] = r.regret[min(c, len(r.regret))-1]
+	}
+	return regrets
+}
+
+// winShare is the share of pairs (x of a, y of b) with x < y, a pair
+// with x == y counting half: the chance that a run of a ends with a
+// lower regret than a run of b.
+func winShare(a, b []float64) float64 {
+	wins := 0.0
+	for _, x := range a {
+		for _, y := range b {
+			switch {
+			case x < y:
+				wins++
+			case x == y:
+				wins += 0.5
+			}
+		}
+	}
+	return wins / float64(len(a)*len(b))
 }
 
 // tableNames lists the tables' names, comma-separated.

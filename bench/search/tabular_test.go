@@ -1,0 +1,32 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+func TestWinShare(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		a, b []float64
+		want float64
+	}{
+		{"always ahead", []float64{0, 1}, []float64{2, 3}, 1},
+		{"always behind", []float64{2, 3}, []float64{0, 1}, 0},
+		{"all tied", []float64{1, 1}, []float64{1}, 0.5},
+		// Pairs (0,0) tie, (0,2) win, (3,0) loss, (3,2) loss.
+		{"mixed", []float64{0, 3}, []float64{0, 2}, 0.375},
+	} {
+		if got := winShare(tt.a, tt.b); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("%s: winShare(%v, %v) = %v, want %v", tt.name, tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestRegretsAtAnExhaustedRun(t *testing.T) {
+	runs := []tabularRun{{regret: []float64{3, 2, 1}}, {regret: []float64{5, 4}}}
+	got := regretsAt(runs, 3)
+	if got[0] != 1 || got[1] != 4 {
+		t.Errorf("regretsAt(…, 3) = %v, want [1 4]: a run that ended sooner keeps its last regret", got)
+	}
+}
