@@ -542,7 +542,9 @@ type Worker struct {
 	Rank    int    `json:"rank"`
 	Node    string `json:"node"`
 	PID     int    `json:"pid,omitempty"`
-	Status  string `json:"status"`
+	// Status is as recorded, but INTERRUPTED for a worker a dead run
+	// left RUNNING (storage.ShownWorkerStatus).
+	Status string `json:"status"`
 	// StepRate is in steps per second, null when unknown.
 	StepRate *storage.Number `json:"step_rate"`
 	// Straggler marks a worker much slower than its attempt's others (see
@@ -631,13 +633,14 @@ func (s *Server) trial(r *http.Request, db *storage.DB) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := TrialDetail{Trial: trialOf(t, db.RunLive(name)), Workers: make([]Worker, len(ws)), Checkpoints: make([]Checkpoint, len(cps)), Events: eventsOf(evs)}
+	live := db.RunLive(name)
+	d := TrialDetail{Trial: trialOf(t, live), Workers: make([]Worker, len(ws)), Checkpoints: make([]Checkpoint, len(cps)), Events: eventsOf(evs)}
 	for i, c := range cps {
 		d.Checkpoints[i] = Checkpoint{Iteration: c.Iteration, Path: c.Path, Metrics: storage.Numbers(c.Metrics), CreatedAt: c.CreatedAt, Kept: c.Kept()}
 	}
 	var last time.Time
 	for i, w := range ws {
-		d.Workers[i] = Worker{Attempt: w.Attempt, Rank: w.Rank, Node: w.Node, PID: w.PID, Status: w.Status,
+		d.Workers[i] = Worker{Attempt: w.Attempt, Rank: w.Rank, Node: w.Node, PID: w.PID, Status: storage.ShownWorkerStatus(w.Status, live),
 			LogPath: w.LogPath, StartedAt: w.StartedAt, UpdatedAt: w.UpdatedAt, GPUs: []GPUSample{}}
 		if w.StepRate > 0 {
 			rate := storage.Number(w.StepRate)

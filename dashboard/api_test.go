@@ -247,6 +247,11 @@ func TestInterruptedTrials(t *testing.T) {
 			if d.Status != c.status {
 				t.Errorf("trial 4's detail: %s, want %s", d.Status, c.status)
 			}
+			for _, w := range d.Workers {
+				if w.Status != c.status {
+					t.Errorf("trial 4's worker %d, recorded RUNNING: %s, want %s", w.Rank, w.Status, c.status)
+				}
+			}
 			var f Front
 			getJSON(t, srv.URL+"/api/experiments/digits/front", &f)
 			for _, ft := range f.Trials {

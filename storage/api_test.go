@@ -953,6 +953,27 @@ func TestShownExperimentStatus(t *testing.T) {
 	}
 }
 
+// TestShownWorkerStatus: a dead run's RUNNING workers show as
+// INTERRUPTED; every other status, and a live run's, shows as recorded.
+func TestShownWorkerStatus(t *testing.T) {
+	for _, c := range []struct {
+		status string
+		live   bool
+		want   string
+	}{
+		{WorkerRunning, false, TrialInterrupted},
+		{WorkerRunning, true, WorkerRunning},
+		{"EXITED", false, "EXITED"},
+		{"FAILED", false, "FAILED"},
+		{"STOPPED", false, "STOPPED"},
+		{"STOPPED", true, "STOPPED"},
+	} {
+		if got := ShownWorkerStatus(c.status, c.live); got != c.want {
+			t.Errorf("ShownWorkerStatus(%s, live %v) = %s, want %s", c.status, c.live, got, c.want)
+		}
+	}
+}
+
 // TestShownTrialStatus: a dead run's PENDING and RUNNING trials show, and
 // are selected, as INTERRUPTED; a live run's show as recorded.
 func TestShownTrialStatus(t *testing.T) {

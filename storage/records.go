@@ -69,6 +69,22 @@ func ShownTrialStatus(status string, live bool) string {
 	return status
 }
 
+// WorkerRunning is the status a run records for a worker while it runs
+// (trainer.WorkerRunning); the run records how the worker ended, in
+// place of it, when it does.
+const WorkerRunning = "RUNNING"
+
+// ShownWorkerStatus is a worker's recorded status as people should read
+// it: a RUNNING worker of an experiment that no run holds (live is false,
+// see RunLive) is INTERRUPTED, as its trial is (ShownTrialStatus): the
+// run died before it could record how the worker ended.
+func ShownWorkerStatus(status string, live bool) string {
+	if !live && status == WorkerRunning {
+		return TrialInterrupted
+	}
+	return status
+}
+
 // RecordedTrialStatuses turns statuses as shown (ShownTrialStatus, for an
 // experiment whose run is live or not) into the recorded statuses that
 // show as one of them. ok is false when no recorded status does.

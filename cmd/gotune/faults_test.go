@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/storage"
 )
 
 // TestRunRecordsNonFiniteMetrics runs a command whose report lines carry
@@ -273,6 +275,12 @@ command = ["sh", %q, %q]
 		if code, out, errOut := runCLI(args...); code != 0 || !strings.Contains(out, c.want) {
 			t.Errorf("gotune %s: exit %d, %q%s, want %q", strings.Join(c.args, " "), code, out, errOut, c.want)
 		}
+	}
+	// Its worker, recorded RUNNING, shows as INTERRUPTED as well.
+	var shownTrial showJSON
+	if _, out, errOut := runCLI("show", "--db", db, "--json", "leftovers", "1"); json.Unmarshal([]byte(out), &shownTrial) != nil ||
+		len(shownTrial.Workers) != 1 || shownTrial.Workers[0].Status != storage.TrialInterrupted {
+		t.Errorf("gotune show --json leftovers 1: workers %+v, want one INTERRUPTED\n%s%s", shownTrial.Workers, out, errOut)
 	}
 	if _, out, _ := runCLI("trials", "--status", "RUNNING", "--db", db, "leftovers"); strings.Contains(out, "\n1 ") {
 		t.Errorf("gotune trials --status RUNNING lists the interrupted trial:\n%s", out)

@@ -37,7 +37,11 @@ func showCommand(dbFlag cli.Flag) *cli.Command {
 			if err != nil {
 				return lookupError(err)
 			}
-			rec.trial.Status = storage.ShownTrialStatus(rec.trial.Status, db.RunLive(name))
+			live := db.RunLive(name)
+			rec.trial.Status = storage.ShownTrialStatus(rec.trial.Status, live)
+			for i := range rec.workers {
+				rec.workers[i].Status = storage.ShownWorkerStatus(rec.workers[i].Status, live)
+			}
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, rec.json())
 			}
