@@ -168,22 +168,25 @@ func newASHA(c Config, v view) (*asha, error) {
 	return a, nil
 }
 
-// OnTrialAdd implements Scheduler: the trial joins the next bracket in turn.
-func (a *asha) OnTrialAdd(trial int, _ map[string]any) { a.add(trial) }
+// OnTrialAdd implements Scheduler: a new trial joins the next bracket in
+// turn. A trial it knows runs again (see Scheduler.OnTrialAdd): it stays
+// in its bracket with its records, so that it is recorded at a rung once,
+// and at the rungs it has reached it goes on as a trial restarted from an
+// earlier checkpoint does.
+func (a *asha) OnTrialAdd(trial int, _ map[string]any) {
+	if t := a.st.Trials[trial]; t != nil {
+		a.setState(trial, t, running)
+		return
+	}
+	a.add(trial)
+}
 
+// add deals a new trial to the next bracket in turn.
 func (a *asha) add(trial int) *ashaTrial {
 	t := &ashaTrial{Bracket: a.st.Added % len(a.st.Brackets), Rung: -1}
 	a.st.Added++
-	old := a.st.Trials[trial]
-	if old != nil {
-		a.setState(trial, old, ended)
-	}
 	a.st.Trials[trial] = t
 	a.running++ // a new trial is running
-	if old != nil && a.promote {
-		// A number used again: its records count as the new trial's.
-		a.findUnpromoted(trial)
-	}
 	return t
 }
 
@@ -198,8 +201,7 @@ func (a *asha) setState(trial int, t *ashaTrial, s trialState) {
 		a.running++
 	}
 	if t.State == ended && s != ended && a.promote {
-		// A trial that reports after it ended (which the tuner never
-		// does): its records are found again.
+		// A trial that runs again: its records are found again.
 		a.findUnpromoted(trial)
 	}
 	if (t.State == paused) != (s == paused) {
@@ -279,12 +281,17 @@ func (a *asha) OnResult(r Result) Decision {
 			k = i
 		}
 	}
-	if k <= t.Rung {
+	if k < 0 || k < t.Rung || k == t.Rung && a.pausedAt(r.Trial, rungs[k]) == nil {
 		// Below the first rung, or at a rung already recorded (a promoted
 		// trial, or one that resumed from an earlier checkpoint).
 		return Decision{Action: Continue}
 	}
 	rg := rungs[k]
+	if k == t.Rung {
+		// A trial that failed as it paused at the rung, run again: its
+		// record there waits for a promotion as before.
+		return a.promoteOrPause(r.Trial, t, k, a.pausedAt(r.Trial, rg))
+	}
 	score := WorstIfDiverged(r.Score)
 	rec := &ashaRecord{Trial: r.Trial, Score: fnum(score), Scores: a.scores(r.Metrics)}
 	t.Rung = k
@@ -303,12 +310,31 @@ func (a *asha) OnResult(r Result) Decision {
 		return d
 	}
 	a.record(rg, rec)
-	if b, rk, rec2, ok := a.getJob(r.Trial, false); ok && b == t.Bracket && rk == k && rec2 == rec {
+	return a.promoteOrPause(r.Trial, t, k, rec)
+}
+
+// promoteOrPause decides, in promote mode, about trial t, numbered trial,
+// whose record rec at rung k is not promoted: it goes on at once when
+// get_job would promote rec now, and pauses otherwise.
+func (a *asha) promoteOrPause(trial int, t *ashaTrial, k int, rec *ashaRecord) Decision {
+	if b, rk, rec2, ok := a.getJob(trial, false); ok && b == t.Bracket && rk == k && rec2 == rec {
 		a.promoted(rec)
 		return a.promotion(Continue, t.Bracket, k, rec, false, "promoted at ")
 	}
-	a.setState(r.Trial, t, paused)
+	a.setState(trial, t, paused)
 	return a.pauseDecision(t.Bracket, k, rec)
+}
+
+// pausedAt returns, in promote mode, trial's record at rung rg when it is
+// not promoted, or nil. A running trial has one only when it failed as it
+// paused there and runs again.
+func (a *asha) pausedAt(trial int, rg *ashaRung) *ashaRecord {
+	for _, rec := range a.unpromoted[trial] {
+		if rec.rung == rg {
+			return rec
+		}
+	}
+	return nil
 }
 
 // stopDecision measures a score against the records a rung has so far

@@ -330,3 +330,62 @@ func TestASHASeveralObjectives(t *testing.T) {
 		}
 	}
 }
+
+// TestASHARerunOfAFailedTrial adds a trial that failed again, as the tuner
+// does when WithRerunFailed runs it from its latest checkpoint: it stays
+// in its bracket with its records, is not recorded twice at a rung it
+// has reached, and a record it was paused with waits for a promotion as
+// before.
+func TestASHARerunOfAFailedTrial(t *testing.T) {
+	cases := []struct {
+		name   string
+		s      Scheduler
+		events []ev
+	}{
+		{"stop", mustNew(t, Config{Kind: "asha", Mode: "stop", MaxT: 9, GracePeriod: 1, ReductionFactor: 3}, Env{}), []ev{
+			add(1), add(2),
+			res(1, 1, 0.5, Continue).at(1).why("first result"),
+			res(1, 3, 0.4, Continue).at(3).why("first result"),
+			res(1, 4, 0.35, Continue),
+			res(1, 5, 0.3, Continue),
+			end(1), // it fails after 5; the rerun goes on from its checkpoint of 4
+			add(1),
+			res(1, 5, 0.3, Continue),
+			end(1),
+			// Trial 1 counts once at the rung at 3.
+			res(2, 3, 0.45, Stop).at(3).cut(0.4).why("the best 1/3 of the 1 results recorded there"),
+		}},
+		{"promoted, then failed", ashaPromote(t), []ev{
+			add(1), add(2), add(3),
+			res(1, 1, 0.5, Pause).at(1),
+			res(2, 1, 0.3, Pause).at(1),
+			res(3, 1, 0.4, Pause).at(1).cut(0.3),
+			order(2, Continue, true, true).at(1).cut(0.3),
+			res(2, 2, 0.28, Continue),
+			end(2), // it fails after 2; the rerun goes on from its checkpoint of 1
+			add(2),
+			res(2, 2, 0.28, Continue), // promoted from the rung at 1 already
+			res(2, 3, 0.25, Pause).at(3).why("promotions start when the rung has 3 results (it has 1)"),
+			next(true, true),
+		}},
+		{"failed as it paused", ashaPromote(t), []ev{
+			add(1), add(2), add(3),
+			res(1, 1, 0.5, Pause).at(1),
+			res(2, 1, 0.3, Pause).at(1),
+			res(3, 1, 0.4, Pause).at(1).cut(0.3),
+			end(1), // its group failed as it stopped for the pause
+			order(2, Continue, true, true).at(1).cut(0.3),
+			add(1), // the rerun starts from scratch
+			res(1, 1, 0.5, Pause).at(1).cut(0.3).why("needs a place among the best 1 of the 3 results"),
+			add(4), add(5), add(6),
+			res(4, 1, 0.9, Pause).at(1).cut(0.3),
+			res(5, 1, 0.8, Pause).at(1).cut(0.3),
+			res(6, 1, 0.7, Pause).at(1).cut(0.4).why("best 2 of the 6"),
+			order(3, Continue, true, true).at(1).cut(0.4),
+			next(true, true),
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { play(t, c.s, c.events) })
+	}
+}

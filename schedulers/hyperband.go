@@ -104,9 +104,23 @@ func (h *hyperBand) newBracket() *hbBracket {
 
 func (b *hbBracket) open() bool { return !b.Sealed && len(b.Members) < b.Size }
 
-// OnTrialAdd implements Scheduler: the trial joins the bracket being
-// filled.
-func (h *hyperBand) OnTrialAdd(trial int, _ map[string]any) { h.add(trial) }
+// OnTrialAdd implements Scheduler: a new trial joins the bracket being
+// filled. A trial it knows runs again (see Scheduler.OnTrialAdd) in its
+// own bracket, which waits for it again at its current rung: when the
+// trial has a record there, from before it failed, the record goes, and
+// the trial is recorded anew when it gets there.
+func (h *hyperBand) OnTrialAdd(trial int, _ map[string]any) {
+	t := h.st.Trials[trial]
+	if t == nil {
+		h.add(trial)
+		return
+	}
+	if b := h.st.Brackets[t.Bracket]; t.Rung == b.Rung && b.Rung < len(b.Milestones)-1 {
+		b.Records = slices.DeleteFunc(b.Records, func(rec hbRecord) bool { return rec.Trial == trial })
+		t.Rung--
+	}
+	t.State = running
+}
 
 func (h *hyperBand) add(trial int) *hbTrial {
 	var b *hbBracket

@@ -1,6 +1,7 @@
 package schedulers
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -85,4 +86,48 @@ func TestHyperBandBracketWhoseTrialsAllEnd(t *testing.T) {
 		end(1), end(2), end(3), end(4),
 		next(true, false),
 	})
+}
+
+// TestHyperBandRerunOfAFailedTrial adds a trial that failed again, as the
+// tuner does when WithRerunFailed runs it from its latest checkpoint: it
+// rejoins its own bracket, which waits for it at its current rung, and
+// completes the rung when it gets there or ends again.
+func TestHyperBandRerunOfAFailedTrial(t *testing.T) {
+	// max_t 4, η 2: the first bracket has 4 trials at rungs 1, 2, 4.
+	start := []ev{
+		add(1), add(2), add(3), add(4),
+		end(4), // trial 4 fails before its rung
+		res(1, 1, 0.1, Pause).at(1),
+		res(2, 1, 0.2, Pause).at(1),
+		res(3, 1, 0.3, Stop).at(1).cut(0.2),
+		order(1, Continue, true, true).at(1).cut(0.2),
+		order(2, Continue, true, true).at(1).cut(0.2),
+		res(1, 2, 0.05, Pause).at(2).why("waiting for 1 more"),
+		add(4), // the rerun, from scratch
+		res(2, 2, 0.1, Pause).at(2).why("bracket 1 with loss 0.1: waiting for 1 more"),
+		res(4, 1, 0.5, Continue),
+	}
+	cases := []struct {
+		name   string
+		events []ev
+	}{
+		{"it gets to the rung", []ev{
+			res(4, 2, 0.01, Continue).at(2).cut(0.01).why("rung 2 (training_iteration ≥ 2) of bracket 1 to max_t 4"),
+			order(1, Stop, false, true).at(2).cut(0.01),
+			order(2, Stop, false, true).at(2).cut(0.01),
+			next(true, true),
+		}},
+		{"it fails again", []ev{
+			end(4),
+			order(2, Stop, false, true).at(2).cut(0.05),
+			order(1, Continue, true, true).at(2).cut(0.05),
+			next(true, true),
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := mustNew(t, Config{Kind: "hyperband", MaxT: 4, GracePeriod: 1, ReductionFactor: 2}, Env{Metric: "loss", Checkpoints: true})
+			play(t, s, append(slices.Clip(start), c.events...))
+		})
+	}
 }

@@ -161,22 +161,20 @@ func (m *medianRule) thaw(n int, t *medianTrial) {
 	delete(m.isFrozen, n)
 }
 
-// OnTrialAdd implements Scheduler.
+// OnTrialAdd implements Scheduler. A trial it knows runs again (see
+// Scheduler.OnTrialAdd) with the history it had: its next result, from
+// the checkpoint it restarts from, drops the later one, as after any
+// restart.
 func (m *medianRule) OnTrialAdd(trial int, _ map[string]any) {
-	if old := m.st.Trials[trial]; old != nil {
-		// A number used again: the history it had is gone.
-		m.thaw(trial, old)
-		delete(m.live, trial)
-		for _, at := range m.times {
-			if mean, ok := old.standing(at, m.c.GracePeriod); ok {
-				m.at[at].Remove(trialMean{mean, trial})
-				m.entries--
-			}
-		}
-		m.reports -= len(old.Times)
+	t := m.st.Trials[trial]
+	if t == nil {
+		m.st.Trials[trial] = &medianTrial{}
+		return
+	}
+	if t.State == paused {
 		m.st.Paused = slices.DeleteFunc(m.st.Paused, func(n int) bool { return n == trial })
 	}
-	m.st.Trials[trial] = &medianTrial{}
+	t.State = running
 }
 
 // OnResult implements Scheduler.

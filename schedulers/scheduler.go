@@ -133,10 +133,15 @@ type Result struct {
 // no goroutines. The tuner calls its methods from one goroutine, in the
 // order the events happened:
 //
-//   - OnTrialAdd when a new trial starts, before any of its results;
+//   - OnTrialAdd when a new trial starts, before any of its results; and
+//     again for a trial that ended when it runs again (a failed trial that
+//     tuner.WithRerunFailed reruns): the same trial goes on from its latest
+//     checkpoint, so its next result may go back in time, as after any
+//     restart from a checkpoint, and what was decided about it up to there
+//     stands;
 //   - OnResult for every result of a running trial; its Decision applies to
 //     that trial at once;
-//   - OnTrialEnd once a trial has ended for good (completed, failed,
+//   - OnTrialEnd once a trial has ended (completed, failed,
 //     stopped, or still paused when the experiment ends) — never for a
 //     pause or a restart;
 //   - Next after every other call and whenever room frees up, until it
@@ -155,7 +160,8 @@ type Result struct {
 // records only those calls of Next.
 type Scheduler interface {
 	// OnTrialAdd is told that trial starts with config, which it must not
-	// modify.
+	// modify, or that trial, which ended, runs again from its latest
+	// checkpoint.
 	OnTrialAdd(trial int, config map[string]any)
 	// OnResult decides about the trial that reported r.
 	OnResult(r Result) Decision

@@ -1,0 +1,219 @@
+package tuner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gotune/gotune/schedulers"
+	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/storage"
+	"github.com/gotune/gotune/trainer"
+)
+
+// failingCurve is curveTrain with a checkpoint at even epochs only, whose
+// trial 1 fails after its report of epoch 5 while failing is set: a rerun
+// restarts it from its checkpoint of epoch 4 and reports epoch 5 again.
+func failingCurve(failing *atomic.Bool) trainer.TrainFunc {
+	return func(ctx context.Context, w *trainer.Worker) error {
+		start := 0
+		if rd := w.ResumeDir(); rd != "" {
+			b, err := os.ReadFile(filepath.Join(rd, "epoch"))
+			if err != nil {
+				return err
+			}
+			if start, err = strconv.Atoi(string(b)); err != nil {
+				return err
+			}
+		}
+		x := w.Float("x", 0)
+		for e := start + 1; e <= 9; e++ {
+			metrics := map[string]float64{"epoch": float64(e), "loss": (x-0.3)*(x-0.3) + 1/float64(e)}
+			var opts []trainer.ReportOption
+			if e%2 == 0 {
+				dir, err := w.CheckpointDir()
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(dir, "epoch"), []byte(strconv.Itoa(e)), 0o644); err != nil {
+					return err
+				}
+				opts = append(opts, trainer.WithCheckpoint(dir))
+			}
+			if err := w.Report(ctx, metrics, opts...); err != nil {
+				return err
+			}
+			if e == 5 && w.Trial() == 1 && failing.Load() {
+				return errors.New("out of memory at epoch 5")
+			}
+		}
+		return nil
+	}
+}
+
+// TestRerunFailedTrialKeepsItsPlaceInTheScheduler fails trial 1 (the
+// best, being the optimum's point to evaluate) after epoch 5 of a sweep
+// of each rung scheduler, then reruns it from its checkpoint of epoch 4
+// with WithRerunFailed. The scheduler must take the rerun as the same
+// trial going on from there, as it takes a trial restarted after an
+// interruption: ASHA keeps one record of it per rung, in its own bracket;
+// HyperBand keeps it a member of its own bracket only; the median rule
+// keeps its history, each epoch once. A third run resumes the experiment
+// with the option again, replaying the scheduler's inputs, and must find
+// the scheduler as the rerun left it.
+func TestRerunFailedTrialKeepsItsPlaceInTheScheduler(t *testing.T) {
+	cases := []struct {
+		name  string
+		cfg   schedulers.Config
+		check func(t *testing.T, snapshot []byte)
+	}{
+		{"asha-stop", schedulers.Config{Kind: "asha", Mode: "stop", TimeAttr: "epoch", MaxT: 9, GracePeriod: 1, ReductionFactor: 3}, checkASHA},
+		{"asha-promote-2-brackets", schedulers.Config{Kind: "asha", Mode: "promote", TimeAttr: "epoch", MaxT: 9, GracePeriod: 1, ReductionFactor: 3, Brackets: 2}, checkASHA},
+		{"hyperband", schedulers.Config{Kind: "hyperband", TimeAttr: "epoch", MaxT: 9, ReductionFactor: 3}, checkHyperBand},
+		{"median", schedulers.Config{Kind: "median", TimeAttr: "epoch", GracePeriod: 2, MinSamplesRequired: 2}, checkMedian},
+	}
+	space, err := searchspace.New(searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{
+				Name:      "rerun",
+				Storage:   filepath.Join(t.TempDir(), "gotune.db"),
+				Seed:      11,
+				Objective: Objective{Metric: "loss", Mode: "min"},
+				Search: SearchConfig{Algorithm: "random", NumSamples: 7, MaxConcurrent: 1, Space: space,
+					PointsToEvaluate: []map[string]any{{"x": 0.3}}},
+				Scheduler: c.cfg,
+				Trainer: trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01},
+					Checkpoint: trainer.CheckpointConfig{NumToKeep: 2}},
+			}
+			var failing atomic.Bool
+			failing.Store(true)
+			tu, err := New(cfg, WithTrainFunc(failingCurve(&failing)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.Fit(context.Background()); err != nil {
+				t.Fatalf("the failing run: %v", err)
+			}
+			if tr := trialsOf(t, cfg)[0]; tr.Status != storage.TrialError || tr.Iterations != 5 {
+				t.Fatalf("after the failing run trial 1 is %s at iteration %d, want ERROR at 5", tr.Status, tr.Iterations)
+			}
+			failing.Store(false)
+			snapshots := make([][]byte, 2)
+			for run := range snapshots {
+				tu, err := New(cfg, WithTrainFunc(failingCurve(&failing)), WithRerunFailed())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tu.Fit(context.Background()); err != nil {
+					t.Fatalf("run %d with WithRerunFailed: %v", run+1, err)
+				}
+				if snapshots[run], err = tu.scheduler.(schedulers.Snapshotter).Snapshot(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tr := trialsOf(t, cfg)[0]
+			if tr.Status != storage.TrialTerminated || tr.Iterations != 9 {
+				t.Errorf("after the rerun trial 1 is %s at iteration %d, want TERMINATED at 9", tr.Status, tr.Iterations)
+			}
+			c.check(t, snapshots[0])
+			if string(snapshots[1]) != string(snapshots[0]) {
+				t.Errorf("a resume after the rerun rebuilt another scheduler:\n%s\nthe rerun's:\n%s", snapshots[1], snapshots[0])
+			}
+		})
+	}
+}
+
+// checkASHA checks an ASHA snapshot: no trial has two records at a rung,
+// and trial 1, dealt to the first bracket, has records there only, at
+// rungs 1 and 3.
+func checkASHA(t *testing.T, snapshot []byte) {
+	t.Helper()
+	var st struct {
+		Brackets [][]struct {
+			Milestone float64
+			Records   []struct{ Trial int }
+		}
+		Trials map[int]struct{ Bracket, Rung int }
+		Added  int
+	}
+	if err := json.Unmarshal(snapshot, &st); err != nil {
+		t.Fatal(err)
+	}
+	var ones []float64
+	for b, rungs := range st.Brackets {
+		for _, rg := range rungs {
+			seen := map[int]bool{}
+			for _, rec := range rg.Records {
+				if seen[rec.Trial] {
+					t.Errorf("bracket %d, rung %g: trial %d has two records", b, rg.Milestone, rec.Trial)
+				}
+				seen[rec.Trial] = true
+			}
+			if seen[1] {
+				if b != 0 {
+					t.Errorf("trial 1 has a record in bracket %d, rung %g; it was dealt to the first", b, rg.Milestone)
+				}
+				ones = append(ones, rg.Milestone)
+			}
+		}
+	}
+	if want := []float64{1, 3}; !reflect.DeepEqual(ones, want) {
+		t.Errorf("trial 1 has records at rungs %v, want %v", ones, want)
+	}
+	if st.Added != 7 || st.Trials[1].Bracket != 0 {
+		t.Errorf("%d trials dealt, trial 1 to bracket %d; want 7 and the first", st.Added, st.Trials[1].Bracket)
+	}
+}
+
+// checkHyperBand checks a HyperBand snapshot: every trial is a member of
+// one bracket, and the seven trials filled only the first.
+func checkHyperBand(t *testing.T, snapshot []byte) {
+	t.Helper()
+	var st struct {
+		Brackets []struct{ Members []int }
+		Trials   map[int]struct{ Bracket int }
+	}
+	if err := json.Unmarshal(snapshot, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Brackets) != 1 {
+		t.Errorf("%d brackets, want 1: %s", len(st.Brackets), snapshot)
+	}
+	member := map[int]int{}
+	for b, br := range st.Brackets {
+		for _, n := range br.Members {
+			if _, ok := member[n]; ok {
+				t.Errorf("trial %d is a member of brackets %d and %d", n, member[n], b)
+			}
+			member[n] = b
+			if st.Trials[n].Bracket != b {
+				t.Errorf("trial %d is a member of bracket %d and says it is in %d", n, b, st.Trials[n].Bracket)
+			}
+		}
+	}
+}
+
+// checkMedian checks a median rule snapshot: trial 1's history is every
+// epoch once, the epochs before its restart included.
+func checkMedian(t *testing.T, snapshot []byte) {
+	t.Helper()
+	var st struct {
+		Trials map[int]struct{ Times []float64 }
+	}
+	if err := json.Unmarshal(snapshot, &st); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st.Trials[1].Times, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9}; !reflect.DeepEqual(got, want) {
+		t.Errorf("trial 1's history has times %v, want %v", got, want)
+	}
+}
