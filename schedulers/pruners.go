@@ -72,13 +72,18 @@ func newPruner(c Config, v view) *pruner {
 
 func newPrunerTrial() *prunerTrial { return &prunerTrial{Judged: fnum(math.Inf(-1))} }
 
-// OnTrialAdd implements Scheduler.
+// OnTrialAdd implements Scheduler. A trial it knows runs again (see
+// Scheduler.OnTrialAdd) with the history it had, and has not completed:
+// its next result, from the checkpoint it restarts from, drops the later
+// history, as after any restart.
 func (p *pruner) OnTrialAdd(trial int, _ map[string]any) {
-	if old := p.st.Trials[trial]; old != nil {
-		// A number used again: the history it had is gone.
-		p.st.Completed = slices.DeleteFunc(p.st.Completed, func(n int) bool { return n == trial })
+	t := p.st.Trials[trial]
+	if t == nil {
+		p.st.Trials[trial] = newPrunerTrial()
+		return
 	}
-	p.st.Trials[trial] = newPrunerTrial()
+	p.st.Completed = slices.DeleteFunc(p.st.Completed, func(n int) bool { return n == trial })
+	t.Ended = false
 }
 
 // add records a result; a time at or before the last one means the trial

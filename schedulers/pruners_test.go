@@ -199,3 +199,20 @@ func TestPrunerRestoreRefusesBrokenTrials(t *testing.T) {
 		}
 	}
 }
+
+// TestPrunerRerunOfAFailedTrial adds a trial that failed again, as the
+// tuner does when WithRerunFailed runs it from its latest checkpoint: it
+// keeps its history up to there, so its best so far is still its best,
+// and it has not completed until it ends again.
+func TestPrunerRerunOfAFailedTrial(t *testing.T) {
+	s := mustNew(t, Config{Kind: "percentile", Percentile: 50, StartupTrials: 1}, Env{Metric: "loss"})
+	play(t, s, []ev{
+		add(1), res(1, 1, 1.0, Continue), res(1, 2, 0.5, Continue), end(1),
+		add(2), res(2, 1, 0.2, Continue), res(2, 2, 0.9, Continue),
+		end(2), // it fails after 2; the rerun goes on from its checkpoint of 1
+		add(2),
+		res(2, 2, 0.9, Continue), // its best is 0.2, within trial 1's 0.5
+		// Trial 2 has not completed: trial 1 alone sets the cutoff at 2.
+		add(3), res(3, 1, 0.7, Continue), res(3, 2, 0.6, Stop).at(2).cut(0.5).why("of the 1 completed trials"),
+	})
+}

@@ -59,14 +59,15 @@ func failingCurve(failing *atomic.Bool) trainer.TrainFunc {
 
 // TestRerunFailedTrialKeepsItsPlaceInTheScheduler fails trial 1 (the
 // best, being the optimum's point to evaluate) after epoch 5 of a sweep
-// of each rung scheduler, then reruns it from its checkpoint of epoch 4
-// with WithRerunFailed. The scheduler must take the rerun as the same
-// trial going on from there, as it takes a trial restarted after an
-// interruption: ASHA keeps one record of it per rung, in its own bracket;
-// HyperBand keeps it a member of its own bracket only; the median rule
-// keeps its history, each epoch once. A third run resumes the experiment
-// with the option again, replaying the scheduler's inputs, and must find
-// the scheduler as the rerun left it.
+// of each scheduler that keeps results, then reruns it from its
+// checkpoint of epoch 4 with WithRerunFailed. The scheduler must take the
+// rerun as the same trial going on from there, as it takes a trial
+// restarted after an interruption: ASHA keeps one record of it per rung,
+// in its own bracket; HyperBand keeps it a member of its own bracket
+// only; the median rule and the pruners keep its history, each epoch
+// once. A third run resumes the experiment with the option again,
+// replaying the scheduler's inputs, and must find the scheduler as the
+// rerun left it.
 func TestRerunFailedTrialKeepsItsPlaceInTheScheduler(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -76,7 +77,8 @@ func TestRerunFailedTrialKeepsItsPlaceInTheScheduler(t *testing.T) {
 		{"asha-stop", schedulers.Config{Kind: "asha", Mode: "stop", TimeAttr: "epoch", MaxT: 9, GracePeriod: 1, ReductionFactor: 3}, checkASHA},
 		{"asha-promote-2-brackets", schedulers.Config{Kind: "asha", Mode: "promote", TimeAttr: "epoch", MaxT: 9, GracePeriod: 1, ReductionFactor: 3, Brackets: 2}, checkASHA},
 		{"hyperband", schedulers.Config{Kind: "hyperband", TimeAttr: "epoch", MaxT: 9, ReductionFactor: 3}, checkHyperBand},
-		{"median", schedulers.Config{Kind: "median", TimeAttr: "epoch", GracePeriod: 2, MinSamplesRequired: 2}, checkMedian},
+		{"median", schedulers.Config{Kind: "median", TimeAttr: "epoch", GracePeriod: 2, MinSamplesRequired: 2}, checkHistory},
+		{"percentile", schedulers.Config{Kind: "percentile", TimeAttr: "epoch", Percentile: 50, StartupTrials: 1}, checkHistory},
 	}
 	space, err := searchspace.New(searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
 	if err != nil {
@@ -203,9 +205,9 @@ func checkHyperBand(t *testing.T, snapshot []byte) {
 	}
 }
 
-// checkMedian checks a median rule snapshot: trial 1's history is every
-// epoch once, the epochs before its restart included.
-func checkMedian(t *testing.T, snapshot []byte) {
+// checkHistory checks a median rule's or a pruner's snapshot: trial 1's
+// history is every epoch once, the epochs before its restart included.
+func checkHistory(t *testing.T, snapshot []byte) {
 	t.Helper()
 	var st struct {
 		Trials map[int]struct{ Times []float64 }
