@@ -138,7 +138,11 @@ func runCommand() *cli.Command {
 			}
 			stopDashboard()
 			if res != nil {
-				printSummary(out, t.Config(), res)
+				listAll := "gotune trials " + res.Experiment
+				if c.IsSet("db") {
+					listAll = fmt.Sprintf("gotune trials --db %s %s", c.String("db"), res.Experiment)
+				}
+				printSummary(out, t.Config(), res, listAll)
 			}
 			var exists *tuner.ExistsError
 			switch {
@@ -305,8 +309,13 @@ func formatParams(p map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
-// printSummary prints the best trials of a finished sweep.
-func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result) {
+// summaryTrials is how many of the best trials printSummary lists.
+const summaryTrials = 5
+
+// printSummary prints the best trials of a finished sweep; listAll is
+// the command that lists every trial, for a sweep with more than
+// summaryTrials.
+func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result, listAll string) {
 	metric := cfg.Objective.Metric
 	ranked := rankTrials(res.Trials, cfg.Objective.Mode)
 	fmt.Fprintf(w, "\n%s: %d trials", res.Experiment, len(res.Trials))
@@ -331,8 +340,13 @@ func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result) {
 		fmt.Fprintf(w, "their objectives: gotune best %s\n", res.Experiment)
 		return
 	}
-	fmt.Fprintf(w, "; best %s (%s) per trial:\n", metric, cfg.Objective.Mode)
-	printTrialTable(w, ranked[:min(len(ranked), 5)], nil)
+	if len(ranked) > summaryTrials {
+		fmt.Fprintf(w, "; the %d best by %s (%s), of %d (all: %s):\n", summaryTrials, metric, cfg.Objective.Mode, len(ranked), listAll)
+		ranked = ranked[:summaryTrials]
+	} else {
+		fmt.Fprintf(w, "; best %s (%s) per trial:\n", metric, cfg.Objective.Mode)
+	}
+	printTrialTable(w, ranked, nil)
 	if res.Best != nil {
 		fmt.Fprintf(w, "best trial: %d, %s = %.6g\n", res.Best.Number, metric, *res.Best.BestMetric)
 	}
