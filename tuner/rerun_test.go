@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/gotune/gotune/schedulers"
-	"github.com/gotune/gotune/searchspace"
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 )
@@ -22,15 +21,9 @@ import (
 // restarts it from its checkpoint of epoch 4 and reports epoch 5 again.
 func failingCurve(failing *atomic.Bool) trainer.TrainFunc {
 	return func(ctx context.Context, w *trainer.Worker) error {
-		start := 0
-		if rd := w.ResumeDir(); rd != "" {
-			b, err := os.ReadFile(filepath.Join(rd, "epoch"))
-			if err != nil {
-				return err
-			}
-			if start, err = strconv.Atoi(string(b)); err != nil {
-				return err
-			}
+		start, err := resumedEpoch(w)
+		if err != nil {
+			return err
 		}
 		x := w.Float("x", 0)
 		for e := start + 1; e <= 9; e++ {
@@ -80,23 +73,10 @@ func TestRerunFailedTrialKeepsItsPlaceInTheScheduler(t *testing.T) {
 		{"median", schedulers.Config{Kind: "median", TimeAttr: "epoch", GracePeriod: 2, MinSamplesRequired: 2}, checkHistory},
 		{"percentile", schedulers.Config{Kind: "percentile", TimeAttr: "epoch", Percentile: 50, StartupTrials: 1}, checkHistory},
 	}
-	space, err := searchspace.New(searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := Config{
-				Name:      "rerun",
-				Storage:   filepath.Join(t.TempDir(), "gotune.db"),
-				Seed:      11,
-				Objective: Objective{Metric: "loss", Mode: "min"},
-				Search: SearchConfig{Algorithm: "random", NumSamples: 7, MaxConcurrent: 1, Space: space,
-					PointsToEvaluate: []map[string]any{{"x": 0.3}}},
-				Scheduler: c.cfg,
-				Trainer: trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01},
-					Checkpoint: trainer.CheckpointConfig{NumToKeep: 2}},
-			}
+			cfg := curveSweep(t, "rerun", c.cfg)
+			cfg.Search.PointsToEvaluate = []map[string]any{{"x": 0.3}}
 			var failing atomic.Bool
 			failing.Store(true)
 			tu, err := New(cfg, WithTrainFunc(failingCurve(&failing)))

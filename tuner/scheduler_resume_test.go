@@ -20,15 +20,9 @@ import (
 // up to 9, with a checkpoint holding the epoch after each, and goes on from
 // its resume checkpoint's epoch.
 func curveTrain(ctx context.Context, w *trainer.Worker) error {
-	start := 0
-	if rd := w.ResumeDir(); rd != "" {
-		b, err := os.ReadFile(filepath.Join(rd, "epoch"))
-		if err != nil {
-			return err
-		}
-		if start, err = strconv.Atoi(string(b)); err != nil {
-			return err
-		}
+	start, err := resumedEpoch(w)
+	if err != nil {
+		return err
 	}
 	x := w.Float("x", 0)
 	for e := start + 1; e <= 9; e++ {
@@ -45,6 +39,40 @@ func curveTrain(ctx context.Context, w *trainer.Worker) error {
 		}
 	}
 	return nil
+}
+
+// resumedEpoch is the epoch a worker's resume checkpoint holds (see
+// curveTrain), 0 when it starts afresh.
+func resumedEpoch(w *trainer.Worker) (int, error) {
+	rd := w.ResumeDir()
+	if rd == "" {
+		return 0, nil
+	}
+	b, err := os.ReadFile(filepath.Join(rd, "epoch"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(string(b))
+}
+
+// curveSweep is a sweep of 7 trials of curveTrain's x, at random, one at
+// a time, under the scheduler sched, against a database of its own.
+func curveSweep(t *testing.T, name string, sched schedulers.Config) Config {
+	t.Helper()
+	space, err := searchspace.New(searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{
+		Name:      name,
+		Storage:   filepath.Join(t.TempDir(), "gotune.db"),
+		Seed:      11,
+		Objective: Objective{Metric: "loss", Mode: "min"},
+		Search:    SearchConfig{Algorithm: "random", NumSamples: 7, MaxConcurrent: 1, Space: space},
+		Scheduler: sched,
+		Trainer: trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01},
+			Checkpoint: trainer.CheckpointConfig{NumToKeep: 2}},
+	}
 }
 
 // cancelAfter is the observer of one run: it cancels the run once it has
@@ -81,22 +109,9 @@ func TestResumedSchedulersDecideAlike(t *testing.T) {
 		{"pbt", schedulers.Config{Kind: "pbt", TimeAttr: "epoch", PerturbationInterval: 3,
 			HyperparamMutations: map[string]any{"x": map[string]any{"uniform": []any{0.0, 1.0}}}}},
 	}
-	space, err := searchspace.New(searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := Config{
-				Name:      "resume",
-				Storage:   filepath.Join(t.TempDir(), "gotune.db"),
-				Seed:      11,
-				Objective: Objective{Metric: "loss", Mode: "min"},
-				Search:    SearchConfig{Algorithm: "random", NumSamples: 7, MaxConcurrent: 1, Space: space},
-				Scheduler: c.cfg,
-				Trainer: trainer.Config{Scaling: trainer.ScalingConfig{NumWorkers: 1, CPUsPerWorker: 0.01},
-					Checkpoint: trainer.CheckpointConfig{NumToKeep: 2}},
-			}
+			cfg := curveSweep(t, "resume", c.cfg)
 			fit := func(cfg Config, after int) (*Result, error) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
