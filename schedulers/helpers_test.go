@@ -11,7 +11,7 @@ import (
 // events. Zero-valued expectations are checked too, except reason, which
 // is matched as a substring when given.
 type ev struct {
-	kind   string // "" (a result), "add", "end" or "next"
+	kind   string // "" (a result), "add", "end", "fail" or "next"
 	trial  int
 	time   float64
 	score  float64
@@ -36,6 +36,10 @@ func (e ev) why(s string) ev    { e.reason = s; return e }
 func (e ev) checkpointed() ev   { e.ckpt = true; return e }
 func add(trial int) ev          { return ev{kind: "add", trial: trial} }
 func end(trial int) ev          { return ev{kind: "end", trial: trial} }
+
+// fail ends trial as failed: OnTrialFailed, where the scheduler has it,
+// then OnTrialEnd, as the tuner calls them.
+func fail(trial int) ev { return ev{kind: "fail", trial: trial} }
 func next(canResume, more bool) ev {
 	return ev{kind: "next", canResume: canResume, noMore: !more, none: true}
 }
@@ -51,6 +55,11 @@ func play(t *testing.T, s Scheduler, events []ev) {
 		case "add":
 			s.OnTrialAdd(e.trial, map[string]any{})
 		case "end":
+			s.OnTrialEnd(e.trial)
+		case "fail":
+			if f, ok := s.(FailureObserver); ok {
+				f.OnTrialFailed(e.trial)
+			}
 			s.OnTrialEnd(e.trial)
 		case "next":
 			o, ok := s.Next(Capacity{CanResume: e.canResume, MoreTrials: !e.noMore})

@@ -33,7 +33,11 @@ import (
 // A diverged result (NaN or infinite) is the worst possible: a trial whose
 // latest result diverged stops at once (every kind), and diverged scores
 // are left out of percentiles. A trial counts as completed when it ended
-// without this scheduler stopping it.
+// without this scheduler stopping it and without failing (see
+// FailureObserver): Optuna's PercentilePruner takes the trials in state
+// COMPLETE alone for n_startup_trials and its percentiles, and its
+// WilcoxonPruner compares with study.best_trial, the best of those; a
+// failed trial's partial history is neither.
 type pruner struct {
 	c  Config
 	v  view
@@ -42,8 +46,8 @@ type pruner struct {
 
 type prunerState struct {
 	Trials map[int]*prunerTrial `json:"trials"`
-	// Completed lists the trials that ended without being stopped here, in
-	// the order they ended.
+	// Completed lists the trials that ended without being stopped here or
+	// failing, in the order they ended.
 	Completed []int `json:"completed,omitempty"`
 }
 
@@ -58,12 +62,17 @@ type prunerTrial struct {
 	// Judged is the time of the last judgement; -Inf before the first.
 	Judged  fnum `json:"judged"`
 	Stopped bool `json:"stopped,omitempty"`
-	Ended   bool `json:"ended,omitempty"`
+	// Failed is set by OnTrialFailed and cleared when the trial runs
+	// again; absent from the snapshots of versions that did not know it,
+	// whose Completed lists a failed trial.
+	Failed bool `json:"failed,omitempty"`
+	Ended  bool `json:"ended,omitempty"`
 }
 
 var (
-	_ Scheduler   = (*pruner)(nil)
-	_ Snapshotter = (*pruner)(nil)
+	_ Scheduler       = (*pruner)(nil)
+	_ Snapshotter     = (*pruner)(nil)
+	_ FailureObserver = (*pruner)(nil)
 )
 
 func newPruner(c Config, v view) *pruner {
@@ -73,9 +82,9 @@ func newPruner(c Config, v view) *pruner {
 func newPrunerTrial() *prunerTrial { return &prunerTrial{Judged: fnum(math.Inf(-1))} }
 
 // OnTrialAdd implements Scheduler. A trial it knows runs again (see
-// Scheduler.OnTrialAdd) with the history it had, and has not completed:
-// its next result, from the checkpoint it restarts from, drops the later
-// history, as after any restart.
+// Scheduler.OnTrialAdd) with the history it had, and has neither
+// completed nor failed: its next result, from the checkpoint it restarts
+// from, drops the later history, as after any restart.
 func (p *pruner) OnTrialAdd(trial int, _ map[string]any) {
 	t := p.st.Trials[trial]
 	if t == nil {
@@ -83,7 +92,7 @@ func (p *pruner) OnTrialAdd(trial int, _ map[string]any) {
 		return
 	}
 	p.st.Completed = slices.DeleteFunc(p.st.Completed, func(n int) bool { return n == trial })
-	t.Ended = false
+	t.Ended, t.Failed = false, false
 }
 
 // add records a result; a time at or before the last one means the trial
@@ -273,15 +282,23 @@ func (p *pruner) wilcoxon(self int, t *prunerTrial, time float64, at string) Dec
 	return p.stop(t, d)
 }
 
+// OnTrialFailed implements FailureObserver: the trial will not count as
+// completed when it ends.
+func (p *pruner) OnTrialFailed(trial int) {
+	if t := p.st.Trials[trial]; t != nil && !t.Ended {
+		t.Failed = true
+	}
+}
+
 // OnTrialEnd implements Scheduler: a trial that ends without this
-// scheduler stopping it has completed.
+// scheduler stopping it and without failing has completed.
 func (p *pruner) OnTrialEnd(trial int) {
 	t := p.st.Trials[trial]
 	if t == nil || t.Ended {
 		return
 	}
 	t.Ended = true
-	if !t.Stopped {
+	if !t.Stopped && !t.Failed {
 		p.st.Completed = append(p.st.Completed, trial)
 	}
 }

@@ -216,3 +216,86 @@ func TestPrunerRerunOfAFailedTrial(t *testing.T) {
 		add(3), res(3, 1, 0.7, Continue), res(3, 2, 0.6, Stop).at(2).cut(0.5).why("of the 1 completed trials"),
 	})
 }
+
+// TestPrunersDoNotCountAFailedTrial fails a trial that reported the best
+// values of all (an out-of-memory error midway, say). As in Optuna, whose
+// PercentilePruner counts and reads only trials in state COMPLETE and
+// whose WilcoxonPruner compares with study.best_trial, a COMPLETE one, it
+// counts neither toward startup_trials nor among the values a percentile
+// is taken of, nor serves as the best completed trial; once a rerun of it
+// ends without failing, it has completed. Threshold and patient read only
+// the trial judged.
+func TestPrunersDoNotCountAFailedTrial(t *testing.T) {
+	var wilcoxon []ev
+	wilcoxon = append(wilcoxon, add(1))
+	for i := 1; i <= 10; i++ {
+		wilcoxon = append(wilcoxon, res(1, float64(i), 1/float64(i), Continue))
+	}
+	wilcoxon = append(wilcoxon, end(1),
+		add(2), res(2, 1, 0.01, Continue), res(2, 2, 0.01, Continue), res(2, 3, 0.01, Continue), res(2, 4, 0.01, Continue),
+		fail(2),
+		// Better than trial 1 at every step: against trial 2 it would
+		// stop at the fourth (p = 1/16).
+		add(3), res(3, 1, 0.5, Continue), res(3, 2, 0.4, Continue), res(3, 3, 0.3, Continue), res(3, 4, 0.2, Continue),
+		add(4), res(4, 1, 2, Continue), res(4, 2, 1, Continue), res(4, 3, 0.5, Continue),
+		res(4, 4, 0.3, Stop).at(4).why("worse than trial 1's, the best completed"),
+	)
+	tests := []struct {
+		name   string
+		cfg    Config
+		events []ev
+	}{
+		{"percentile: startup", Config{Kind: "percentile", Percentile: 50, StartupTrials: 1}, []ev{
+			add(1), res(1, 1, 0.1, Continue), res(1, 2, 0.1, Continue), fail(1),
+			// No trial has completed: none is judged.
+			add(2), res(2, 1, 0.9, Continue), res(2, 2, 0.9, Continue), end(2),
+			add(3), res(3, 1, 0.95, Stop).at(1).cut(0.9).why("of the 1 completed trials"),
+		}},
+		{"percentile: values", Config{Kind: "percentile", Percentile: 50, StartupTrials: 1}, []ev{
+			add(1), res(1, 1, 0.5, Continue), end(1),
+			add(2), res(2, 1, 0.1, Continue), fail(2),
+			// Trial 1 alone sets the cutoff: 0.5, not the median 0.3 of
+			// 0.1 and 0.5.
+			add(3), res(3, 1, 0.4, Continue),
+			add(4), res(4, 1, 0.6, Stop).at(1).cut(0.5).why("of the 1 completed trials"),
+		}},
+		{"percentile: a rerun that completes", Config{Kind: "percentile", Percentile: 50, StartupTrials: 1}, []ev{
+			add(1), res(1, 1, 0.5, Continue), res(1, 2, 0.5, Continue), fail(1),
+			add(2), res(2, 1, 0.9, Continue),
+			add(1), res(1, 2, 0.4, Continue), end(1),
+			res(2, 2, 0.9, Stop).at(2).cut(0.4).why("of the 1 completed trials"),
+		}},
+		{"wilcoxon: the best completed", Config{Kind: "wilcoxon"}, wilcoxon},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			play(t, mustNew(t, tt.cfg, Env{Metric: "loss"}), tt.events)
+		})
+	}
+}
+
+// TestPrunerSnapshotKeepsAFailure restores a snapshot taken between
+// OnTrialFailed and OnTrialEnd: the restored pruner does not count the
+// trial when it ends. A snapshot from before failures were told apart,
+// without the field, restores as it was, its completed trials counted.
+func TestPrunerSnapshotKeepsAFailure(t *testing.T) {
+	cfg := Config{Kind: "percentile", Percentile: 50, StartupTrials: 1}
+	first := mustNew(t, cfg, Env{Metric: "loss"})
+	play(t, first, []ev{add(1), res(1, 1, 0.1, Continue)})
+	first.(FailureObserver).OnTrialFailed(1)
+	data, err := first.(Snapshotter).Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := mustNew(t, cfg, Env{Metric: "loss"})
+	if err := restored.(Snapshotter).Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	play(t, restored, []ev{end(1), add(2), res(2, 1, 0.9, Continue)})
+
+	old := mustNew(t, cfg, Env{Metric: "loss"})
+	if err := old.(Snapshotter).Restore([]byte(`{"trials":{"1":{"times":[1],"scores":[0.5],"judged":1,"ended":true}},"completed":[1]}`)); err != nil {
+		t.Fatal(err)
+	}
+	play(t, old, []ev{add(2), res(2, 1, 0.6, Stop).at(1).cut(0.5).why("of the 1 completed trials")})
+}

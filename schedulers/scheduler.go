@@ -143,7 +143,8 @@ type Result struct {
 //     that trial at once;
 //   - OnTrialEnd once a trial has ended (completed, failed,
 //     stopped, or still paused when the experiment ends) — never for a
-//     pause or a restart;
+//     pause or a restart. A scheduler that also implements FailureObserver
+//     is told first, by OnTrialFailed, when the trial failed;
 //   - Next after every other call and whenever room frees up, until it
 //     returns false; a trial is resumed or a new one started only through it
 //     (the loop starts a new trial when Next has nothing to resume).
@@ -170,6 +171,20 @@ type Scheduler interface {
 	// Next returns the next order about a paused trial, or false when there
 	// is none now. An order to resume is allowed only when c.CanResume.
 	Next(c Capacity) (Order, bool)
+}
+
+// FailureObserver is implemented by schedulers that tell a trial that
+// failed (it ended with an error and is recorded ERROR: its training
+// function returned one, or a worker died) from one that ended otherwise: the tuner calls OnTrialFailed just before
+// OnTrialEnd for such a trial, live and when a resumed experiment makes
+// the recorded calls again. A scheduler without it hears OnTrialEnd alone,
+// however the trial ended. A failed trial that tuner.WithRerunFailed runs
+// again is added again (see Scheduler) and, if it then ends without
+// failing, has not failed. Optuna's pruners implement it: like Optuna,
+// they count a failed trial neither as completed nor as a reference.
+type FailureObserver interface {
+	// OnTrialFailed is told that trial failed; OnTrialEnd follows.
+	OnTrialFailed(trial int)
 }
 
 // Snapshotter is implemented by schedulers whose state can be saved and

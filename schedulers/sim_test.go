@@ -334,6 +334,15 @@ func (r *reloading) OnResult(res schedulers.Result) schedulers.Decision {
 	return r.s.OnResult(res)
 }
 func (r *reloading) OnTrialEnd(n int) { r.reload(); r.s.OnTrialEnd(n) }
+
+// OnTrialFailed forwards to a scheduler that tells failures apart, so
+// that a snapshot falls between it and OnTrialEnd too.
+func (r *reloading) OnTrialFailed(n int) {
+	r.reload()
+	if f, ok := r.s.(schedulers.FailureObserver); ok {
+		f.OnTrialFailed(n)
+	}
+}
 func (r *reloading) Next(c schedulers.Capacity) (schedulers.Order, bool) {
 	r.reload()
 	return r.s.Next(c)

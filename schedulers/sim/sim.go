@@ -2,11 +2,11 @@
 // simulated clock: a fixed number of workers, trials that train one
 // iteration per clock tick, checkpoints and PBT's checkpoint copies as
 // in-memory state. It follows the loop contract that Scheduler documents
-// (OnTrialAdd, OnResult, OnTrialEnd, and Next after every event), so it is
-// both the test harness of the built-in schedulers and a reference for
-// the tuner's loop, and it measures a scheduler's compute on synthetic
-// learning curves (bench/schedulers). It imports schedulers and
-// searchspace only.
+// (OnTrialAdd, OnResult, OnTrialFailed and OnTrialEnd, and Next after
+// every event), so it is both the test harness of the built-in schedulers
+// and a reference for the tuner's loop, and it measures a scheduler's
+// compute on synthetic learning curves (bench/schedulers). It imports
+// schedulers and searchspace only.
 package sim
 
 import (
@@ -331,9 +331,14 @@ func (m *sim) restart(t *trial, e *schedulers.Exploit) error {
 	return nil
 }
 
+// end ends t with status s, telling a scheduler that implements
+// schedulers.FailureObserver first when t failed, as the tuner does.
 func (m *sim) end(t *trial, s Status) {
 	t.Status = s
 	m.free++
+	if f, ok := m.s.(schedulers.FailureObserver); ok && s == Failed {
+		f.OnTrialFailed(t.Number)
+	}
 	m.s.OnTrialEnd(t.Number)
 }
 
