@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -71,7 +72,7 @@ func TestRerunFailedTrialKeepsItsPlaceInTheScheduler(t *testing.T) {
 		{"asha-promote-2-brackets", schedulers.Config{Kind: "asha", Mode: "promote", TimeAttr: "epoch", MaxT: 9, GracePeriod: 1, ReductionFactor: 3, Brackets: 2}, checkASHA},
 		{"hyperband", schedulers.Config{Kind: "hyperband", TimeAttr: "epoch", MaxT: 9, ReductionFactor: 3}, checkHyperBand},
 		{"median", schedulers.Config{Kind: "median", TimeAttr: "epoch", GracePeriod: 2, MinSamplesRequired: 2}, checkHistory},
-		{"percentile", schedulers.Config{Kind: "percentile", TimeAttr: "epoch", Percentile: 50, StartupTrials: 1}, checkHistory},
+		{"percentile", schedulers.Config{Kind: "percentile", TimeAttr: "epoch", Percentile: 50, StartupTrials: 1}, checkPrunerHistory},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -197,5 +198,102 @@ func checkHistory(t *testing.T, snapshot []byte) {
 	}
 	if got, want := st.Trials[1].Times, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9}; !reflect.DeepEqual(got, want) {
 		t.Errorf("trial 1's history has times %v, want %v", got, want)
+	}
+}
+
+// checkPrunerHistory checks a pruner's snapshot as checkHistory does,
+// and that trial 1, which failed, then completed once rerun, counts as
+// completed once.
+func checkPrunerHistory(t *testing.T, snapshot []byte) {
+	t.Helper()
+	checkHistory(t, snapshot)
+	var st struct {
+		Trials    map[int]struct{ Failed bool }
+		Completed []int
+	}
+	if err := json.Unmarshal(snapshot, &st); err != nil {
+		t.Fatal(err)
+	}
+	ones := 0
+	for _, n := range st.Completed {
+		if n == 1 {
+			ones++
+		}
+	}
+	if ones != 1 || st.Trials[1].Failed {
+		t.Errorf("trial 1 is completed %d times, failed %v; want once, not failed: %s", ones, st.Trials[1].Failed, snapshot)
+	}
+}
+
+// TestAFailedTrialIsNotCompletedForThePruner fails trial 1, the optimum,
+// after epoch 5 of a sweep under the percentile pruner with one startup
+// trial. As in Optuna, a failed trial has not completed: trial 2 has no
+// completed trial to be measured against and runs to the end, where
+// counting trial 1 would stop it at its first epoch against trial 1's
+// partial curve. A second sweep, interrupted once trial 2 has reported
+// twice and resumed, replays the scheduler's inputs and must decide alike
+// and rebuild the same pruner.
+func TestAFailedTrialIsNotCompletedForThePruner(t *testing.T) {
+	sweep := func(t *testing.T, cfg Config, reports int64) ([]byte, *Result) {
+		t.Helper()
+		var failing atomic.Bool
+		failing.Store(true)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		obs := &cancelAfter{cancel: cancel}
+		obs.n.Store(reports)
+		tu, err := New(cfg, WithTrainFunc(failingCurve(&failing)), WithObserver(obs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tu.Fit(ctx)
+		if reports > 0 {
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("a run cancelled after %d reports: %v", reports, err)
+			}
+			return nil, nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		snapshot, err := tu.scheduler.(schedulers.Snapshotter).Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snapshot, res
+	}
+	newConfig := func(t *testing.T) Config {
+		cfg := curveSweep(t, "failed", schedulers.Config{Kind: "percentile", TimeAttr: "epoch", Percentile: 50, StartupTrials: 1})
+		cfg.Search.PointsToEvaluate = []map[string]any{{"x": 0.3}}
+		return cfg
+	}
+
+	want, wantResult := sweep(t, newConfig(t), 0)
+	trials := wantResult.Trials
+	if trials[0].Status != storage.TrialError || trials[0].Iterations != 5 {
+		t.Fatalf("trial 1 is %s at iteration %d, want ERROR at 5", trials[0].Status, trials[0].Iterations)
+	}
+	if trials[1].Status != storage.TrialTerminated || trials[1].Iterations != 9 {
+		t.Errorf("trial 2 is %s at iteration %d, want TERMINATED at 9: no trial had completed before it", trials[1].Status, trials[1].Iterations)
+	}
+	var st struct {
+		Trials    map[int]struct{ Failed bool }
+		Completed []int
+	}
+	if err := json.Unmarshal(want, &st); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(st.Completed, 1) || !st.Trials[1].Failed {
+		t.Errorf("the pruner counts trial 1 completed (%v) or not failed (%v): %s", st.Completed, st.Trials[1].Failed, want)
+	}
+
+	resumed := newConfig(t)
+	sweep(t, resumed, 7)
+	got, gotResult := sweep(t, resumed, 0)
+	if g, w := outcomes(gotResult), outcomes(wantResult); g != w {
+		t.Errorf("interrupted and resumed:\n%s\nan undisturbed sweep:\n%s", g, w)
+	}
+	if string(got) != string(want) {
+		t.Errorf("the resumed sweep rebuilt another pruner:\n%s\nthe undisturbed sweep's:\n%s", got, want)
 	}
 }
