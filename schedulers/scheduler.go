@@ -175,9 +175,10 @@ type Scheduler interface {
 
 // FailureObserver is implemented by schedulers that tell a trial that
 // failed (it ended with an error and is recorded ERROR: its training
-// function returned one, or a worker died) from one that ended otherwise: the tuner calls OnTrialFailed just before
-// OnTrialEnd for such a trial, live and when a resumed experiment makes
-// the recorded calls again. A scheduler without it hears OnTrialEnd alone,
+// function returned one, or a worker died) from one that ended
+// otherwise: the tuner calls OnTrialFailed just before OnTrialEnd for
+// such a trial, live and when a resumed experiment makes the recorded
+// calls again. A scheduler without it hears OnTrialEnd alone,
 // however the trial ended. A failed trial that tuner.WithRerunFailed runs
 // again is added again (see Scheduler) and, if it then ends without
 // failing, has not failed. Optuna's pruners implement it: like Optuna,
