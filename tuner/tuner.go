@@ -387,9 +387,9 @@ type ObjectiveMissingError struct {
 
 func (e *ObjectiveMissingError) Error() string {
 	if len(e.Seen) == 0 {
-		return fmt.Sprintf("%v %q: no trial reported anything (a command reports with \"@gotune {...}\" lines on stdout)", ErrObjectiveNeverReported, e.Metric)
+		return fmt.Sprintf("%v %q: no trial reported anything (a command reports with \"@gotune {...}\" lines on stdout, or a [trainer.metrics] section reads an unchanged script's output or files)", ErrObjectiveNeverReported, e.Metric)
 	}
-	return fmt.Sprintf("%v %q; the reports carried %s: check [objective] metric", ErrObjectiveNeverReported, e.Metric, strings.Join(e.Seen, ", "))
+	return fmt.Sprintf("%v %q; the reports carried %s: check [objective] metric, and for an unchanged script the [trainer.metrics] section that reads it", ErrObjectiveNeverReported, e.Metric, strings.Join(e.Seen, ", "))
 }
 
 func (e *ObjectiveMissingError) Unwrap() error { return ErrObjectiveNeverReported }

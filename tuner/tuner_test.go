@@ -341,7 +341,7 @@ func TestFitFailsWhenNoTrialReportsTheObjective(t *testing.T) {
 	if !errors.Is(err, ErrObjectiveNeverReported) || !errors.As(err, &me) || res == nil || len(res.Trials) != 2 {
 		t.Fatalf("Fit: %v, %v", res, err)
 	}
-	if want := `no trial reported the objective "val_loss"; the reports carried loss, step: check [objective] metric`; err.Error() != want {
+	if want := `no trial reported the objective "val_loss"; the reports carried loss, step: check [objective] metric, and for an unchanged script the [trainer.metrics] section that reads it`; err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
 	}
 }
@@ -361,7 +361,7 @@ func TestFitStopsOnceTheFirstTrialsLackTheObjective(t *testing.T) {
 	if !errors.As(err, &me) || res == nil {
 		t.Fatalf("Fit: %v, %v", res, err)
 	}
-	if want := `no trial reported the objective "val_loss"; the reports carried loss, step: check [objective] metric`; err.Error() != want {
+	if want := `no trial reported the objective "val_loss"; the reports carried loss, step: check [objective] metric, and for an unchanged script the [trainer.metrics] section that reads it`; err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
 	}
 	// Two trials ended; a third may have started meanwhile.
