@@ -330,10 +330,11 @@ func TestTrialAPI(t *testing.T) {
 		}
 		got = append(got, s)
 	}
+	// Its workers, recorded RUNNING, show INTERRUPTED as well.
 	want := []string{
-		"rank 0 node0 RUNNING pid 100 rate 10 straggler false gpu 0 87% 2", // the latest sample
-		"rank 1 node0 RUNNING pid 101 rate 9.5 straggler false gpu 1 80% 3",
-		"rank 2 node0 RUNNING pid 102 rate 4 straggler true",
+		"rank 0 node0 INTERRUPTED pid 100 rate 10 straggler false gpu 0 87% 2", // the latest sample
+		"rank 1 node0 INTERRUPTED pid 101 rate 9.5 straggler false gpu 1 80% 3",
+		"rank 2 node0 INTERRUPTED pid 102 rate 4 straggler true",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("workers:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
