@@ -236,9 +236,7 @@ func (l *loop) startTrials(ctx context.Context) {
 			l.exhausted = true
 			msg := fmt.Sprintf("the searcher has no more configurations: the sweep ends after %d of its %d trials (a finite space is tried without repeats unless search.allow_repeats is set)", number-1, trials)
 			l.record(l.t.db.AddEvent(ctx, l.exp.ID, 0, EventSearchExhausted, msg, map[string]int{"trials": number - 1, "planned": trials}))
-			if o, ok := l.t.observer.(NoticeObserver); ok {
-				o.OnNotice(msg)
-			}
+			l.t.notify(msg)
 			break
 		}
 		if err != nil {

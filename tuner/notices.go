@@ -54,9 +54,7 @@ func (t *Tuner) tellNotices(ctx context.Context, expID int64) error {
 		if err := t.db.AddEvent(ctx, expID, 0, EventConfigNotice, msg, nil); err != nil {
 			return err
 		}
-		if o, ok := t.observer.(NoticeObserver); ok {
-			o.OnNotice(msg)
-		}
+		t.notify(msg)
 	}
 	return nil
 }

@@ -207,9 +207,11 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 			// restarts.
 			tr.schedulerEnded = false
 			l.addTrialFrom(rec.Number, tr.config, tr.iterations)
-			if err := t.db.RestartTrial(ctx, rec.ID(), tr.iterations, "rerun of the failed trial "+restartPoint(tr)); err != nil {
+			why := "rerun of the failed trial " + restartPoint(tr)
+			if err := t.db.RestartTrial(ctx, rec.ID(), tr.iterations, why); err != nil {
 				return err
 			}
+			t.notify(fmt.Sprintf("trial %d: %s", rec.Number, why))
 			l.launch(ctx, tr)
 		case finished(rec.Status):
 			if !f.ended {
@@ -242,9 +244,11 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		}
 	}
 	for _, tr := range interrupted {
-		if err := t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, "the experiment was resumed; the trial restarts "+restartPoint(tr)); err != nil {
+		why := "the experiment was resumed; the trial restarts " + restartPoint(tr)
+		if err := t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, why); err != nil {
 			return err
 		}
+		t.notify(fmt.Sprintf("trial %d: %s", tr.number, why))
 		tr.restarts++
 		// PENDING until its group has its workers again (managerPlacer).
 		if err := t.db.SetTrialStatus(ctx, tr.record.ID(), storage.TrialPending); err != nil {

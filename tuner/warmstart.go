@@ -92,9 +92,7 @@ func (t *Tuner) warmStart(ctx context.Context, exp *storage.Experiment, resumed 
 		if err := t.db.AddEvent(ctx, exp.ID, 0, eventWarmStart, msg, data); err != nil {
 			return err
 		}
-		if o, ok := t.observer.(NoticeObserver); ok {
-			o.OnNotice(msg)
-		}
+		t.notify(msg)
 	}
 	if err := search.WarmStart(t.searcher, priors); err != nil {
 		return &ConfigError{Key: "search.warm_start", Err: err}
@@ -108,6 +106,13 @@ func (t *Tuner) warmStart(ctx context.Context, exp *storage.Experiment, resumed 
 type NoticeObserver interface {
 	Observer
 	OnNotice(msg string)
+}
+
+// notify tells msg to the observer, when it is a NoticeObserver.
+func (t *Tuner) notify(msg string) {
+	if o, ok := t.observer.(NoticeObserver); ok {
+		o.OnNotice(msg)
+	}
 }
 
 // priorTrials reads the trials of experiment name that the searcher can

@@ -286,8 +286,12 @@ command = ["sh", %q, %q]
 		t.Errorf("gotune trials --status RUNNING lists the interrupted trial:\n%s", out)
 	}
 
-	if out, err := gotune(t, "run", "--db", db, sweep).CombinedOutput(); err != nil {
-		t.Fatalf("the run after the kill: %v\n%s", err, out)
+	rerun, err := gotune(t, "run", "--db", db, sweep).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the run after the kill: %v\n%s", err, rerun)
+	}
+	if want := "trial 1: the experiment was resumed; the trial restarts"; !strings.Contains(string(rerun), want) {
+		t.Errorf("the run after the kill does not say %q:\n%s", want, rerun)
 	}
 	all := readPIDs()
 	for _, pid := range all {

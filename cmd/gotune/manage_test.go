@@ -65,6 +65,7 @@ command = ["sh", "-c", "echo \"@gotune {\\\"loss\\\": $1}\"; test ! -e %s", "sh"
 		args     []string
 		code     int
 		inStderr []string
+		inStdout []string
 		statuses string
 	}{
 		{name: "every trial fails", before: func() { write(2, "{ uniform = [0, 1] }") },
@@ -73,7 +74,9 @@ command = ["sh", "-c", "echo \"@gotune {\\\"loss\\\": $1}\"; test ! -e %s", "sh"
 			inStderr: []string{"has already ended (FAILED)", "gotune run --rerun-failed " + sweep, "gotune run --restart " + sweep, "gotune rm --db " + db + " manage"},
 			statuses: "1:ERROR:0 2:ERROR:0"},
 		{name: "the failed trials rerun", before: func() { os.Remove(broken) },
-			args: []string{"run", "--rerun-failed", "--db", db, sweep}, statuses: "1:TERMINATED:1 2:TERMINATED:1"},
+			args:     []string{"run", "--rerun-failed", "--db", db, sweep},
+			inStdout: []string{"trial 1: rerun of the failed trial from scratch", "trial 2: rerun of the failed trial from scratch"},
+			statuses: "1:TERMINATED:1 2:TERMINATED:1"},
 		{name: "a larger num_samples", before: func() { write(4, "{ uniform = [0, 1] }") },
 			args: []string{"run", "--db", db, sweep}, statuses: "1:TERMINATED:1 2:TERMINATED:1 3:TERMINATED:0 4:TERMINATED:0"},
 		{name: "a changed space", before: func() { write(4, "{ uniform = [0, 2] }") },
@@ -98,6 +101,11 @@ command = ["sh", "-c", "echo \"@gotune {\\\"loss\\\": $1}\"; test ! -e %s", "sh"
 		for _, want := range s.inStderr {
 			if !strings.Contains(stderr, want) {
 				t.Errorf("%s: stderr lacks %q:\n%s", s.name, want, stderr)
+			}
+		}
+		for _, want := range s.inStdout {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%s: stdout lacks %q:\n%s", s.name, want, stdout)
 			}
 		}
 		if got := statuses(); got != s.statuses {
