@@ -274,12 +274,24 @@ func (p *pruner) wilcoxon(self int, t *prunerTrial, time float64, at string) Dec
 		return Decision{Action: Continue}
 	}
 	pv := wilcoxonGreater(diffs)
-	if pv >= p.c.PThreshold {
+	if pv >= p.c.PThreshold || t.mean() <= refScore {
+		// Optuna's safety: a trial whose scores so far average no worse
+		// than the best completed trial's final score goes on, however
+		// the test comes out.
 		return Decision{Action: Continue}
 	}
 	d := Decision{Rung: time, Reason: fmt.Sprintf("stopped %s: over the %d times both reported, its %s is worse than trial %d's, the best completed, by a Wilcoxon signed-rank test (p = %s < p_threshold %s)",
 		at, len(diffs), p.v.metric, refN, num(pv), num(p.c.PThreshold))}
 	return p.stop(t, d)
+}
+
+// mean is the average of the trial's scores so far.
+func (t *prunerTrial) mean() float64 {
+	sum := 0.0
+	for _, x := range t.Scores {
+		sum += float64(x)
+	}
+	return sum / float64(len(t.Scores))
 }
 
 // OnTrialFailed implements FailureObserver: the trial will not count as

@@ -3,6 +3,7 @@ package schedulers
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -215,6 +216,31 @@ func TestPrunerRerunOfAFailedTrial(t *testing.T) {
 		// Trial 2 has not completed: trial 1 alone sets the cutoff at 2.
 		add(3), res(3, 1, 0.7, Continue), res(3, 2, 0.6, Stop).at(2).cut(0.5).why("of the 1 completed trials"),
 	})
+}
+
+// TestWilcoxonPrunerSparesATrialWhoseAverageIsBest is Optuna's
+// test_wilcoxon_pruner_if_average_is_best_then_not_prune in gotune's
+// terms: a trial worse than the best completed one at every step (p far
+// below p_threshold 0.5) goes on while the average of its scores so far
+// is no worse than that trial's final score, 4, and stops at the first
+// step where it is: the 17th, (10·1 + 7·9)/17 ≈ 4.29.
+func TestWilcoxonPrunerSparesATrialWhoseAverageIsBest(t *testing.T) {
+	s := mustNew(t, Config{Kind: "wilcoxon", PThreshold: 0.5}, Env{Metric: "loss"})
+	best := append(append(slices.Repeat([]float64{0}, 10), slices.Repeat([]float64{8}, 9)...), 4)
+	events := []ev{add(1)}
+	for i, x := range best {
+		events = append(events, res(1, float64(i+1), x, Continue))
+	}
+	events = append(events, end(1), add(2))
+	for i := range 16 {
+		x := 1.0
+		if i >= 10 {
+			x = 9
+		}
+		events = append(events, res(2, float64(i+1), x, Continue))
+	}
+	events = append(events, res(2, 17, 9, Stop).at(17).why("worse than trial 1's, the best completed"))
+	play(t, s, events)
 }
 
 // TestPrunersDoNotCountAFailedTrial fails a trial that reported the best
