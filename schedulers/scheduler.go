@@ -188,6 +188,16 @@ type FailureObserver interface {
 	OnTrialFailed(trial int)
 }
 
+// EndTrial tells s that trial ended, and first, when it failed and s is a
+// FailureObserver, that it failed: the calls a loop makes when a trial
+// ends.
+func EndTrial(s Scheduler, trial int, failed bool) {
+	if f, ok := s.(FailureObserver); ok && failed {
+		f.OnTrialFailed(trial)
+	}
+	s.OnTrialEnd(trial)
+}
+
 // Snapshotter is implemented by schedulers whose state can be saved and
 // restored, so that an interrupted experiment resumes with the same
 // decisions. Every built-in scheduler implements it.

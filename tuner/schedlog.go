@@ -108,16 +108,7 @@ func (l *loop) trialEnded(tr *trialRun, status, message string) {
 	}
 	tr.schedulerEnded = true
 	l.logInput(tr.number, inputEnd, endInput{Status: status, Error: message})
-	endScheduled(l.t.scheduler, tr.number, status)
-}
-
-// endScheduled tells s that trial ended with status: that it failed
-// first, when it did and s tells failures apart.
-func endScheduled(s schedulers.Scheduler, trial int, status string) {
-	if f, ok := s.(schedulers.FailureObserver); ok && status == storage.TrialError {
-		f.OnTrialFailed(trial)
-	}
-	s.OnTrialEnd(trial)
+	schedulers.EndTrial(l.t.scheduler, tr.number, status == storage.TrialError)
 }
 
 // fate is where a trial stands after a replay of the scheduler's inputs:
@@ -197,7 +188,7 @@ func (l *loop) replaySchedule(ctx context.Context, st *storage.ResumeState) (map
 			if err := json.Unmarshal(in.Data, &e); err != nil {
 				return nil, fmt.Errorf("scheduler input %d: %w", in.Seq, err)
 			}
-			endScheduled(t.scheduler, in.Trial, e.Status)
+			schedulers.EndTrial(t.scheduler, in.Trial, e.Status == storage.TrialError)
 			f.ended, f.endStatus, f.endError = true, e.Status, e.Error
 			l.trials[in.Trial].schedulerEnded = true
 		}

@@ -331,15 +331,12 @@ func (m *sim) restart(t *trial, e *schedulers.Exploit) error {
 	return nil
 }
 
-// end ends t with status s, telling a scheduler that implements
-// schedulers.FailureObserver first when t failed, as the tuner does.
+// end ends t with status s, telling the scheduler as the tuner does
+// (schedulers.EndTrial).
 func (m *sim) end(t *trial, s Status) {
 	t.Status = s
 	m.free++
-	if f, ok := m.s.(schedulers.FailureObserver); ok && s == Failed {
-		f.OnTrialFailed(t.Number)
-	}
-	m.s.OnTrialEnd(t.Number)
+	schedulers.EndTrial(m.s, t.Number, s == Failed)
 }
 
 // item is a trial whose current iteration finishes at clock.
