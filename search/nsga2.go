@@ -118,14 +118,9 @@ func (s *NSGA2) Suggest(trial int) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, replaced, err := s.suggested.claim(cfg, r)
+	cfg, xs, err = s.suggested.claimModelled(cfg, xs, s.params, r, "nsga2")
 	if err != nil {
 		return nil, err
-	}
-	if replaced {
-		if xs, err = modelValues(s.params, cfg); err != nil {
-			return nil, fmt.Errorf("nsga2: %w", err)
-		}
 	}
 	s.pending[trial] = xs
 	return cfg, nil

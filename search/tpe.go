@@ -342,14 +342,9 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 		t.prune(cfg, xs)
 	}
 	// Where every candidate was suggested before: one that was not, at random.
-	cfg, replaced, err := t.suggested.claim(cfg, r)
+	cfg, xs, err := t.suggested.claimModelled(cfg, xs, t.params, r, "tpe")
 	if err != nil {
 		return nil, err
-	}
-	if replaced {
-		if xs, err = modelValues(t.params, cfg); err != nil {
-			return nil, fmt.Errorf("tpe: %w", err)
-		}
 	}
 	t.pending[trial] = xs
 	return cfg, nil

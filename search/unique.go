@@ -128,6 +128,20 @@ func (s *configSet) claim(cfg map[string]any, r *rand.Rand) (claimed map[string]
 	return cfg, replaced, nil
 }
 
+// claimModelled is claim for a searcher that models configurations as
+// params' values: xs, cfg's model-space values, become the replacement's
+// when claim replaces cfg. name prefixes an error of the replacement's.
+func (s *configSet) claimModelled(cfg map[string]any, xs []float64, params []tpeParam, r *rand.Rand, name string) (map[string]any, []float64, error) {
+	cfg, replaced, err := s.claim(cfg, r)
+	if err != nil || !replaced {
+		return cfg, xs, err
+	}
+	if xs, err = modelValues(params, cfg); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return cfg, xs, nil
+}
+
 // unseen returns a configuration not suggested before, drawn at random
 // from the space, and false when every configuration was suggested. It
 // draws up to unseenDraws configurations, then lists the space (at most
