@@ -264,15 +264,7 @@ func BenchmarkBOHBSuggest(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			random := NewRandomSearch(space, 0)
-			for trial := 1; trial <= n; trial++ {
-				cfg, err := random.Suggest(trial)
-				if err == nil {
-					err = s.Replay(trial, cfg)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
+			replayRandom(b, s, space, n, func(trial int, cfg map[string]any) {
 				v := overheadScore(cfg)
 				var last *Observation
 				for i, budget := range budgets {
@@ -283,7 +275,7 @@ func BenchmarkBOHBSuggest(b *testing.B) {
 					s.OnResult(trial, *last)
 				}
 				s.OnTrialEnd(trial, TrialEnd{Status: TrialStopped, Last: last})
-			}
+			})
 			trial := n
 			for b.Loop() {
 				trial++

@@ -343,6 +343,15 @@ func tpeWithHistory(b *testing.B, n int) *TPE {
 	if err != nil {
 		b.Fatal(err)
 	}
+	replayRandom(b, s, space, n, func(trial int, cfg map[string]any) {
+		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: overheadScore(cfg)}})
+	})
+	return s
+}
+
+// replayRandom replays trials 1 to n of a random search of space into s,
+// then hands each to ran, which tells s how it ran.
+func replayRandom(b *testing.B, s Replayer, space *searchspace.Space, n int, ran func(trial int, cfg map[string]any)) {
 	random := NewRandomSearch(space, 0)
 	for trial := 1; trial <= n; trial++ {
 		cfg, err := random.Suggest(trial)
@@ -352,9 +361,8 @@ func tpeWithHistory(b *testing.B, n int) *TPE {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: overheadScore(cfg)}})
+		ran(trial, cfg)
 	}
-	return s
 }
 
 // BenchmarkTPESuggest times one suggestion after a history of 1,000,
