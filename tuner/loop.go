@@ -235,8 +235,7 @@ func (l *loop) startTrials(ctx context.Context) {
 		if errors.Is(err, search.ErrExhausted) {
 			l.exhausted = true
 			msg := fmt.Sprintf("the searcher has no more configurations: the sweep ends after %d of its %d trials (a finite space is tried without repeats unless search.allow_repeats is set)", number-1, trials)
-			l.record(l.t.db.AddEvent(ctx, l.exp.ID, 0, EventSearchExhausted, msg, map[string]int{"trials": number - 1, "planned": trials}))
-			l.t.notify(msg)
+			l.record(l.t.announce(ctx, l.exp.ID, EventSearchExhausted, msg, map[string]int{"trials": number - 1, "planned": trials}))
 			break
 		}
 		if err != nil {

@@ -51,10 +51,9 @@ func varies(space *searchspace.Space) bool {
 // and tells a NoticeObserver.
 func (t *Tuner) tellNotices(ctx context.Context, expID int64) error {
 	for _, msg := range append(t.cfg.Notices(), t.sharedGPUNotice()...) {
-		if err := t.db.AddEvent(ctx, expID, 0, EventConfigNotice, msg, nil); err != nil {
+		if err := t.announce(ctx, expID, EventConfigNotice, msg, nil); err != nil {
 			return err
 		}
-		t.notify(msg)
 	}
 	return nil
 }

@@ -89,10 +89,9 @@ func (t *Tuner) warmStart(ctx context.Context, exp *storage.Experiment, resumed 
 		}
 	} else {
 		msg := data.summary()
-		if err := t.db.AddEvent(ctx, exp.ID, 0, eventWarmStart, msg, data); err != nil {
+		if err := t.announce(ctx, exp.ID, eventWarmStart, msg, data); err != nil {
 			return err
 		}
-		t.notify(msg)
 	}
 	if err := search.WarmStart(t.searcher, priors); err != nil {
 		return &ConfigError{Key: "search.warm_start", Err: err}
@@ -113,6 +112,16 @@ func (t *Tuner) notify(msg string) {
 	if o, ok := t.observer.(NoticeObserver); ok {
 		o.OnNotice(msg)
 	}
+}
+
+// announce records msg as an event of kind of experiment expID, with
+// data, and tells it to the observer (notify).
+func (t *Tuner) announce(ctx context.Context, expID int64, kind, msg string, data any) error {
+	if err := t.db.AddEvent(ctx, expID, 0, kind, msg, data); err != nil {
+		return err
+	}
+	t.notify(msg)
+	return nil
 }
 
 // priorTrials reads the trials of experiment name that the searcher can
