@@ -412,30 +412,58 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 // are there); and, less coarse than a median on tables with few distinct
 // regrets, the share of pairs of runs (one at once, one one at a time,
 // of the same table) in which the run at once is ahead, ties counting
-// half, over every table.
+// half, over every table. Where Optuna's runs with constant liar are
+// there at this setting and one at a time, it also prints the same two
+// figures for them against their own one at a time
+// (optuna_liar_behind_own_k1, optuna_liar_win_share_vs_own_k1): how far
+// the goal of keeping one-at-a-time quality with trials at once is from
+// what the peer reaches.
 func printTabularGoals(o options, out *json.Encoder, tables []table, runs map[string][]tabularRun) {
 	for _, ps := range tabularSettings[1:] {
 		for _, c := range o.tabularCheckpoints {
-			behindK1, behindLiar := []string{}, []string{}
-			share := 0.0
-			for _, tb := range tables {
-				at := regretsAt(runs["gotune_tpe/"+tb.Name+"/"+ps.String()], c)
-				k1 := regretsAt(runs["gotune_tpe/"+tb.Name+"/k1"], c)
-				if median(at) > median(k1) {
-					behindK1 = append(behindK1, tb.Name)
-				}
-				if liar := runs["optuna_tpe_liar/"+tb.Name+"/"+ps.String()]; len(liar) > 0 && median(at) > median(regretsAt(liar, c)) {
-					behindLiar = append(behindLiar, tb.Name)
-				}
-				share += winShare(at, k1) / float64(len(tables))
-			}
-			out.Encode(map[string]any{
+			line := map[string]any{
 				"bench": "search", "figure": "tabular_goals", "setting": ps.String(), "trials": c,
 				"seeds": o.tabularSeeds, "first_seed": o.firstSeed, "tables": len(tables),
-				"behind_k1": behindK1, "behind_optuna_liar": behindLiar, "win_share_vs_k1": round(share),
-			})
+			}
+			behindK1, share := behindOwnK1(runs, "gotune_tpe", tables, ps, c)
+			line["behind_k1"], line["win_share_vs_k1"] = behindK1, round(share)
+			behindLiar := []string{}
+			peer := true
+			for _, tb := range tables {
+				at := regretsAt(runs["gotune_tpe/"+tb.Name+"/"+ps.String()], c)
+				liar := runs["optuna_tpe_liar/"+tb.Name+"/"+ps.String()]
+				peer = peer && len(liar) > 0 && len(runs["optuna_tpe_liar/"+tb.Name+"/k1"]) > 0
+				if len(liar) > 0 && median(at) > median(regretsAt(liar, c)) {
+					behindLiar = append(behindLiar, tb.Name)
+				}
+			}
+			line["behind_optuna_liar"] = behindLiar
+			if peer {
+				behind, share := behindOwnK1(runs, "optuna_tpe_liar", tables, ps, c)
+				line["optuna_liar_behind_own_k1"], line["optuna_liar_win_share_vs_own_k1"] = behind, round(share)
+			}
+			out.Encode(line)
 		}
 	}
+}
+
+// behindOwnK1 returns the tables on which system's median regret after c
+// trials at setting ps is behind its own one trial at a time, and the
+// share of pairs of runs (one at ps, one one at a time, of the same
+// table) in which the run at ps is ahead, ties counting half, averaged
+// over the tables.
+func behindOwnK1(runs map[string][]tabularRun, system string, tables []table, ps pendingSetting, c int) ([]string, float64) {
+	behind := []string{}
+	share := 0.0
+	for _, tb := range tables {
+		at := regretsAt(runs[system+"/"+tb.Name+"/"+ps.String()], c)
+		k1 := regretsAt(runs[system+"/"+tb.Name+"/k1"], c)
+		if median(at) > median(k1) {
+			behind = append(behind, tb.Name)
+		}
+		share += winShare(at, k1) / float64(len(tables))
+	}
+	return behind, share
 }
 
 // regretsAt returns each run's regret after c trials (after its last,

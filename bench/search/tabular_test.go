@@ -30,3 +30,24 @@ func TestRegretsAtAnExhaustedRun(t *testing.T) {
 		t.Errorf("regretsAt(…, 3) = %v, want [1 4]: a run that ended sooner keeps its last regret", got)
 	}
 }
+
+func TestBehindOwnK1(t *testing.T) {
+	tables := []table{{Name: "a"}, {Name: "b"}}
+	runs := map[string][]tabularRun{
+		// On a, the runs at once have median 2 against 1 one at a time:
+		// behind, and ahead in none of the 4 pairs (one tie at 1).
+		"s/a/sync8": {{regret: []float64{2}}, {regret: []float64{1}}, {regret: []float64{3}}},
+		"s/a/k1":    {{regret: []float64{1}}},
+		// On b, median 0 against 1: not behind, ahead in every pair.
+		"s/b/sync8": {{regret: []float64{0}}},
+		"s/b/k1":    {{regret: []float64{1}}, {regret: []float64{1}}},
+	}
+	behind, share := behindOwnK1(runs, "s", tables, pendingSetting{k: 8}, 1)
+	if len(behind) != 1 || behind[0] != "a" {
+		t.Errorf("behind = %v, want [a]", behind)
+	}
+	// a: 0.5/3 of its pairs (the tie); b: all of them; averaged.
+	if want := (0.5/3 + 1) / 2; math.Abs(share-want) > 1e-12 {
+		t.Errorf("share = %v, want %v", share, want)
+	}
+}
