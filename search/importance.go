@@ -117,6 +117,12 @@ func Importance(space *searchspace.Space, trials []ScoredConfig, quantile float6
 	return out, nil
 }
 
+// ImportanceTop is how many of n trials Importance counts as the best
+// quantile of them: at least one.
+func ImportanceTop(n int, quantile float64) int {
+	return max(1, int(math.Ceil(quantile*float64(n))))
+}
+
 // pedDivergence is the Pearson divergence of the distribution of xs among
 // the best quantile of them (by score) from their distribution among
 // all, both as probabilities over the same grid (or choices).
@@ -127,7 +133,7 @@ func pedDivergence(p *tpeParam, xs, scores []float64, quantile float64) float64 
 	}
 	sort.SliceStable(order, func(a, b int) bool { return scores[order[a]] < scores[order[b]] })
 	top := make([]float64, 0, len(xs))
-	for _, i := range order[:max(1, int(math.Ceil(quantile*float64(len(xs)))))] {
+	for _, i := range order[:ImportanceTop(len(xs), quantile)] {
 		top = append(top, xs[i])
 	}
 	var pTop, pAll []float64

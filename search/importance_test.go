@@ -58,3 +58,21 @@ func TestImportance(t *testing.T) {
 		t.Error("quantile 0: no error")
 	}
 }
+
+func TestImportanceTop(t *testing.T) {
+	for _, tt := range []struct {
+		n        int
+		quantile float64
+		want     int
+	}{
+		{12, 0.1, 2}, // 1.2 rounds up
+		{10, 0.1, 1},
+		{8, 0.1, 1},
+		{2, 0.01, 1}, // at least one
+		{5, 1, 5},
+	} {
+		if got := ImportanceTop(tt.n, tt.quantile); got != tt.want {
+			t.Errorf("ImportanceTop(%d, %g) = %d, want %d", tt.n, tt.quantile, got, tt.want)
+		}
+	}
+}

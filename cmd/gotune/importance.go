@@ -76,7 +76,8 @@ func importanceCommand(dbFlag cli.Flag) *cli.Command {
 				return writeJSON(c.App.Writer, ranks)
 			}
 			w := c.App.Writer
-			fmt.Fprintf(w, "importance for %s (%s), best %g of %d trials against all (PED-ANOVA)\n", metric, mode, c.Float64("quantile"), len(scored))
+			q := c.Float64("quantile")
+			fmt.Fprintf(w, "importance for %s (%s): the best %d of %d trials (quantile %g) against all (PED-ANOVA)\n", metric, mode, search.ImportanceTop(len(scored), q), len(scored), q)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "PARAM\tIMPORTANCE\tTRIALS\t")
 			for _, r := range ranks {

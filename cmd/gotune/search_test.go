@@ -216,7 +216,9 @@ dataset = %q
 	if math.Abs(sum-1) > 1e-9 {
 		t.Errorf("shares add up to %g", sum)
 	}
-	if code, out, _ := runCLI("importance", "--db", db, "imp"); code != 0 || !strings.Contains(out, "PARAM") || !strings.Contains(out, ranks[0].Name) {
+	// 8 trials at the default quantile of 0.1: its best 1 (at least one).
+	if code, out, _ := runCLI("importance", "--db", db, "imp"); code != 0 || !strings.Contains(out, "PARAM") || !strings.Contains(out, ranks[0].Name) ||
+		!strings.Contains(out, "the best 1 of 8 trials (quantile 0.1)") {
 		t.Errorf("importance: exit %d\n%s", code, out)
 	}
 	if code, _, errOut := runCLI("importance", "--db", db, "--metric", "val_acc", "imp"); code != 2 || !strings.Contains(errOut, "not an objective") {
