@@ -41,6 +41,9 @@ type ExistsError struct {
 	Name, DB string
 	// Status is the experiment's status.
 	Status string
+	// Failed counts its failed (ERROR) trials, which WithRerunFailed
+	// would run again.
+	Failed int
 	// Changes are the keys that differ, in key order; empty when the
 	// configuration is the experiment's own.
 	Changes []Change
@@ -77,6 +80,11 @@ func (t *Tuner) mayContinue(ctx context.Context, exp *storage.Experiment) error 
 	refuse := &ExistsError{Name: t.cfg.Name, DB: t.db.Path(), Status: exp.Status, Changes: changes}
 	if len(changes) == 0 {
 		if storage.ExperimentEnded(exp.Status) && !t.rerunFailed {
+			counts, err := t.db.StatusCounts(ctx, exp.Name)
+			if err != nil {
+				return err
+			}
+			refuse.Failed = counts[storage.TrialError]
 			return refuse
 		}
 		return nil

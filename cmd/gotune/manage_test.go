@@ -65,13 +65,15 @@ command = ["sh", "-c", "echo \"@gotune {\\\"loss\\\": $1}\"; test ! -e %s", "sh"
 		args     []string
 		code     int
 		inStderr []string
-		inStdout []string
-		statuses string
+		// notInStderr: a hint that would not help here.
+		notInStderr []string
+		inStdout    []string
+		statuses    string
 	}{
 		{name: "every trial fails", before: func() { write(2, "{ uniform = [0, 1] }") },
 			args: []string{"run", "--db", db, sweep}, code: 1, statuses: "1:ERROR:0 2:ERROR:0"},
 		{name: "a plain run again", args: []string{"run", "--db", db, sweep}, code: 2,
-			inStderr: []string{"has already ended (FAILED)", "gotune run --rerun-failed " + sweep, "gotune run --restart " + sweep, "gotune rm --db " + db + " manage"},
+			inStderr: []string{"has already ended (FAILED)", "`gotune run --rerun-failed " + sweep + "` to rerun its 2 failed trials", "gotune run --restart " + sweep, "gotune rm --db " + db + " manage"},
 			statuses: "1:ERROR:0 2:ERROR:0"},
 		{name: "the failed trials rerun", before: func() { os.Remove(broken) },
 			args:     []string{"run", "--rerun-failed", "--db", db, sweep},
@@ -79,6 +81,9 @@ command = ["sh", "-c", "echo \"@gotune {\\\"loss\\\": $1}\"; test ! -e %s", "sh"
 			statuses: "1:TERMINATED:1 2:TERMINATED:1"},
 		{name: "a larger num_samples", before: func() { write(4, "{ uniform = [0, 1] }") },
 			args: []string{"run", "--db", db, sweep}, statuses: "1:TERMINATED:1 2:TERMINATED:1 3:TERMINATED:0 4:TERMINATED:0"},
+		{name: "a plain run of the finished experiment", args: []string{"run", "--db", db, sweep}, code: 2,
+			inStderr: []string{"has already ended (FINISHED)", "raise num_samples", "gotune run --restart " + sweep}, notInStderr: []string{"--rerun-failed"},
+			statuses: "1:TERMINATED:1 2:TERMINATED:1 3:TERMINATED:0 4:TERMINATED:0"},
 		{name: "a changed space", before: func() { write(4, "{ uniform = [0, 2] }") },
 			args: []string{"run", "--db", db, sweep}, code: 2,
 			inStderr: []string{"search.space.x: { uniform = [0.0, 1.0] } → { uniform = [0.0, 2.0] }", "gotune run --restart"},
@@ -101,6 +106,11 @@ command = ["sh", "-c", "echo \"@gotune {\\\"loss\\\": $1}\"; test ! -e %s", "sh"
 		for _, want := range s.inStderr {
 			if !strings.Contains(stderr, want) {
 				t.Errorf("%s: stderr lacks %q:\n%s", s.name, want, stderr)
+			}
+		}
+		for _, unwanted := range s.notInStderr {
+			if strings.Contains(stderr, unwanted) {
+				t.Errorf("%s: stderr has %q:\n%s", s.name, unwanted, stderr)
 			}
 		}
 		for _, want := range s.inStdout {

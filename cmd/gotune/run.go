@@ -168,8 +168,10 @@ func runCommand() *cli.Command {
 func existsHint(e *tuner.ExistsError, path string) string {
 	var ways []string
 	if len(e.Changes) == 0 {
-		ways = append(ways, "raise num_samples in [search] to add trials",
-			fmt.Sprintf("`gotune run --rerun-failed %s` to rerun its failed trials", path))
+		ways = append(ways, "raise num_samples in [search] to add trials")
+		if e.Failed > 0 {
+			ways = append(ways, fmt.Sprintf("`gotune run --rerun-failed %s` to rerun its %s", path, plural(e.Failed, "failed trial")))
+		}
 	}
 	ways = append(ways,
 		fmt.Sprintf("`gotune run --restart %s` to start it over (its results are removed)", path),
