@@ -404,6 +404,10 @@ func (l *loop) onGroupEnd(ctx context.Context, ev event) {
 	}
 	tr.iterations = max(tr.iterations, sum.Iterations)
 	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) && errors.Is(l.err, ErrObjectiveNeverReported):
+		// The sweep ends, FAILED, for want of the objective, which this
+		// trial's reports lack too: nothing is left to resume it for.
+		l.endTrial(ctx, tr, storage.TrialStopped, fmt.Errorf("the sweep ended: %w %q", ErrObjectiveNeverReported, l.t.cfg.Objective.Metric))
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		// Interrupted: the trial stays RUNNING for a resumed run.
 		l.record(l.t.db.AddEvent(context.WithoutCancel(ctx), l.exp.ID, tr.record.ID(), storage.EventInterrupt,

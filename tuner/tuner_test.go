@@ -381,3 +381,57 @@ func TestFitStopsOnceTheFirstTrialsLackTheObjective(t *testing.T) {
 		t.Errorf("experiment %s, want FAILED", exp.Status)
 	}
 }
+
+// The trials still running when a sweep stops for want of the objective
+// end STOPPED, saying why, rather than left RUNNING in a FAILED
+// experiment, with an interrupt event that promises a resume.
+func TestTrialsRunningWhenTheObjectiveIsMissingEndStopped(t *testing.T) {
+	cfg := testConfig(t, 12)
+	cfg.Search.MaxConcurrent = 2
+	cfg.Objective.Metric = "val_loss"
+	// Trials 1 and 2 end at once; trial 3 (started when the first ended)
+	// runs until the sweep stops it.
+	train := func(ctx context.Context, w *trainer.Worker) error {
+		if w.Trial() <= 2 {
+			return quadratic(ctx, w)
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	tu, err := New(cfg, WithTrainFunc(train))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tu.Fit(context.Background()); !errors.Is(err, ErrObjectiveNeverReported) {
+		t.Fatalf("Fit: %v", err)
+	}
+	db, err := storage.OpenReadOnly(cfg.Storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	trials, err := db.Trials(context.Background(), cfg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trials) != 3 {
+		t.Fatalf("%d trials, want 3", len(trials))
+	}
+	for _, tr := range trials[:2] {
+		if tr.Status != storage.TrialTerminated {
+			t.Errorf("trial %d: %s, want TERMINATED", tr.Number, tr.Status)
+		}
+	}
+	if tr := trials[2]; tr.Status != storage.TrialStopped || tr.Error != `the sweep ended: no trial reported the objective "val_loss"` {
+		t.Errorf("trial 3: %s (%q), want STOPPED, saying the sweep ended for want of the objective", tr.Status, tr.Error)
+	}
+	events, err := db.Events(context.Background(), cfg.Name, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Kind == storage.EventInterrupt {
+			t.Errorf("trial 3 has an interrupt event (%q): nothing resumes a FAILED sweep's trial", e.Message)
+		}
+	}
+}
