@@ -29,7 +29,7 @@ const tpeCandidates = 24
 // largest log l(x) − log g(x), the one expected to improve most.
 //
 // It starts from Optuna 3.1's TPESampler and departs from its defaults
-// in three ways. Together they find better optima than Optuna's default
+// in four ways. Together they find better optima than Optuna's default
 // TPE on all three of bench/search's functions (see the README); the
 // first two make the difference:
 //   - Multivariate: an estimator's component is a whole configuration,
@@ -41,6 +41,9 @@ const tpeCandidates = 24
 //     average 1 (the "EI" weighting of Watanabe, "Tree-Structured Parzen
 //     Estimator: Understanding Its Algorithm Components", 2023). The
 //     better a trial, the more candidates come from near it.
+//   - In a finite space without repeats, with one objective, half of
+//     the suggestions are the best trial's most promising untried
+//     neighbour instead of the best draw (see suggestNeighbour).
 //   - Kernel widths follow Optuna's univariate heuristic with
 //     consider_endpoints (each parameter's gap to the neighbouring
 //     values, the domain's bounds included), and a kernel's density has
@@ -337,6 +340,7 @@ func (t *TPE) Suggest(trial int) (map[string]any, error) {
 		}
 	} else {
 		t.suggestJoint(r, cfg, xs)
+		t.suggestNeighbour(r, cfg, xs)
 	}
 	if t.conditional {
 		t.prune(cfg, xs)
@@ -398,6 +402,99 @@ func (t *TPE) suggestJoint(r *rand.Rand, cfg map[string]any, xs []float64) {
 			}
 		}
 	}
+}
+
+// tpeNeighbourShare is the share of suggestions, each trial drawing for
+// itself, that suggestNeighbour may replace with a neighbour of the best
+// trial.
+const tpeNeighbourShare = 0.5
+
+// suggestNeighbour replaces the suggestion in cfg and xs, drawn by
+// suggestJoint, for a share tpeNeighbourShare of trials (drawn from r),
+// with the neighbour of the best finished trial that has
+// the largest log l − log g among those not suggested before, in a
+// finite space without repeats, with one objective and no conditional
+// parameters (BOHB, which draws from widened kernels to explore, keeps
+// its own suggestion). A neighbour differs from the best trial in one
+// parameter: an integer or quantised range's next value up or down, or
+// another of a choice's values; a log-scaled range has none. When every
+// neighbour was suggested, the suggestion stays: the best trial is a
+// local optimum of what was tried, and TPE's own draw goes on from there.
+//
+// TPE's draws from l land near good trials, but on a grid of a few
+// levels the nearest untried configuration is often a step in one
+// parameter, which a product of kernels as wide as the gaps between
+// values rarely draws. In bench/search's seven tabular benchmarks (seeds
+// 0–59, 420 runs per setting) the runs at a table's optimum after 100
+// trials went from 98 to 226 one trial at a time, from 134 to 214 with 8
+// trials at once and from 89 to 117 with 32 (synchronous batches), and
+// after 200 trials from 198 to 274, 239 to 263 and 229 to 234. Replacing
+// every suggestion, instead of half, did about as well one at a time
+// (224 and 278) and worse with 8 at once (197 and 241); keeping the
+// neighbour only when it scored above TPE's own draw gained less (139
+// and 240 one at a time).
+func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
+	if t.suggested == nil || len(t.objs) > 1 || t.conditional || t.l.widen > 1 || len(t.h.best) == 0 || r.Float64() >= tpeNeighbourShare {
+		return
+	}
+	best := t.h.best[0]
+	x := make([]float64, len(t.params))
+	bestScore := math.Inf(-1)
+	var bestX []float64
+	var bestCfg map[string]any
+	for i := range t.params {
+		p := &t.params[i]
+		for _, v := range p.neighbours(t.h.cols[i][best]) {
+			for j := range t.params {
+				x[j] = t.h.cols[j][best]
+			}
+			x[i] = v
+			cand := make(map[string]any, len(cfg))
+			for k, v := range t.consts {
+				cand[k] = v
+			}
+			for j := range t.params {
+				cand[t.params[j].name], x[j] = t.params[j].snap(x[j])
+			}
+			if t.suggested.has(cand) {
+				continue
+			}
+			if score := t.l.logPDF(x) - t.g.logPDF(x); score > bestScore {
+				bestScore, bestX, bestCfg = score, slices.Clone(x), cand
+			}
+		}
+	}
+	if bestCfg == nil {
+		return
+	}
+	for k, v := range bestCfg {
+		cfg[k] = v
+	}
+	copy(xs, bestX)
+}
+
+// neighbours returns the model-space values next to x: for a choice
+// every other one, for an integer or quantised range the next value up
+// and down that the domain has; none for a continuous or log-scaled one.
+func (p *tpeParam) neighbours(x float64) []float64 {
+	if p.choices != nil {
+		out := make([]float64, 0, len(p.choices)-1)
+		for k := range p.choices {
+			if float64(k) != x {
+				out = append(out, float64(k))
+			}
+		}
+		return out
+	}
+	var out []float64
+	if p.step > 0 {
+		for _, v := range []float64{x - p.step, x + p.step} {
+			if v > p.low && v < p.high {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // tpeWindow bounds the other trials g is fitted to: the tpeWindow newest
