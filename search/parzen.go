@@ -104,6 +104,15 @@ type kdeDim struct {
 	// point.
 	byChoice    [][]float64
 	choiceReady []bool
+	// byLevel[l] is, in the same way, each component's log mass of the
+	// step of level l of a quantised parameter (levels from low), once
+	// logPDF has met it at levelAt[l] since the last fit (levelReady[l]),
+	// for a parameter of at most maxCachedLevels levels; scratch holds
+	// the masses of a value outside them.
+	byLevel    [][]float64
+	levelAt    []float64
+	levelReady []bool
+	scratch    []float64
 	// norms caches a numeric kernel's logNorm by observation: the kernel
 	// fitNumeric last gave it and that kernel's logNorm, reused while the
 	// kernel stays the same (from one suggestion to the next, a new
@@ -155,7 +164,53 @@ func (k *kde) fit(params []tpeParam, cols [][]float64, ids []int32, weights []fl
 		// Equal values in the order of ids, as a stable sort leaves them.
 		k.sorter.sort(k.order, d.mus)
 		d.fitNumeric(k.order, ids)
+		d.resetLevels()
 	}
+}
+
+// maxCachedLevels bounds the levels of a quantised parameter whose masses
+// logPDF keeps from one point to the next (see byLevel).
+const maxCachedLevels = 1024
+
+// resetLevels forgets the masses of the levels met since the last fit.
+func (d *kdeDim) resetLevels() {
+	levels := 0
+	if d.step > 0 {
+		if n := math.Round((d.high - d.low) / d.step); n <= maxCachedLevels {
+			levels = int(n)
+		}
+	}
+	d.levelReady = grow(d.levelReady, levels)
+	clear(d.levelReady)
+	d.levelAt = grow(d.levelAt, levels)
+	if len(d.byLevel) < levels {
+		d.byLevel = append(d.byLevel, make([][]float64, levels-len(d.byLevel))...)
+	}
+}
+
+// logMasses returns each component's log mass of the step around v of
+// a quantised parameter (its kernel's logNorm included), the prior's
+// last: computed once for each level met, as logProbs does for a choice.
+func (d *kdeDim) logMasses(v float64) []float64 {
+	l := int(math.Floor((v - d.low) / d.step))
+	var out []float64
+	cached := l >= 0 && l < len(d.levelReady)
+	if cached {
+		if d.levelReady[l] && d.levelAt[l] == v {
+			return d.byLevel[l]
+		}
+		out = grow(d.byLevel[l], len(d.mus))
+		d.byLevel[l], d.levelAt[l], d.levelReady[l] = out, v, true
+	} else {
+		d.scratch = grow(d.scratch, len(d.mus))
+		out = d.scratch
+	}
+	lo, hi := max(v-d.step/2, d.low), min(v+d.step/2, d.high)
+	for i, mu := range d.mus {
+		sigma := d.sigmas[i]
+		out[i] = logGaussMass((lo-mu)/sigma, (hi-mu)/sigma) + d.logNorm[i]
+	}
+	return out
 }
 
 // setWeights sets logW and cum from the observations' weights (not
@@ -359,10 +414,8 @@ func (k *kde) logPDF(x []float64) float64 {
 				k.acc[i] += lp
 			}
 		case d.step > 0:
-			lo, hi := max(v-d.step/2, d.low), min(v+d.step/2, d.high)
-			for i, mu := range d.mus {
-				sigma := d.sigmas[i]
-				k.acc[i] += logGaussMass((lo-mu)/sigma, (hi-mu)/sigma) + d.logNorm[i]
+			for i, lm := range d.logMasses(v) {
+				k.acc[i] += lm
 			}
 		default:
 			for i, mu := range d.mus {
