@@ -19,6 +19,8 @@ func TestTPEParamNeighbours(t *testing.T) {
 		{"randint, lowest", searchspace.RandInt{Low: 0, High: 5}, 0, []float64{1}},
 		{"randint, inside", searchspace.RandInt{Low: 0, High: 5}, 2, []float64{1, 3}},
 		{"randint, highest", searchspace.RandInt{Low: 0, High: 5}, 4, []float64{3}},
+		{"randint of 64 values", searchspace.RandInt{Low: 0, High: 64}, 10, []float64{9, 11}},
+		{"randint of 65 values", searchspace.RandInt{Low: 0, High: 65}, 10, nil},
 		{"quniform", searchspace.QUniform{Low: 0, High: 1, Q: 0.25}, 0.5, []float64{0.25, 0.75}},
 		{"choice", searchspace.Choice{Values: []any{"a", "b", "c"}}, 1, []float64{0, 2}},
 		{"uniform", searchspace.Uniform{Low: 0, High: 1}, 0.5, nil},

@@ -417,7 +417,8 @@ const tpeNeighbourShare = 0.5
 // parameters (BOHB, which draws from widened kernels to explore, keeps
 // its own suggestion). A neighbour differs from the best trial in one
 // parameter: an integer or quantised range's next value up or down, or
-// another of a choice's values; a log-scaled range has none. When every
+// another of a choice's values; a log-scaled range, or one of more than
+// maxNeighbourLevels values, has none. When every
 // neighbour was suggested, the suggestion stays: the best trial is a
 // local optimum of what was tried, and TPE's own draw goes on from there.
 //
@@ -473,9 +474,16 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 	copy(xs, bestX)
 }
 
+// maxNeighbourLevels bounds the values of an integer or quantised range
+// whose next value up or down is a neighbour: in a wider one (hidden
+// units from 32 to 1024, say) the next value is all but the same
+// configuration, and TPE's draws serve better.
+const maxNeighbourLevels = 64
+
 // neighbours returns the model-space values next to x: for a choice
-// every other one, for an integer or quantised range the next value up
-// and down that the domain has; none for a continuous or log-scaled one.
+// every other one, for an integer or quantised range of at most
+// maxNeighbourLevels values the next value up and down that the domain
+// has; none for a wider, continuous or log-scaled one.
 func (p *tpeParam) neighbours(x float64) []float64 {
 	if p.choices != nil {
 		out := make([]float64, 0, len(p.choices)-1)
@@ -487,7 +495,7 @@ func (p *tpeParam) neighbours(x float64) []float64 {
 		return out
 	}
 	var out []float64
-	if p.step > 0 {
+	if p.step > 0 && (p.high-p.low)/p.step <= maxNeighbourLevels {
 		for _, v := range []float64{x - p.step, x + p.step} {
 			if v > p.low && v < p.high {
 				out = append(out, v)
