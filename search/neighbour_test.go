@@ -164,3 +164,53 @@ func TestTPEReachesAGridsOptimum(t *testing.T) {
 		t.Errorf("%d of %d seeds reached the optimum within 100 trials, want at least 3", reached, seeds)
 	}
 }
+
+// A TPE resumed from a finite space's recorded trials goes on with the
+// suggestions, neighbour moves included, that the uninterrupted one made.
+func TestTPEResumesItsNeighbourMoves(t *testing.T) {
+	space, err := searchspace.New(
+		searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 12}},
+		searchspace.Param{Name: "b", Domain: searchspace.RandInt{Low: 0, High: 12}},
+		searchspace.Param{Name: "c", Domain: searchspace.Choice{Values: []any{"x", "y", "z"}}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	score := func(cfg map[string]any) float64 {
+		a, b := float64(cfg["a"].(int64))-8, float64(cfg["b"].(int64))-3
+		if cfg["c"] != "z" {
+			a += 2
+		}
+		return a*a + b*b
+	}
+	run := func(s *TPE, from, to int) []map[string]any {
+		var cfgs []map[string]any
+		for trial := from; trial <= to; trial++ {
+			cfg, err := s.Suggest(trial)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfgs = append(cfgs, cfg)
+			s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
+		}
+		return cfgs
+	}
+	live, err := NewTPE(space, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := run(live, 1, 60)
+	resumed, err := NewTPE(space, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, cfg := range want[:30] {
+		if err := resumed.Replay(i+1, cfg); err != nil {
+			t.Fatal(err)
+		}
+		resumed.OnTrialEnd(i+1, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
+	}
+	if got := run(resumed, 31, 60); !reflect.DeepEqual(got, want[30:]) {
+		t.Errorf("resumed at trial 31, suggested\n%v\nwant\n%v", got, want[30:])
+	}
+}
