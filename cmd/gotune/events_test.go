@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gotune/gotune/trainer"
@@ -9,13 +10,19 @@ import (
 // TestEventLinesTellARepeatOnce: a metrics pattern that matches nothing is
 // told in full by the first trial, with its last output line, and as a
 // repeat by the next; another pattern, or another kind of event, is told
-// in full.
+// in full. A refused checkpoint is told in full once, its repeats within
+// the trial as well as in others condensed.
 func TestEventLinesTellARepeatOnce(t *testing.T) {
 	unmatched := func(pattern, lines string) trainer.Event {
 		return trainer.Event{Kind: trainer.EventMetricsUnmatched,
 			Cause: `metrics pattern "` + pattern + `" matched none of rank 0's ` + lines + ` output lines by its end; its last lines:` + "\nepoch 1\nepoch 2 loss 0.2"}
 	}
 	restart := trainer.Event{Kind: trainer.EventRestart, Workers: 1, Cause: "worker 0 exited with status 1"}
+	refused := func(trial, epoch int, why string) trainer.Event {
+		return trainer.Event{Kind: trainer.EventCheckpointRefused,
+			Cause: fmt.Sprintf("worker 0: refused its checkpoint; the report counts without one: /sweep/trial_%d/ckpt%d %s", trial, epoch, why)}
+	}
+	const outside = "is outside the worker's scratch folder"
 	var d eventLines
 	for _, step := range []struct {
 		trial int
@@ -28,6 +35,11 @@ func TestEventLinesTellARepeatOnce(t *testing.T) {
 		{3, restart, "restart with 1 workers from no committed checkpoint, 0 reports recorded: worker 0 exited with status 1"},
 		{4, restart, "restart with 1 workers from no committed checkpoint, 0 reports recorded: worker 0 exited with status 1"},
 		{5, unmatched("acc=(\\S+)", "7"), "metrics_unmatched: as in trial 1"},
+		// A refused checkpoint repeats at every report: told in full once.
+		{6, refused(6, 1, outside), "checkpoint_refused: worker 0: refused its checkpoint; the report counts without one: /sweep/trial_6/ckpt1 " + outside},
+		{6, refused(6, 2, outside), "checkpoint_refused: as in trial 6"},
+		{7, refused(7, 1, outside), "checkpoint_refused: as in trial 6"},
+		{7, refused(7, 2, "cannot be read"), "checkpoint_refused: worker 0: refused its checkpoint; the report counts without one: /sweep/trial_7/ckpt2 cannot be read"},
 	} {
 		if got := d.describe(step.trial, step.e); got != step.want {
 			t.Errorf("trial %d:\n got %s\nwant %s", step.trial, got, step.want)

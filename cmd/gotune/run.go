@@ -232,7 +232,9 @@ func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
 // that only repeats what an earlier trial's said (a metrics pattern that
 // matched nothing in trial 1 matches nothing in the next ones either) as
 // "as in trial N", so that the first says it and the rest do not bury the
-// sweep's output. The database keeps every event whole.
+// sweep's output; a refused checkpoint, which a script that hands its
+// checkpoints over wrongly repeats at every report, the same within a
+// trial too. The database keeps every event whole.
 type eventLines struct {
 	mu    sync.Mutex
 	first map[string]int // the gist of an event -> the trial that told it first
@@ -243,13 +245,13 @@ type eventLines struct {
 var digits = regexp.MustCompile(`[0-9]+`)
 
 func (d *eventLines) describe(trial int, e trainer.Event) string {
-	if e.Kind != trainer.EventMetricsUnmatched { // the one told in full once per sweep
+	if e.Kind != trainer.EventMetricsUnmatched && e.Kind != trainer.EventCheckpointRefused { // the ones told in full once per sweep
 		return describeEvent(e)
 	}
 	gist := string(e.Kind) + " " + digits.ReplaceAllString(firstLine(e.Cause), "N")
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if first, ok := d.first[gist]; ok && first != trial {
+	if first, ok := d.first[gist]; ok && (first != trial || e.Kind == trainer.EventCheckpointRefused) {
 		return fmt.Sprintf("%s: as in trial %d", e.Kind, first)
 	}
 	if d.first == nil {
