@@ -411,16 +411,16 @@ const tpeNeighbourShare = 0.5
 
 // suggestNeighbour replaces the suggestion in cfg and xs, drawn by
 // suggestJoint, for a share tpeNeighbourShare of trials (drawn from r),
-// with the neighbour of the best finished trial that has
-// the largest log l − log g among those not suggested before, in a
-// finite space without repeats, with one objective and no conditional
-// parameters (BOHB, which draws from widened kernels to explore, keeps
-// its own suggestion). A neighbour differs from the best trial in one
-// parameter: an integer or quantised range's next value up or down, or
-// another of a choice's values; a log-scaled range, or one of more than
-// maxNeighbourLevels values, has none. When every
-// neighbour was suggested, the suggestion stays: the best trial is a
-// local optimum of what was tried, and TPE's own draw goes on from there.
+// with the neighbour of the best finished trial that has the largest
+// log l − log g among those not suggested before, in a finite space
+// without repeats, with one objective and no conditional parameters
+// (BOHB, which draws from widened kernels to explore, keeps its own
+// suggestion). A neighbour differs from the best trial in one parameter:
+// an integer or quantised range's next value up or down, or another of a
+// choice's values; a log-scaled range, or one of more than
+// maxNeighbourLevels values, has none. When every neighbour was
+// suggested, the suggestion stays: the best trial is a local optimum of
+// what was tried, and TPE's own draw goes on from there.
 //
 // TPE's draws from l land near good trials, but on a grid of a few
 // levels the nearest untried configuration is often a step in one
