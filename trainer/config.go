@@ -220,6 +220,13 @@ type FailureConfig struct {
 	// progress but report rarely. It needs the trial's logs, which a sweep
 	// always keeps (Spec.LogDir).
 	OutputHeartbeat bool `toml:"output_heartbeat" json:"output_heartbeat,omitempty"`
+	// FailFast ends a sweep at its first failed trial (one whose failures
+	// exhausted MaxFailures), as Ray Tune's FailureConfig(fail_fast=True)
+	// does, instead of running the rest: for a sweep whose every trial
+	// would fail the same way. The trials still running are interrupted,
+	// and continue when the sweep is run again. Groups run on their own
+	// (trainer.Run) ignore it.
+	FailFast bool `toml:"fail_fast" json:"fail_fast,omitempty"`
 }
 
 // Heartbeat is HeartbeatTimeout as a duration; 0 when disabled.

@@ -468,6 +468,9 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 	if _, ok := tr.ckpts.dir.Latest(); !ok {
 		delete(l.trials, tr.number)
 	}
+	if status == storage.TrialError && t.cfg.Trainer.Failure.FailFast {
+		l.fail(&FailFastError{Trial: tr.number, Err: err})
+	}
 	l.checkObjectiveReported(ctx)
 }
 

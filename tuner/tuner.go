@@ -367,6 +367,22 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
+// FailFastError is returned by Fit, with the Result, when a trial failed
+// and [trainer.failure] fail_fast ended the sweep there. The experiment is
+// INTERRUPTED: the trials still running continue when it is run again,
+// and WithRerunFailed runs the failed one again too.
+type FailFastError struct {
+	// Trial is the failed trial's number; Err its failure.
+	Trial int
+	Err   error
+}
+
+func (e *FailFastError) Error() string {
+	return fmt.Sprintf("trial %d failed, and [trainer.failure] fail_fast ends the sweep at the first failure: %v", e.Trial, e.Err)
+}
+
+func (e *FailFastError) Unwrap() error { return e.Err }
+
 // ErrNoFeasibleTrial is returned by Fit, with the Result, when trials
 // reported the objective but none met the objective's constraints.
 var ErrNoFeasibleTrial = errors.New("no trial met the constraints")

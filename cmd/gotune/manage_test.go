@@ -233,3 +233,83 @@ func TestQueryPrintsTimesInISO8601(t *testing.T) {
 		}
 	}
 }
+
+// TestFailFast: with [trainer.failure] fail_fast, the first failed trial
+// ends the sweep (exit 1, the experiment INTERRUPTED, the trial running
+// beside it interrupted, no later trial started), and once the cause is
+// gone --rerun-failed runs the failed trial again and the sweep goes on
+// to its end, with fail_fast turned off (not part of the experiment).
+func TestFailFast(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken")
+	if err := os.WriteFile(broken, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sweep := filepath.Join(dir, "sweep.toml")
+	// Trial 1 reports and fails while the file is there; the others take
+	// a second, so trial 2 is running when trial 1 fails.
+	script := fmt.Sprintf(`echo "@gotune {\"loss\": $1}"; if [ "$GOTUNE_TRIAL_ID" = 1 ] && [ -e %s ]; then exit 3; fi; sleep 1`, broken)
+	err := os.WriteFile(sweep, []byte(fmt.Sprintf(`name = "fast"
+seed = 3
+
+[objective]
+metric = "loss"
+
+[search]
+num_samples = 4
+max_concurrent = 2
+
+[search.space]
+x = { uniform = [0, 1] }
+
+[trainer]
+command = ["sh", "-c", %q, "sh", "{x}"]
+
+[trainer.failure]
+fail_fast = true
+`, script)), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "gotune.db")
+	code, stdout, stderr := runCLI("run", "--db", db, sweep)
+	if code != 1 || !strings.Contains(stderr, "trial 1 failed, and [trainer.failure] fail_fast ends the sweep at the first failure") ||
+		!strings.Contains(stderr, "`gotune run --rerun-failed "+sweep+"` runs it again") {
+		t.Fatalf("run: exit %d, want 1 with the failure and the way on\n%s\n%s", code, stdout, stderr)
+	}
+	// The run's own summary shows the trial it interrupted as every reader
+	// does afterwards.
+	if !strings.Contains(stdout, "fast: 2 trials, 1 ERROR, 1 INTERRUPTED") {
+		t.Errorf("run: the summary does not show the interrupted trial:\n%s", stdout)
+	}
+	var got []string
+	for _, r := range trialRowsOf(t, db, "fast") {
+		got = append(got, fmt.Sprintf("%d:%s", r.TrialID, r.Status))
+	}
+	if want := "1:ERROR 2:INTERRUPTED"; strings.Join(got, " ") != want {
+		t.Errorf("after the failure: trials %s, want %s", strings.Join(got, " "), want)
+	}
+	if code, out, _ := runCLI("ls", "--db", db); code != 0 || !strings.Contains(out, "INTERRUPTED") {
+		t.Errorf("ls: exit %d, want the experiment INTERRUPTED\n%s", code, out)
+	}
+	os.Remove(broken)
+	// fail_fast is not part of the experiment: the rerun may go without it.
+	data, err := os.ReadFile(sweep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sweep, bytes.Replace(data, []byte("fail_fast = true"), []byte("fail_fast = false"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCLI("run", "--rerun-failed", "--db", db, sweep); code != 0 ||
+		!strings.Contains(stdout, "trial 1: rerun of the failed trial") {
+		t.Fatalf("run --rerun-failed: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	got = got[:0]
+	for _, r := range trialRowsOf(t, db, "fast") {
+		got = append(got, fmt.Sprintf("%d:%s", r.TrialID, r.Status))
+	}
+	if want := "1:TERMINATED 2:TERMINATED 3:TERMINATED 4:TERMINATED"; strings.Join(got, " ") != want {
+		t.Errorf("after the rerun: trials %s, want %s", strings.Join(got, " "), want)
+	}
+}

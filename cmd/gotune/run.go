@@ -145,7 +145,10 @@ func runCommand() *cli.Command {
 				printSummary(out, t.Config(), res, listAll)
 			}
 			var exists *tuner.ExistsError
+			var failFast *tuner.FailFastError
 			switch {
+			case errors.As(err, &failFast):
+				return &exitError{exitFailed, fmt.Errorf("%w\nFix its cause, then `gotune run --rerun-failed %s` runs it again and continues the sweep", err, path)}
 			case errors.As(err, &exists):
 				return badInput(fmt.Errorf("%w\nTry: %s", err, existsHint(exists, path)))
 			case errors.Is(err, storage.ErrExperimentRunning), errors.Is(err, tuner.ErrExperimentExists), errors.Is(err, tuner.ErrNothingToResume):
@@ -321,10 +324,11 @@ const summaryTrials = 5
 // summaryTrials.
 func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result, listAll string) {
 	metric := cfg.Objective.Metric
-	ranked := rankTrials(res.Trials, cfg.Objective.Mode)
-	fmt.Fprintf(w, "\n%s: %d trials", res.Experiment, len(res.Trials))
+	trials, front := shownAfterRun(res.Trials), shownAfterRun(res.Front)
+	ranked := rankTrials(trials, cfg.Objective.Mode)
+	fmt.Fprintf(w, "\n%s: %d trials", res.Experiment, len(trials))
 	counts := map[string]int{}
-	for _, t := range res.Trials {
+	for _, t := range trials {
 		counts[t.Status]++
 	}
 	for _, s := range slices.Sorted(maps.Keys(counts)) {
@@ -332,15 +336,15 @@ func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result, listAll stri
 	}
 	if o := cfg.Objective; len(o.Metrics) > 1 {
 		onFront := map[int]bool{}
-		for _, t := range res.Front {
+		for _, t := range front {
 			onFront[t.Number] = true
 		}
 		names := make([]string, len(o.Metrics))
 		for i, m := range o.Metrics {
 			names[i] = fmt.Sprintf("%s (%s)", m, o.Modes[i])
 		}
-		fmt.Fprintf(w, "; the Pareto front over %s has %d trials:\n", strings.Join(names, ", "), len(res.Front))
-		printTrialTable(w, res.Front, onFront)
+		fmt.Fprintf(w, "; the Pareto front over %s has %d trials:\n", strings.Join(names, ", "), len(front))
+		printTrialTable(w, front, onFront)
 		fmt.Fprintf(w, "their objectives: gotune best %s\n", res.Experiment)
 		return
 	}
@@ -354,6 +358,22 @@ func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result, listAll stri
 	if res.Best != nil {
 		fmt.Fprintf(w, "best trial: %d, %s = %.6g\n", res.Best.Number, metric, *res.Best.BestMetric)
 	}
+}
+
+// shownAfterRun returns trials as the summary after a run shows them:
+// the run is over, so a trial it left PENDING or RUNNING (to continue in
+// the next run) was interrupted, as every reader shows it once the run's
+// lock is gone (storage.ShownTrialStatus). The trials are copies.
+func shownAfterRun(trials []*storage.Trial) []*storage.Trial {
+	out := make([]*storage.Trial, len(trials))
+	for i, t := range trials {
+		c := *t
+		if c.Status == storage.TrialPending || c.Status == storage.TrialRunning {
+			c.Status = storage.TrialInterrupted
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 // rankTrials orders trials best first by their best metric; trials without
