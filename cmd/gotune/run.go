@@ -360,17 +360,15 @@ func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result, listAll stri
 	}
 }
 
-// shownAfterRun returns trials as the summary after a run shows them:
-// the run is over, so a trial it left PENDING or RUNNING (to continue in
-// the next run) was interrupted, as every reader shows it once the run's
-// lock is gone (storage.ShownTrialStatus). The trials are copies.
+// shownAfterRun returns copies of trials as the summary after a run shows
+// them: the run is over, so they read as they do once no run is live
+// (storage.ShownTrialStatus): a trial it left PENDING or RUNNING, to
+// continue in the next run, was interrupted.
 func shownAfterRun(trials []*storage.Trial) []*storage.Trial {
 	out := make([]*storage.Trial, len(trials))
 	for i, t := range trials {
 		c := *t
-		if c.Status == storage.TrialPending || c.Status == storage.TrialRunning {
-			c.Status = storage.TrialInterrupted
-		}
+		c.Status = storage.ShownTrialStatus(c.Status, false)
 		out[i] = &c
 	}
 	return out
