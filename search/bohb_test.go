@@ -276,14 +276,7 @@ func BenchmarkBOHBSuggest(b *testing.B) {
 				}
 				s.OnTrialEnd(trial, TrialEnd{Status: TrialStopped, Last: last})
 			})
-			trial := n
-			for b.Loop() {
-				trial++
-				if _, err := s.Suggest(trial); err != nil {
-					b.Fatal(err)
-				}
-				s.OnTrialEnd(trial, TrialEnd{Status: TrialFailed})
-			}
+			suggestFailing(b, s, n)
 		})
 	}
 }

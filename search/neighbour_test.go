@@ -67,15 +67,10 @@ func TestTPESuggestNeighbour(t *testing.T) {
 			t.Fatal(err)
 		}
 		var best map[string]any
-		for trial := 1; trial <= TPEStartupTrials; trial++ {
-			cfg, err := s.Suggest(trial)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, cfg := range drive(t, s, TPEStartupTrials, score) {
 			if best == nil || score(cfg) < score(best) {
 				best = cfg
 			}
-			s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
 		}
 		return s, best
 	}
@@ -148,16 +143,8 @@ func TestTPEReachesAGridsOptimum(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for trial := 1; trial <= 100; trial++ {
-			cfg, err := s.Suggest(trial)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if score(cfg) == 0 {
-				reached++
-				break
-			}
-			s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
+		if slices.ContainsFunc(drive(t, s, 100, score), func(cfg map[string]any) bool { return score(cfg) == 0 }) {
+			reached++
 		}
 	}
 	if reached < 3 {
@@ -183,23 +170,11 @@ func TestTPEResumesItsNeighbourMoves(t *testing.T) {
 		}
 		return a*a + b*b
 	}
-	run := func(s *TPE, from, to int) []map[string]any {
-		var cfgs []map[string]any
-		for trial := from; trial <= to; trial++ {
-			cfg, err := s.Suggest(trial)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfgs = append(cfgs, cfg)
-			s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
-		}
-		return cfgs
-	}
 	live, err := NewTPE(space, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := run(live, 1, 60)
+	want := drive(t, live, 60, score)
 	resumed, err := NewTPE(space, 9)
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +185,14 @@ func TestTPEResumesItsNeighbourMoves(t *testing.T) {
 		}
 		resumed.OnTrialEnd(i+1, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
 	}
-	if got := run(resumed, 31, 60); !reflect.DeepEqual(got, want[30:]) {
-		t.Errorf("resumed at trial 31, suggested\n%v\nwant\n%v", got, want[30:])
+	for trial := 31; trial <= 60; trial++ {
+		cfg, err := resumed.Suggest(trial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(cfg, want[trial-1]) {
+			t.Fatalf("resumed at trial 31, trial %d is %v, want %v", trial, cfg, want[trial-1])
+		}
+		resumed.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
 	}
 }

@@ -365,6 +365,20 @@ func replayRandom(b *testing.B, s Replayer, space *searchspace.Space, n int, ran
 	}
 }
 
+// suggestFailing times suggestions for the trials after the first n,
+// each of which then fails: s does not learn from a failed trial, so
+// its history stays as it was.
+func suggestFailing(b *testing.B, s Searcher, n int) {
+	trial := n
+	for b.Loop() {
+		trial++
+		if _, err := s.Suggest(trial); err != nil {
+			b.Fatal(err)
+		}
+		s.OnTrialEnd(trial, TrialEnd{Status: TrialFailed})
+	}
+}
+
 // BenchmarkTPESuggest times one suggestion after a history of 1,000,
 // 5,000 and 50,000 finished trials of random configurations, on the space of the
 // overhead figure of bench/search (overheadSpace). Each timed trial then
@@ -374,14 +388,7 @@ func BenchmarkTPESuggest(b *testing.B) {
 	for _, n := range []int{1000, 5000, 50000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			s := tpeWithHistory(b, n)
-			trial := n
-			for b.Loop() {
-				trial++
-				if _, err := s.Suggest(trial); err != nil {
-					b.Fatal(err)
-				}
-				s.OnTrialEnd(trial, TrialEnd{Status: TrialFailed})
-			}
+			suggestFailing(b, s, n)
 		})
 	}
 }
@@ -413,14 +420,7 @@ func BenchmarkTPESuggestFinite(b *testing.B) {
 			replayRandom(b, s, space, n, func(trial int, cfg map[string]any) {
 				s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: score(cfg)}})
 			})
-			trial := n
-			for b.Loop() {
-				trial++
-				if _, err := s.Suggest(trial); err != nil {
-					b.Fatal(err)
-				}
-				s.OnTrialEnd(trial, TrialEnd{Status: TrialFailed})
-			}
+			suggestFailing(b, s, n)
 		})
 	}
 }
