@@ -150,6 +150,18 @@ type recordedConfig struct {
 	Space map[string]string `json:"space"`
 }
 
+// restartOnResume records that a trial restored by a resumed run starts
+// again from where restartPoint says, why being the cause before it, and
+// tells the observer, so that `gotune run` prints it.
+func (l *loop) restartOnResume(ctx context.Context, tr *trialRun, why string) error {
+	why += restartPoint(tr)
+	if err := l.t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, why); err != nil {
+		return err
+	}
+	l.t.notify(fmt.Sprintf("trial %d: %s", tr.number, why))
+	return nil
+}
+
 // restore replays a recorded experiment into the loop: every trial's
 // configuration, reports and end to the searcher (see search.Replayer), the
 // scheduler's recorded inputs to the scheduler (see replaySchedule). Then
@@ -208,11 +220,9 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 			// restarts.
 			tr.schedulerEnded = false
 			l.addTrialFrom(rec.Number, tr.config, tr.iterations)
-			why := "rerun of the failed trial " + restartPoint(tr)
-			if err := t.db.RestartTrial(ctx, rec.ID(), tr.iterations, why); err != nil {
+			if err := l.restartOnResume(ctx, tr, "rerun of the failed trial "); err != nil {
 				return err
 			}
-			t.notify(fmt.Sprintf("trial %d: %s", rec.Number, why))
 			l.launch(ctx, tr)
 		case finished(rec.Status):
 			if !f.ended {
@@ -245,11 +255,9 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		}
 	}
 	for _, tr := range interrupted {
-		why := "the experiment was resumed; the trial restarts " + restartPoint(tr)
-		if err := t.db.RestartTrial(ctx, tr.record.ID(), tr.iterations, why); err != nil {
+		if err := l.restartOnResume(ctx, tr, "the experiment was resumed; the trial restarts "); err != nil {
 			return err
 		}
-		t.notify(fmt.Sprintf("trial %d: %s", tr.number, why))
 		tr.restarts++
 		// PENDING until its group has its workers again (managerPlacer).
 		if err := t.db.SetTrialStatus(ctx, tr.record.ID(), storage.TrialPending); err != nil {
