@@ -379,13 +379,7 @@ func (t *TPE) suggestJoint(r *rand.Rand, cfg map[string]any, xs []float64) {
 		}
 		if t.conditional || t.suggested != nil {
 			// Score a candidate on the parameters it has.
-			cand = make(map[string]any, len(cfg))
-			for k, v := range t.consts {
-				cand[k] = v
-			}
-			for i := range t.params {
-				cand[t.params[i].name] = values[i]
-			}
+			cand = t.configOf(values)
 			if t.conditional {
 				t.prune(cand, t.cand)
 			}
@@ -440,6 +434,7 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 	}
 	best := t.h.best[0]
 	x := make([]float64, len(t.params))
+	values := make([]any, len(t.params))
 	bestScore := math.Inf(-1)
 	var bestX []float64
 	var bestCfg map[string]any
@@ -450,13 +445,10 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 				x[j] = t.h.cols[j][best]
 			}
 			x[i] = v
-			cand := make(map[string]any, len(cfg))
-			for k, v := range t.consts {
-				cand[k] = v
-			}
 			for j := range t.params {
-				cand[t.params[j].name], x[j] = t.params[j].snap(x[j])
+				values[j], x[j] = t.params[j].snap(x[j])
 			}
+			cand := t.configOf(values)
 			if t.suggested.has(cand) {
 				continue
 			}
@@ -472,6 +464,19 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 		cfg[k] = v
 	}
 	copy(xs, bestX)
+}
+
+// configOf returns the configuration of the constants and of values,
+// the searched parameters' values in the order of t.params.
+func (t *TPE) configOf(values []any) map[string]any {
+	cfg := make(map[string]any, len(t.consts)+len(t.params))
+	for k, v := range t.consts {
+		cfg[k] = v
+	}
+	for i := range t.params {
+		cfg[t.params[i].name] = values[i]
+	}
+	return cfg
 }
 
 // maxNeighbourLevels bounds the values of an integer or quantised range
