@@ -405,11 +405,7 @@ func TestTrialsRunningWhenTheObjectiveIsMissingEndStopped(t *testing.T) {
 	if _, err := tu.Fit(context.Background()); !errors.Is(err, ErrObjectiveNeverReported) {
 		t.Fatalf("Fit: %v", err)
 	}
-	db, err := storage.OpenReadOnly(cfg.Storage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openResults(t, cfg)
 	trials, err := db.Trials(context.Background(), cfg.Name)
 	if err != nil {
 		t.Fatal(err)
