@@ -1,6 +1,7 @@
 package search
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -43,43 +44,57 @@ type fixedSource uint64
 func (s fixedSource) Uint64() uint64 { return uint64(s) }
 
 // A trial that draws the neighbour move gets an untried neighbour of
-// the best trial; one that does not, BOHB, and a best trial whose
-// neighbours were all tried keep the draw.
+// the best trial, or of the next good trial once the best one's were all
+// tried; one that does not, BOHB, and good trials whose neighbours were
+// all tried keep the draw.
 func TestTPESuggestNeighbour(t *testing.T) {
 	space, err := searchspace.New(
-		searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 10}},
+		searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 31}},
 		searchspace.Param{Name: "b", Domain: searchspace.Choice{Values: []any{"x", "y", "z"}}},
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
 	score := func(cfg map[string]any) float64 {
-		d := float64(cfg["a"].(int64) - 6)
-		if cfg["b"] != "y" {
-			d += 3
-		}
-		return d * d
+		d := float64(cfg["a"].(int64) - 15)
+		return d*d + map[any]float64{"x": 2, "y": 0, "z": 5}[cfg["b"]]
 	}
-	// history gives a TPE its startup trials and returns the best one.
-	history := func(opts ...TPEOption) (*TPE, map[string]any) {
+	// history gives a TPE n finished trials and returns their
+	// configurations best first, as TPE ranks them (ties by trial).
+	history := func(n int, opts ...TPEOption) (*TPE, []map[string]any) {
 		s, err := NewTPE(space, 5, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var best map[string]any
-		for _, cfg := range drive(t, s, TPEStartupTrials, score) {
-			if best == nil || score(cfg) < score(best) {
-				best = cfg
+		ranked := drive(t, s, n, score)
+		slices.SortStableFunc(ranked, func(a, b map[string]any) int { return cmp.Compare(score(a), score(b)) })
+		return s, ranked
+	}
+	// untried lists cfg's neighbours that s did not suggest.
+	untried := func(s *TPE, cfg map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, v := range []int64{-1, 1} {
+			if a := cfg["a"].(int64) + v; a >= 0 && a < 31 {
+				out = append(out, map[string]any{"a": a, "b": cfg["b"]})
 			}
 		}
-		return s, best
+		for _, b := range []any{"x", "y", "z"} {
+			if b != cfg["b"] {
+				out = append(out, map[string]any{"a": cfg["a"], "b": b})
+			}
+		}
+		return slices.DeleteFunc(out, s.suggested.has)
 	}
-	neighbourOf := func(cfg, best map[string]any) bool {
-		da := cfg["a"].(int64) - best["a"].(int64)
-		return cfg["b"] == best["b"] && (da == 1 || da == -1) || da == 0 && cfg["b"] != best["b"]
+	isUntriedNeighbour := func(s *TPE, got, of map[string]any) bool {
+		return slices.ContainsFunc(untried(s, of), func(n map[string]any) bool { return reflect.DeepEqual(n, got) })
 	}
-	// draw fits TPE and returns its own draw for trial 11 and what
-	// suggestNeighbour makes of it with r.
+	tryAllNeighbours := func(s *TPE, cfg map[string]any) {
+		for _, n := range untried(s, cfg) {
+			s.suggested.add(n)
+		}
+	}
+	// draw fits TPE and returns its own draw for the next trial and
+	// what suggestNeighbour makes of it with r.
 	draw := func(s *TPE, r *rand.Rand) (drawn, got map[string]any) {
 		cfg, xs := map[string]any{}, make([]float64, 2)
 		s.suggestJoint(rand.New(fixedSource(7)), cfg, xs)
@@ -89,26 +104,39 @@ func TestTPESuggestNeighbour(t *testing.T) {
 	}
 	move, stay := rand.New(fixedSource(0)), rand.New(fixedSource(1<<52))
 
-	s, best := history()
-	if _, got := draw(s, move); !neighbourOf(got, best) || s.suggested.has(got) {
-		t.Errorf("with the move drawn: %v, want an untried neighbour of the best trial %v", got, best)
+	// After 10 trials the best one is the only good one.
+	s, ranked := history(TPEStartupTrials)
+	if _, got := draw(s, move); !isUntriedNeighbour(s, got, ranked[0]) {
+		t.Errorf("with the move drawn: %v, want an untried neighbour of the best trial %v", got, ranked[0])
 	}
 	if drawn, got := draw(s, stay); !reflect.DeepEqual(drawn, got) {
 		t.Errorf("without the move drawn: %v, want TPE's own draw %v", got, drawn)
 	}
-	// Every neighbour of the best trial tried: the draw stands.
-	for _, v := range []float64{-1, 1} {
-		s.suggested.add(map[string]any{"a": best["a"].(int64) + int64(v), "b": best["b"]})
-	}
-	for _, b := range []any{"x", "y", "z"} {
-		s.suggested.add(map[string]any{"a": best["a"], "b": b})
-	}
+	tryAllNeighbours(s, ranked[0])
 	if drawn, got := draw(s, move); !reflect.DeepEqual(drawn, got) {
-		t.Errorf("every neighbour tried: %v, want TPE's own draw %v", got, drawn)
+		t.Errorf("every neighbour of the only good trial tried: %v, want TPE's own draw %v", got, drawn)
 	}
-	bohb, _ := history(tpeWidenDraws(bohbBandwidthFactor))
+	bohb, _ := history(TPEStartupTrials, tpeWidenDraws(bohbBandwidthFactor))
 	if drawn, got := draw(bohb, move); !reflect.DeepEqual(drawn, got) {
 		t.Errorf("BOHB's TPE: %v, want its own draw %v", got, drawn)
+	}
+
+	// After 20 trials the best two are good: once the best one's
+	// neighbours were all tried, the second one's come next.
+	s, ranked = history(2 * TPEStartupTrials)
+	if n := tpeGamma(len(s.h.trial)); n != 2 {
+		t.Fatalf("%d good trials, want 2", n)
+	}
+	tryAllNeighbours(s, ranked[0])
+	if len(untried(s, ranked[1])) == 0 {
+		t.Fatalf("the second best trial %v has no untried neighbour to test with", ranked[1])
+	}
+	if _, got := draw(s, move); !isUntriedNeighbour(s, got, ranked[1]) {
+		t.Errorf("the best trial's neighbours tried: %v, want an untried neighbour of the second best %v", got, ranked[1])
+	}
+	tryAllNeighbours(s, ranked[1])
+	if drawn, got := draw(s, move); !reflect.DeepEqual(drawn, got) {
+		t.Errorf("every neighbour of both good trials tried: %v, want TPE's own draw %v", got, drawn)
 	}
 }
 
