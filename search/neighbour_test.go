@@ -138,6 +138,26 @@ func TestTPESuggestNeighbour(t *testing.T) {
 	if drawn, got := draw(s, move); !reflect.DeepEqual(drawn, got) {
 		t.Errorf("every neighbour of both good trials tried: %v, want TPE's own draw %v", got, drawn)
 	}
+
+	// While trials run, at most half as many as have finished, every
+	// suggestion searches around the good trials; with more running,
+	// half of them.
+	s, ranked = history(TPEStartupTrials)
+	suggest := func(n int) {
+		for range n {
+			if _, err := s.Suggest(len(s.h.trial) + len(s.pending) + 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	suggest(1)
+	if _, got := draw(s, stay); !isUntriedNeighbour(s, got, ranked[0]) {
+		t.Errorf("1 running of %d finished: %v, want an untried neighbour of the best trial %v", len(s.h.trial), got, ranked[0])
+	}
+	suggest(TPEStartupTrials/2 - len(s.pending) + 1)
+	if drawn, got := draw(s, stay); !reflect.DeepEqual(drawn, got) {
+		t.Errorf("%d running of %d finished: %v, want TPE's own draw %v", len(s.pending), len(s.h.trial), got, drawn)
+	}
 }
 
 // On 4-D Rosenbrock over 9 levels of each parameter in [−2, 2] (6,561
