@@ -48,13 +48,10 @@ func (s fixedSource) Uint64() uint64 { return uint64(s) }
 // tried; one that does not, BOHB, and good trials whose neighbours were
 // all tried keep the draw.
 func TestTPESuggestNeighbour(t *testing.T) {
-	space, err := searchspace.New(
+	space := mustSpace(t,
 		searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 31}},
 		searchspace.Param{Name: "b", Domain: searchspace.Choice{Values: []any{"x", "y", "z"}}},
 	)
-	if err != nil {
-		t.Fatal(err)
-	}
 	score := func(cfg map[string]any) float64 {
 		d := float64(cfg["a"].(int64) - 15)
 		return d*d + map[any]float64{"x": 2, "y": 0, "z": 5}[cfg["b"]]
@@ -169,10 +166,7 @@ func TestTPEReachesAGridsOptimum(t *testing.T) {
 	for _, name := range []string{"a", "b", "c", "d"} {
 		params = append(params, searchspace.Param{Name: name, Domain: searchspace.RandInt{Low: 0, High: 9}})
 	}
-	space, err := searchspace.New(params...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	space := mustSpace(t, params...)
 	score := func(cfg map[string]any) float64 {
 		var x []float64
 		for _, p := range params {
@@ -203,14 +197,11 @@ func TestTPEReachesAGridsOptimum(t *testing.T) {
 // A TPE resumed from a finite space's recorded trials goes on with the
 // suggestions, neighbour moves included, that the uninterrupted one made.
 func TestTPEResumesItsNeighbourMoves(t *testing.T) {
-	space, err := searchspace.New(
+	space := mustSpace(t,
 		searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 12}},
 		searchspace.Param{Name: "b", Domain: searchspace.RandInt{Low: 0, High: 12}},
 		searchspace.Param{Name: "c", Domain: searchspace.Choice{Values: []any{"x", "y", "z"}}},
 	)
-	if err != nil {
-		t.Fatal(err)
-	}
 	score := func(cfg map[string]any) float64 {
 		a, b := float64(cfg["a"].(int64))-8, float64(cfg["b"].(int64))-3
 		if cfg["c"] != "z" {
