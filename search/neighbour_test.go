@@ -45,8 +45,9 @@ func (s fixedSource) Uint64() uint64 { return uint64(s) }
 
 // A trial that draws the neighbour move gets an untried neighbour of
 // the best trial, or of the next good trial once the best one's were all
-// tried; one that does not, BOHB, and good trials whose neighbours were
-// all tried keep the draw.
+// tried, or then of a running trial next to a good one; one that does
+// not, BOHB, and good trials whose neighbours were all tried keep the
+// draw.
 func TestTPESuggestNeighbour(t *testing.T) {
 	space := mustSpace(t,
 		searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 31}},
@@ -134,6 +135,41 @@ func TestTPESuggestNeighbour(t *testing.T) {
 	tryAllNeighbours(s, ranked[1])
 	if drawn, got := draw(s, move); !reflect.DeepEqual(drawn, got) {
 		t.Errorf("every neighbour of both good trials tried: %v, want TPE's own draw %v", got, drawn)
+	}
+
+	// Once every good trial's neighbours were tried, a running trial next
+	// to one of them is searched around in turn; one next to no good trial
+	// is not.
+	s, ranked = history(2 * TPEStartupTrials)
+	running := untried(s, ranked[1])[0]
+	if err := s.Replay(len(s.h.trial)+1, running); err != nil {
+		t.Fatal(err)
+	}
+	tryAllNeighbours(s, ranked[0])
+	tryAllNeighbours(s, ranked[1])
+	if len(untried(s, running)) == 0 {
+		t.Fatalf("the running trial %v has no untried neighbour to test with", running)
+	}
+	if _, got := draw(s, move); !isUntriedNeighbour(s, got, running) {
+		t.Errorf("both good trials' neighbours tried: %v, want an untried neighbour of the running trial %v next to the second best", got, running)
+	}
+	s, ranked = history(2 * TPEStartupTrials)
+	var far map[string]any
+	for a := range int64(31) {
+		for _, b := range []any{"x", "y", "z"} {
+			cfg := map[string]any{"a": a, "b": b}
+			if far == nil && !s.suggested.has(cfg) && !isUntriedNeighbour(s, cfg, ranked[0]) && !isUntriedNeighbour(s, cfg, ranked[1]) {
+				far = cfg
+			}
+		}
+	}
+	if err := s.Replay(len(s.h.trial)+1, far); err != nil {
+		t.Fatal(err)
+	}
+	tryAllNeighbours(s, ranked[0])
+	tryAllNeighbours(s, ranked[1])
+	if drawn, got := draw(s, move); !reflect.DeepEqual(drawn, got) {
+		t.Errorf("both good trials' neighbours tried, %v running: %v, want TPE's own draw %v", far, got, drawn)
 	}
 
 	// While trials run, at most half as many as have finished, every
