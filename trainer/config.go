@@ -220,13 +220,17 @@ type FailureConfig struct {
 	// progress but report rarely. It needs the trial's logs, which a sweep
 	// always keeps (Spec.LogDir).
 	OutputHeartbeat bool `toml:"output_heartbeat" json:"output_heartbeat,omitempty"`
-	// FailFast ends a sweep at its first failed trial (one whose failures
-	// exhausted MaxFailures), as Ray Tune's FailureConfig(fail_fast=True)
-	// does, instead of running the rest: for a sweep whose every trial
-	// would fail the same way. The trials still running are interrupted,
-	// and continue when the sweep is run again. Groups run on their own
-	// (trainer.Run) ignore it.
-	FailFast bool `toml:"fail_fast" json:"fail_fast,omitempty"`
+	// FailFast, when true, ends a sweep at its first failed trial (one
+	// whose failures exhausted MaxFailures), as Ray Tune's
+	// FailureConfig(fail_fast=True) does, instead of running the rest.
+	// Unset (nil), a sweep ends once the first trials to end, as many as
+	// run at once and at least 3, all failed the same way, with none
+	// completed and more to start: a broken command or environment, which
+	// every trial would hit. False runs every trial whatever fails. The
+	// trials still running when a sweep ends are interrupted, and continue
+	// when it is run again. Groups run on their own (trainer.Run) ignore
+	// it.
+	FailFast *bool `toml:"fail_fast" json:"fail_fast,omitempty"`
 }
 
 // Heartbeat is HeartbeatTimeout as a duration; 0 when disabled.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/search"
@@ -29,6 +30,11 @@ type loop struct {
 	// exhausted: it has no more configurations. scored: a report carried
 	// the objective.
 	waiting, exhausted, scored bool
+	// sameFailures counts the trials that ended ERROR in this run before
+	// any succeeded, while all failed as the first did (firstFailure, its
+	// failureSignature); -1 once one failed otherwise.
+	sameFailures int
+	firstFailure string
 	// err ends the run: a database failure or a searcher's error.
 	err    error
 	cancel context.CancelFunc
@@ -468,10 +474,63 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 	if _, ok := tr.ckpts.dir.Latest(); !ok {
 		delete(l.trials, tr.number)
 	}
-	if status == storage.TrialError && t.cfg.Trainer.Failure.FailFast {
-		l.fail(&FailFastError{Trial: tr.number, Err: err})
+	if status == storage.TrialError {
+		l.onFailure(tr, err)
 	}
 	l.checkObjectiveReported(ctx)
+}
+
+// minSameFailures is how many trials, at least, must fail the same way
+// with none completed before a sweep without fail_fast set ends (see
+// onFailure).
+const minSameFailures = 3
+
+// onFailure ends the run at trial tr's failure err: with fail_fast = true
+// at any failure; with fail_fast unset once the first trials to end in
+// this run, as many as run at once and at least minSameFailures, all
+// failed the same way (see failureSignature) with none completed, while
+// more trials are to start. Such a failure does not depend on the
+// configuration (a missing module, a wrong path, a broken environment):
+// the trials to come would only fail the same way. Counting the first to
+// end, not the first started, a configuration that fails fast among ones
+// that take long does not end the sweep: the ones that fail fast would
+// have to outnumber the trials running at once.
+func (l *loop) onFailure(tr *trialRun, err error) {
+	t := l.t
+	failFast := t.cfg.Trainer.Failure.FailFast
+	switch {
+	case failFast != nil && *failFast:
+		l.fail(&FailFastError{Trial: tr.number, Err: err})
+		return
+	case failFast != nil, l.succeeded > 0, l.sameFailures < 0:
+		return
+	}
+	switch sig := failureSignature(err); {
+	case l.sameFailures == 0:
+		l.firstFailure, l.sameFailures = sig, 1
+	case sig == l.firstFailure:
+		l.sameFailures++
+	default:
+		l.sameFailures = -1
+		return
+	}
+	if l.sameFailures >= max(minSameFailures, l.room()) && l.started < t.cfg.Search.Trials() && !l.exhausted {
+		l.fail(&SameFailureError{Trials: l.sameFailures, Err: err})
+	}
+}
+
+// digits matches a run of decimal digits.
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// failureSignature is what two trials' failures must share to count as
+// the same: err's message with every number blanked, since a worker's
+// pid, its trial's folder and a traceback's line numbers differ from
+// trial to trial (and a value drawn from the search space would too).
+func failureSignature(err error) string {
+	if err == nil {
+		return ""
+	}
+	return digits.ReplaceAllString(err.Error(), "#")
 }
 
 // checkObjectiveReported ends the run with an *ObjectiveMissingError once

@@ -137,7 +137,7 @@ func (c Config) identity(space map[string]string) identity {
 	var id identity
 	id.Seed, id.Objective, id.Scheduler, id.Trainer = c.Seed, c.Objective, c.Scheduler, c.Trainer
 	id.Trainer.LogMaxBytes, id.Trainer.LogKeep = 0, 0 // how much of the workers' logs is kept may change too
-	id.Trainer.Failure.FailFast = false               // and whether a failure ends the run
+	id.Trainer.Failure.FailFast = nil                 // and whether a failure ends the run
 	id.Search.Algorithm, id.Search.NumSamples, id.Search.Seed = c.Search.Algorithm, c.Search.NumSamples, c.Search.Seed
 	id.Search.Space = space
 	id.Search.Points, id.Search.WarmStart = c.Search.PointsToEvaluate, c.Search.WarmStart

@@ -383,6 +383,24 @@ func (e *FailFastError) Error() string {
 
 func (e *FailFastError) Unwrap() error { return e.Err }
 
+// SameFailureError is returned by Fit, with the Result, when the sweep
+// ended because its first trials to end (Trials of them, as many as run
+// at once and at least 3) all failed the same way with none completed,
+// [trainer.failure] fail_fast being unset: the failure does not depend on
+// the configuration. Err is the last one's failure. The experiment is
+// INTERRUPTED: the trials still running continue when it is run again,
+// and WithRerunFailed runs the failed ones again too.
+type SameFailureError struct {
+	Trials int
+	Err    error
+}
+
+func (e *SameFailureError) Error() string {
+	return fmt.Sprintf("the first %d trials to end all failed the same way and none completed, so the sweep stops here: the command or its environment looks broken, not a configuration (fail_fast = false in [trainer.failure] runs every trial whatever fails). The last failure: %v", e.Trials, e.Err)
+}
+
+func (e *SameFailureError) Unwrap() error { return e.Err }
+
 // ErrNoFeasibleTrial is returned by Fit, with the Result, when trials
 // reported the objective but none met the objective's constraints.
 var ErrNoFeasibleTrial = errors.New("no trial met the constraints")

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -231,6 +233,91 @@ func TestQueryPrintsTimesInISO8601(t *testing.T) {
 		if code != 0 || !c.want.MatchString(out) {
 			t.Errorf("query %v: exit %d\n%s%s", c.args, code, out, stderr)
 		}
+	}
+}
+
+// TestBrokenScriptEndsTheSweep runs, as a user does (a separate process in
+// the sweep file's folder, relative paths, the default database), a sweep
+// of 10 trials whose Python script cannot import a module: the first 3
+// trials fail the same way, so the sweep stops there with the traceback
+// and the way on (exit 1, INTERRUPTED) instead of failing all 10; once
+// the script is mended, --rerun-failed runs the failed trials again and
+// the sweep goes on to its end.
+func TestBrokenScriptEndsTheSweep(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("train.py", "import gotune_test_missing_module\n")
+	write("sweep.toml", `name = "broken"
+seed = 2
+
+[objective]
+metric = "loss"
+
+[search]
+num_samples = 10
+max_concurrent = 2
+
+[search.space]
+lr = { loguniform = [0.001, 0.1] }
+
+[trainer]
+command = ["python3", "train.py", "{lr}"]
+`)
+	run := func(args ...string) (code int, stdout, stderr string) {
+		t.Helper()
+		cmd := gotune(t, args...)
+		cmd.Dir = dir
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+	}
+	code, stdout, stderr := run("run", "sweep.toml")
+	for _, want := range []string{"the first 3 trials to end all failed the same way", "ModuleNotFoundError: No module named 'gotune_test_missing_module'",
+		"`gotune run --rerun-failed sweep.toml` runs them again"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("run: stderr lacks %q", want)
+		}
+	}
+	if code != 1 || t.Failed() {
+		t.Fatalf("run: exit %d, want 1\n%s\n%s", code, stdout, stderr)
+	}
+	db := filepath.Join(dir, "gotune.db")
+	rows := trialRowsOf(t, db, "broken")
+	failed := 0
+	for _, r := range rows {
+		switch r.Status {
+		case storage.TrialError:
+			failed++
+		case storage.TrialInterrupted:
+		default:
+			t.Errorf("trial %d is %s, want ERROR or INTERRUPTED", r.TrialID, r.Status)
+		}
+	}
+	if failed < 3 || len(rows) > 4 {
+		t.Errorf("%d trials started, %d failed: want the sweep stopped at its third failure", len(rows), failed)
+	}
+	write("train.py", "import json, sys\nprint('@gotune ' + json.dumps({'loss': float(sys.argv[1])}))\n")
+	if code, stdout, stderr := run("run", "--rerun-failed", "sweep.toml"); code != 0 || stderr != "" {
+		t.Fatalf("run --rerun-failed: exit %d, want 0 with nothing on stderr\n%s\n%s", code, stdout, stderr)
+	}
+	rows = trialRowsOf(t, db, "broken")
+	for _, r := range rows {
+		if r.Status != storage.TrialTerminated {
+			t.Errorf("after the rerun, trial %d is %s, want TERMINATED", r.TrialID, r.Status)
+		}
+	}
+	if len(rows) != 10 {
+		t.Errorf("after the rerun, %d trials, want 10", len(rows))
 	}
 }
 

@@ -146,9 +146,12 @@ func runCommand() *cli.Command {
 			}
 			var exists *tuner.ExistsError
 			var failFast *tuner.FailFastError
+			var sameFailure *tuner.SameFailureError
 			switch {
 			case errors.As(err, &failFast):
 				return &exitError{exitFailed, fmt.Errorf("%w\nFix its cause, then `gotune run --rerun-failed %s` runs it again and continues the sweep", err, path)}
+			case errors.As(err, &sameFailure):
+				return &exitError{exitFailed, fmt.Errorf("%w\nFix its cause, then `gotune run --rerun-failed %s` runs them again and continues the sweep", err, path)}
 			case errors.As(err, &exists):
 				return badInput(fmt.Errorf("%w\nTry: %s", err, existsHint(exists, path)))
 			case errors.Is(err, storage.ErrExperimentRunning), errors.Is(err, tuner.ErrExperimentExists), errors.Is(err, tuner.ErrNothingToResume):
