@@ -82,6 +82,9 @@ type mutation struct {
 type pbtState struct {
 	Trials map[int]*pbtTrial `json:"trials"`
 	Rand   *seededRand       `json:"rand"`
+	// Failed holds the time of the last perturbation of each failed trial
+	// (see OnTrialFailed), for a rerun to go on from.
+	Failed map[int]float64 `json:"failed,omitempty"`
 }
 
 type pbtTrial struct {
@@ -97,8 +100,9 @@ type pbtTrial struct {
 }
 
 var (
-	_ Scheduler   = (*pbt)(nil)
-	_ Snapshotter = (*pbt)(nil)
+	_ Scheduler       = (*pbt)(nil)
+	_ Snapshotter     = (*pbt)(nil)
+	_ FailureObserver = (*pbt)(nil)
 )
 
 func newPBT(c Config, v view, env Env) (*pbt, error) {
@@ -156,12 +160,33 @@ func newPBT(c Config, v view, env Env) (*pbt, error) {
 	return p, nil
 }
 
-// OnTrialAdd implements Scheduler.
+// OnTrialAdd implements Scheduler. A failed trial that runs again keeps
+// the time of its last perturbation, as a trial that Ray Tune restarts
+// after an error does: the rerun restarts from a checkpoint that trial
+// time had reached, and is not perturbed again until the interval from
+// then is up.
 func (p *pbt) OnTrialAdd(trial int, config map[string]any) {
 	if old := p.st.Trials[trial]; old != nil && old.ranked() {
 		p.live.Remove(pbtRank{old.Score, trial}) // a number used again
 	}
-	p.st.Trials[trial] = &pbtTrial{Config: maps.Clone(config)}
+	t := &pbtTrial{Config: maps.Clone(config)}
+	if last, ok := p.st.Failed[trial]; ok {
+		t.LastPerturb = last
+		delete(p.st.Failed, trial)
+	}
+	p.st.Trials[trial] = t
+}
+
+// OnTrialFailed implements FailureObserver: it keeps the failed trial's
+// last perturbation time, which OnTrialEnd forgets with the trial, for a
+// rerun (see OnTrialAdd).
+func (p *pbt) OnTrialFailed(trial int) {
+	if t := p.st.Trials[trial]; t != nil {
+		if p.st.Failed == nil {
+			p.st.Failed = map[int]float64{}
+		}
+		p.st.Failed[trial] = t.LastPerturb
+	}
 }
 
 // OnResult implements Scheduler.

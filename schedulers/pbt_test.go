@@ -178,3 +178,45 @@ func TestPBTExploreKeepsConditions(t *testing.T) {
 		}
 	}
 }
+
+// A failed trial that runs again (tuner.WithRerunFailed) keeps the time
+// of its last perturbation, through a snapshot too: its first result
+// after the restart, in the bottom quantile, is not perturbed before the
+// interval from then is up.
+func TestPBTRerunKeepsItsLastPerturbation(t *testing.T) {
+	newPBT := func() Scheduler {
+		return mustNew(t, Config{Kind: "pbt", PerturbationInterval: 4, ResampleProbability: ptr(0.0)},
+			Env{Metric: "loss", Checkpoints: true, Space: pbtSpace(t), Seed: 3})
+	}
+	config := map[string]any{"lr": 0.01, "act": "tanh", "layers": int64(2), "epochs": int64(10)}
+	s := newPBT()
+	s.OnTrialAdd(1, config)
+	s.OnTrialAdd(2, config)
+	// Both reach the first perturbation at 4; trial 2 is the best.
+	for _, r := range []Result{{Trial: 1, Time: 4, Score: 0.1, Checkpoint: true}, {Trial: 2, Time: 4, Score: 0.05, Checkpoint: true}} {
+		if d := s.OnResult(r); d.Action != Continue {
+			t.Fatalf("%+v: %+v, want Continue", r, d)
+		}
+	}
+	EndTrial(s, 2, true)
+	data, err := s.(Snapshotter).Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = newPBT()
+	if err := s.(Snapshotter).Restore(data); err != nil {
+		t.Fatal(err)
+	}
+	// Trial 2 runs again from its checkpoint at 4.
+	s.OnTrialAdd(2, config)
+	if d := s.OnResult(Result{Trial: 1, Time: 8, Score: 0.1, Checkpoint: true}); d.Action != Continue {
+		t.Fatalf("trial 1 alone at 8: %+v, want Continue", d)
+	}
+	d := s.OnResult(Result{Trial: 2, Time: 5, Score: 0.5})
+	if d.Action != Continue {
+		t.Errorf("the rerun at 5, last perturbed at 4: %+v, want Continue until 8", d)
+	}
+	if d := s.OnResult(Result{Trial: 2, Time: 8, Score: 0.5}); d.Action != Restart || d.Exploit.From != 1 {
+		t.Errorf("the rerun at 8, in the bottom half: %+v, want a restart from trial 1", d)
+	}
+}
