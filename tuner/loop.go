@@ -475,7 +475,7 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 		delete(l.trials, tr.number)
 	}
 	if status == storage.TrialError {
-		l.onFailure(tr, err)
+		l.onFailure(ctx, tr, err)
 	}
 	l.checkObjectiveReported(ctx)
 }
@@ -495,12 +495,13 @@ const minSameFailures = 3
 // end, not the first started, a configuration that fails fast among ones
 // that take long does not end the sweep: the ones that fail fast would
 // have to outnumber the trials running at once.
-func (l *loop) onFailure(tr *trialRun, err error) {
+// Either way the reason is recorded as an EventSweepStopped.
+func (l *loop) onFailure(ctx context.Context, tr *trialRun, err error) {
 	t := l.t
 	failFast := t.cfg.Trainer.Failure.FailFast
 	switch {
 	case failFast != nil && *failFast:
-		l.fail(&FailFastError{Trial: tr.number, Err: err})
+		l.stop(ctx, &FailFastError{Trial: tr.number, Err: err})
 		return
 	case failFast != nil, l.succeeded > 0, l.sameFailures < 0:
 		return
@@ -515,8 +516,19 @@ func (l *loop) onFailure(tr *trialRun, err error) {
 		return
 	}
 	if l.sameFailures >= max(minSameFailures, l.room()) && l.started < t.cfg.Search.Trials() && !l.exhausted {
-		l.fail(&SameFailureError{Trials: l.sameFailures, Err: err})
+		l.stop(ctx, &SameFailureError{Trials: l.sameFailures, Err: err})
 	}
+}
+
+// EventSweepStopped is the experiment event recorded when failed trials
+// end a run (see onFailure); its message is the reason.
+const EventSweepStopped = "sweep_stopped"
+
+// stop ends the run with err, recording it first as the experiment's
+// EventSweepStopped, so that the reason outlives the run's output.
+func (l *loop) stop(ctx context.Context, err error) {
+	l.record(l.t.db.AddEvent(ctx, l.exp.ID, 0, EventSweepStopped, err.Error(), nil))
+	l.fail(err)
 }
 
 // digits matches a run of decimal digits.

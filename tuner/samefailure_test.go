@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -86,6 +87,11 @@ func TestSameFailuresEndTheSweep(t *testing.T) {
 				db := openResults(t, cfg)
 				if exp, _ := db.Experiment(context.Background(), cfg.Name); exp.Status != storage.ExperimentInterrupted {
 					t.Errorf("experiment %s, want INTERRUPTED, for a rerun to go on", exp.Status)
+				}
+				if !slices.ContainsFunc(experimentEvents(t, cfg), func(ev storage.Event) bool {
+					return ev.Kind == EventSweepStopped && ev.Message == err.Error()
+				}) {
+					t.Errorf("no %s event with the reason %q", EventSweepStopped, err)
 				}
 				return
 			}
