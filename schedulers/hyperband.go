@@ -26,7 +26,10 @@ import (
 // then it runs on, and is judged at the bracket's current rung like any
 // trial that reaches it), and a diverged result (NaN or infinite) stops its
 // trial at the rung; either ends the trial, and the rung
-// completes without it, as it does when a trial fails or ends early.
+// completes without it, as it does when a trial fails or ends early. A
+// failed trial that runs again (tuner.WithRerunFailed) is judged at each
+// rung halved without it by the cutoff the rung was halved with, so it
+// does not get past a cut it missed (see OnTrialAdd).
 type hyperBand struct {
 	c    Config
 	v    view
@@ -56,6 +59,10 @@ type hbBracket struct {
 	Nominal int `json:"nominal"`
 	// Records are the results at the current rung in arrival order.
 	Records []hbRecord `json:"records"`
+	// Cutoffs holds, for each rung halved so far, the score of the last
+	// result kept there (NaN where none was live), for a rerun trial that
+	// missed the rung (see judgeLate).
+	Cutoffs []fnum `json:"cutoffs,omitempty"`
 }
 
 type hbRecord struct {
@@ -108,7 +115,12 @@ func (b *hbBracket) open() bool { return !b.Sealed && len(b.Members) < b.Size }
 // filled. A trial it knows runs again (see Scheduler.OnTrialAdd) in its
 // own bracket, which waits for it again at its current rung: when the
 // trial has a record there, from before it failed, the record goes, and
-// the trial is recorded anew when it gets there.
+// the trial is recorded anew when it gets there. When the bracket has
+// halved the trial's last rung since (without it, had it failed there
+// before the halving), or a rung it had yet to reach, the trial is judged
+// at each such rung when it gets there, against the cutoff the rung was
+// halved with (see judgeLate), before it joins the bracket's current rung:
+// it does not get past a cut it missed.
 func (h *hyperBand) OnTrialAdd(trial int, _ map[string]any) {
 	t := h.st.Trials[trial]
 	if t == nil {
@@ -117,6 +129,8 @@ func (h *hyperBand) OnTrialAdd(trial int, _ map[string]any) {
 	}
 	if b := h.st.Brackets[t.Bracket]; t.Rung == b.Rung && b.Rung < len(b.Milestones)-1 {
 		b.Records = slices.DeleteFunc(b.Records, func(rec hbRecord) bool { return rec.Trial == trial })
+		t.Rung--
+	} else if t.Rung >= 0 && t.Rung < b.Rung {
 		t.Rung--
 	}
 	t.State = running
@@ -148,6 +162,9 @@ func (h *hyperBand) OnResult(r Result) Decision {
 			Reason: fmt.Sprintf("reached max_t (%s ≥ %s)", h.v.timeAttr, num(h.c.MaxT))}
 	}
 	b := h.st.Brackets[t.Bracket]
+	if k := t.Rung + 1; k < b.Rung && Reached(r.Time, b.Milestones[k]) {
+		return h.judgeLate(t, b, k, r)
+	}
 	if t.Rung >= b.Rung || !Reached(r.Time, b.Milestones[b.Rung]) || b.Rung == len(b.Milestones)-1 {
 		// Short of the rung, or at max_t with stop_last_trials false.
 		return Decision{Action: Continue}
@@ -174,6 +191,55 @@ func (h *hyperBand) OnResult(r Result) Decision {
 		}
 	}
 	return d
+}
+
+// judgeLate judges trial t, which ran again after failing (see
+// OnTrialAdd), at rung k of bracket b, halved without it, by its result
+// r there: against the cutoff the rung was halved with, it stops when it
+// is worse and goes on when it would have been kept (as it does when no
+// result was live at the halving).
+func (h *hyperBand) judgeLate(t *hbTrial, b *hbBracket, k int, r Result) Decision {
+	t.Rung = k
+	where := h.rungName(b, k)
+	d := Decision{Rung: b.Milestones[k]}
+	if diverged(r.Score) {
+		h.end(t)
+		d.Action = Stop
+		d.Reason = fmt.Sprintf("stopped at %s of bracket %d: its result diverged (%s NaN or infinite), which never passes a rung",
+			where, t.Bracket+1, h.v.metric)
+		return d
+	}
+	cutoff := fnum(math.NaN())
+	if k < len(b.Cutoffs) {
+		cutoff = b.Cutoffs[k]
+	}
+	d.setCutoff(h.v.value(float64(cutoff)))
+	val := num(h.v.value(r.Score))
+	if fnum(r.Score) > cutoff {
+		h.end(t)
+		d.Action = Stop
+		d.Reason = fmt.Sprintf("stopped at %s of bracket %d, which was halved while the trial had failed: %s %s is %s than the cutoff %s it was halved with",
+			where, t.Bracket+1, h.v.metric, val, h.v.worse(), num(d.Cutoff))
+		return d
+	}
+	d.Action = Continue
+	d.Reason = fmt.Sprintf("promoted at %s of bracket %d, which was halved while the trial had failed: %s %s would have been kept", where, t.Bracket+1, h.v.metric, val)
+	if d.HasCutoff {
+		d.Reason += fmt.Sprintf(" (cutoff %s)", num(d.Cutoff))
+	}
+	// The trial may be past the next rung too.
+	if again := h.OnResult(r); again.Action != Continue || again.Reason != "" {
+		return again
+	}
+	return d
+}
+
+// setCutoff records cutoff as the score rung i of b was halved with.
+func (b *hbBracket) setCutoff(i int, cutoff fnum) {
+	for len(b.Cutoffs) < i {
+		b.Cutoffs = append(b.Cutoffs, fnum(math.NaN()))
+	}
+	b.Cutoffs = append(b.Cutoffs[:i], cutoff)
 }
 
 // waiting counts the bracket's trials still to report at its rung,
@@ -219,6 +285,7 @@ func (h *hyperBand) halve(bi int, self int) Decision {
 	})
 	if len(live) == 0 {
 		// Every trial that got here has ended since: the bracket is over.
+		b.setCutoff(b.Rung, fnum(math.NaN()))
 		b.Rung, b.Records = len(b.Milestones)-1, nil
 		return Decision{}
 	}
@@ -261,6 +328,7 @@ func (h *hyperBand) halve(bi int, self int) Decision {
 			h.st.Orders = append(h.st.Orders, Order{Trial: rec.Trial, Decision: d})
 		}
 	}
+	b.setCutoff(b.Rung, live[keep-1].Score)
 	b.Rung++
 	b.Records = nil
 	b.Nominal = nominal

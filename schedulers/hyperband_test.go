@@ -90,44 +90,67 @@ func TestHyperBandBracketWhoseTrialsAllEnd(t *testing.T) {
 
 // TestHyperBandRerunOfAFailedTrial adds a trial that failed again, as the
 // tuner does when WithRerunFailed runs it from its latest checkpoint: it
-// rejoins its own bracket, which waits for it at its current rung, and
-// completes the rung when it gets there or ends again.
+// rejoins its own bracket. A rung the bracket halved without it judges it
+// when it gets there, by the cutoff the rung was halved with: it stops
+// when it is worse, and otherwise goes on to the rung the bracket waits
+// at, which it completes when it gets there or ends again.
 func TestHyperBandRerunOfAFailedTrial(t *testing.T) {
 	// max_t 4, η 2: the first bracket has 4 trials at rungs 1, 2, 4.
-	start := []ev{
-		add(1), add(2), add(3), add(4),
-		end(4), // trial 4 fails before its rung
+	halved := []ev{
 		res(1, 1, 0.1, Pause).at(1),
 		res(2, 1, 0.2, Pause).at(1),
 		res(3, 1, 0.3, Stop).at(1).cut(0.2),
 		order(1, Continue, true, true).at(1).cut(0.2),
 		order(2, Continue, true, true).at(1).cut(0.2),
 		res(1, 2, 0.05, Pause).at(2).why("waiting for 1 more"),
-		add(4), // the rerun, from scratch
+		add(4), // the rerun
 		res(2, 2, 0.1, Pause).at(2).why("bracket 1 with loss 0.1: waiting for 1 more"),
-		res(4, 1, 0.5, Continue),
 	}
+	// Trial 4 fails before rung 1, or at it while the others get there.
+	beforeRung := append([]ev{add(1), add(2), add(3), add(4), end(4)}, halved...)
+	atRung := append([]ev{add(1), add(2), add(3), add(4), res(4, 1, 0.5, Pause).at(1), end(4)}, halved...)
+	const late = "rung 1 (training_iteration ≥ 1) of bracket 1, which was halved while the trial had failed"
 	cases := []struct {
 		name   string
+		start  []ev
 		events []ev
 	}{
-		{"it gets to the rung", []ev{
+		{"it missed the cut", beforeRung, []ev{
+			res(4, 1, 0.5, Stop).at(1).cut(0.2).why("stopped at " + late + ": loss 0.5 is higher than the cutoff 0.2"),
+			// Rung 2 no longer waits for it.
+			order(2, Stop, false, true).at(2).cut(0.05),
+			order(1, Continue, true, true).at(2).cut(0.05),
+			next(true, true),
+		}},
+		{"it missed the cut at its own rung", atRung, []ev{
+			res(4, 1, 0.5, Stop).at(1).cut(0.2).why("stopped at " + late),
+			order(2, Stop, false, true).at(2).cut(0.05),
+			order(1, Continue, true, true).at(2).cut(0.05),
+		}},
+		{"it would have been kept and gets to the rung", beforeRung, []ev{
+			res(4, 1, 0.15, Continue).at(1).cut(0.2).why("promoted at " + late + ": loss 0.15 would have been kept (cutoff 0.2)"),
 			res(4, 2, 0.01, Continue).at(2).cut(0.01).why("rung 2 (training_iteration ≥ 2) of bracket 1 to max_t 4"),
 			order(1, Stop, false, true).at(2).cut(0.01),
 			order(2, Stop, false, true).at(2).cut(0.01),
 			next(true, true),
 		}},
-		{"it fails again", []ev{
+		{"it would have been kept and fails again", beforeRung, []ev{
+			res(4, 1, 0.15, Continue).at(1).cut(0.2),
 			end(4),
 			order(2, Stop, false, true).at(2).cut(0.05),
 			order(1, Continue, true, true).at(2).cut(0.05),
 			next(true, true),
 		}},
+		{"it is past both rungs at once", beforeRung, []ev{
+			res(4, 2, 0.01, Continue).at(2).cut(0.01).why("to max_t 4"),
+			order(1, Stop, false, true).at(2).cut(0.01),
+			order(2, Stop, false, true).at(2).cut(0.01),
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := mustNew(t, Config{Kind: "hyperband", MaxT: 4, GracePeriod: 1, ReductionFactor: 2}, Env{Metric: "loss", Checkpoints: true})
-			play(t, s, append(slices.Clip(start), c.events...))
+			play(t, s, append(slices.Clip(c.start), c.events...))
 		})
 	}
 }
