@@ -239,10 +239,10 @@ func TestQueryPrintsTimesInISO8601(t *testing.T) {
 // TestBrokenScriptEndsTheSweep runs, as a user does (a separate process in
 // the sweep file's folder, relative paths, the default database), a sweep
 // of 10 trials whose Python script cannot import a module: the first 3
-// trials fail the same way, so the sweep stops there with the traceback
-// and the way on (exit 1, INTERRUPTED) instead of failing all 10; once
-// the script is mended, --rerun-failed runs the failed trials again and
-// the sweep goes on to its end.
+// trials fail the same way, so the sweep stops there (exit 1,
+// INTERRUPTED) with the traceback, printed once, and the way on, instead
+// of failing all 10; once the script is mended, --rerun-failed runs the
+// failed trials again and the sweep goes on to its end.
 func TestBrokenScriptEndsTheSweep(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) {
@@ -290,6 +290,10 @@ command = ["python3", "train.py", "{lr}"]
 	}
 	if code != 1 || t.Failed() {
 		t.Fatalf("run: exit %d, want 1\n%s\n%s", code, stdout, stderr)
+	}
+	// The traceback is printed once; the trials that repeat it say so.
+	if n := strings.Count(stdout, "ModuleNotFoundError"); n != 1 || strings.Count(stdout, "the same failure as trial") < 2 {
+		t.Errorf("run: the traceback printed %d times, want once and the repeats named:\n%s", n, stdout)
 	}
 	db := filepath.Join(dir, "gotune.db")
 	rows := trialRowsOf(t, db, "broken")

@@ -209,9 +209,10 @@ const mirrorBytes = 3 * 4096
 
 // linePrinter writes one plain line per report and per finished trial.
 type linePrinter struct {
-	w      io.Writer
-	start  time.Time
-	events eventLines
+	w        io.Writer
+	start    time.Time
+	events   eventLines
+	failures failureLines
 }
 
 func (p *linePrinter) OnReport(trial int, r trainer.Result) {
@@ -221,9 +222,36 @@ func (p *linePrinter) OnReport(trial int, r trainer.Result) {
 func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 	line := fmt.Sprintf("%7.1fs  trial %-3d %s", time.Since(p.start).Seconds(), trial, status)
 	if err != nil {
-		line += ": " + err.Error()
+		line += ": " + p.failures.describe(trial, err)
 	}
 	fmt.Fprintln(p.w, line)
+}
+
+// failureLines describes trials' failures in full, but for one that only
+// repeats an earlier trial's (the same message but for its numbers: a
+// pid, a trial's folder), which gets its first line (its log's path) and
+// the trial it repeats: a broken script's traceback is printed once, not
+// once per trial. The database keeps every failure whole.
+type failureLines struct {
+	mu    sync.Mutex
+	first map[string]int // a failure's message, numbers blanked -> the trial that had it first
+}
+
+func (f *failureLines) describe(trial int, err error) string {
+	msg := err.Error()
+	gist := digits.ReplaceAllString(msg, "N")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if first, ok := f.first[gist]; ok && strings.Contains(msg, "\n") {
+		return fmt.Sprintf("%s the same failure as trial %d", firstLine(msg), first)
+	}
+	if f.first == nil {
+		f.first = map[string]int{}
+	}
+	if _, ok := f.first[gist]; !ok {
+		f.first[gist] = trial
+	}
+	return msg
 }
 
 func (p *linePrinter) OnNotice(msg string) {
