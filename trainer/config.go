@@ -223,10 +223,10 @@ type FailureConfig struct {
 	// FailFast, when true, ends a sweep at its first failed trial (one
 	// whose failures exhausted MaxFailures), as Ray Tune's
 	// FailureConfig(fail_fast=True) does, instead of running the rest.
-	// Unset (nil), a sweep ends once the first trials to end, as many as
-	// run at once and at least 3, all failed the same way, with none
-	// completed and more to start: a broken command or environment, which
-	// every trial would hit. False runs every trial whatever fails. The
+	// Unset (nil), a sweep ends once the first trials it launched, as
+	// many as run at once and at least 5, all failed the same way, with
+	// none completed and more to start: a broken command or environment,
+	// which every trial would hit. False runs every trial whatever fails. The
 	// trials still running when a sweep ends are interrupted, and continue
 	// when it is run again. Groups run on their own (trainer.Run) ignore
 	// it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/search"
@@ -30,9 +31,11 @@ type loop struct {
 	// exhausted: it has no more configurations. scored: a report carried
 	// the objective.
 	waiting, exhausted, scored bool
-	// sameFailures counts the trials that ended ERROR in this run before
-	// any succeeded, while all failed as the first did (firstFailure, its
-	// failureSignature); -1 once one failed otherwise.
+	// firstTrials are the first trials launched in this run, as many as
+	// sameFailuresToStop; sameFailures counts those that ended ERROR, all
+	// as the first did (firstFailure, its failureSignature), -1 once one
+	// ended otherwise (see watchFailures).
+	firstTrials  []int
 	sameFailures int
 	firstFailure string
 	// err ends the run: a database failure or a searcher's error.
@@ -284,6 +287,9 @@ func (l *loop) newTrialRun(ctx context.Context, rec *storage.Trial, config map[s
 
 // launch starts the trial's group from its resume point.
 func (l *loop) launch(ctx context.Context, tr *trialRun) {
+	if len(l.firstTrials) < l.sameFailuresToStop() && !slices.Contains(l.firstTrials, tr.number) {
+		l.firstTrials = append(l.firstTrials, tr.number)
+	}
 	tr.state = trialRunning
 	spec := l.t.groupSpec(tr)
 	l.running++
@@ -474,36 +480,42 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 	if _, ok := tr.ckpts.dir.Latest(); !ok {
 		delete(l.trials, tr.number)
 	}
-	if status == storage.TrialError {
-		l.onFailure(ctx, tr, err)
-	}
+	l.watchFailures(ctx, tr, status, err)
 	l.checkObjectiveReported(ctx)
 }
 
 // minSameFailures is how many trials, at least, must fail the same way
-// with none completed before a sweep without fail_fast set ends (see
-// onFailure).
-const minSameFailures = 3
+// before a sweep without fail_fast set ends (see watchFailures).
+const minSameFailures = 5
 
-// onFailure ends the run at trial tr's failure err: with fail_fast = true
-// at any failure; with fail_fast unset once the first trials to end in
-// this run, as many as run at once and at least minSameFailures, all
-// failed the same way (see failureSignature) with none completed, while
-// more trials are to start. Such a failure does not depend on the
-// configuration (a missing module, a wrong path, a broken environment):
-// the trials to come would only fail the same way. Counting the first to
-// end, not the first started, a configuration that fails fast among ones
-// that take long does not end the sweep: the ones that fail fast would
-// have to outnumber the trials running at once.
+// sameFailuresToStop is how many of the first trials launched in this run
+// must fail the same way for a sweep without fail_fast set to end: as
+// many as run at once, and at least minSameFailures.
+func (l *loop) sameFailuresToStop() int { return max(minSameFailures, l.room()) }
+
+// watchFailures ends the run when trial tr ends with status (and err):
+// with fail_fast = true at any failure; with fail_fast unset once the
+// first trials launched in this run, sameFailuresToStop of them, all
+// ended ERROR the same way (see failureSignature), no trial having
+// completed, while more are to start. Such a failure does not depend on
+// the configuration (a missing module, a wrong path, a broken
+// environment): the trials to come would only fail the same way. The
+// first trials launched, not the first to end, so that configurations
+// that fail at once, among others that take long, do not end a sweep
+// just by ending first: with a share p of the space failing alike, the
+// first k trials all fail with chance p^k (3% for half of it, k = 5).
 // Either way the reason is recorded as an EventSweepStopped.
-func (l *loop) onFailure(ctx context.Context, tr *trialRun, err error) {
+func (l *loop) watchFailures(ctx context.Context, tr *trialRun, status string, err error) {
 	t := l.t
 	failFast := t.cfg.Trainer.Failure.FailFast
 	switch {
-	case failFast != nil && *failFast:
+	case status == storage.TrialError && failFast != nil && *failFast:
 		l.stop(ctx, &FailFastError{Trial: tr.number, Err: err})
 		return
-	case failFast != nil, l.succeeded > 0, l.sameFailures < 0:
+	case failFast != nil, l.sameFailures < 0, !slices.Contains(l.firstTrials, tr.number):
+		return
+	case status != storage.TrialError || l.succeeded > 0:
+		l.sameFailures = -1
 		return
 	}
 	switch sig := failureSignature(err); {
@@ -515,13 +527,13 @@ func (l *loop) onFailure(ctx context.Context, tr *trialRun, err error) {
 		l.sameFailures = -1
 		return
 	}
-	if l.sameFailures >= max(minSameFailures, l.room()) && l.started < t.cfg.Search.Trials() && !l.exhausted {
+	if l.sameFailures == l.sameFailuresToStop() && l.started < t.cfg.Search.Trials() && !l.exhausted {
 		l.stop(ctx, &SameFailureError{Trials: l.sameFailures, Err: err})
 	}
 }
 
 // EventSweepStopped is the experiment event recorded when failed trials
-// end a run (see onFailure); its message is the reason.
+// end a run (see watchFailures); its message is the reason.
 const EventSweepStopped = "sweep_stopped"
 
 // stop ends the run with err, recording it first as the experiment's

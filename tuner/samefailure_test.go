@@ -7,15 +7,16 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gotune/gotune/storage"
 	"github.com/gotune/gotune/trainer"
 )
 
-// Without fail_fast set, a sweep whose first trials to end (as many as run
-// at once, at least 3) all failed the same way, none completed, stops
-// there, INTERRUPTED; failures that differ, a trial that completed, an
-// explicit fail_fast = false or no trial left to start let it run on.
+// Without fail_fast set, a sweep whose first trials (as many as run at
+// once, at least 5) all failed the same way, none completed, stops there,
+// INTERRUPTED; failures that differ, a trial that completed, an explicit
+// fail_fast = false or no trial left to start let it run on.
 func TestSameFailuresEndTheSweep(t *testing.T) {
 	off := false
 	// alternate fails its odd calls one way and its even ones another.
@@ -52,9 +53,11 @@ func TestSameFailuresEndTheSweep(t *testing.T) {
 		stopsAfter int
 		wantErr    error
 	}{
-		{name: "the same failure", train: boom, samples: 10, concurrent: 1, stopsAfter: 3},
-		{name: "as many as run at once", train: boom, samples: 10, concurrent: 4, stopsAfter: 4},
-		{name: "failures that differ in numbers only", samples: 10, concurrent: 1, stopsAfter: 3,
+		{name: "the same failure", train: boom, samples: 10, concurrent: 1, stopsAfter: 5},
+		// More trials than the first 6 may start and end before the 6th
+		// ends: 50 leave the sweep trials to come.
+		{name: "as many as run at once", train: boom, samples: 50, concurrent: 6, stopsAfter: 6},
+		{name: "failures that differ in numbers only", samples: 10, concurrent: 1, stopsAfter: 5,
 			train: func() trainer.TrainFunc {
 				return func(_ context.Context, w *trainer.Worker) error {
 					return fmt.Errorf("out of memory: %g GiB asked at line 12", 10+w.Float("x", 0))
@@ -62,8 +65,20 @@ func TestSameFailuresEndTheSweep(t *testing.T) {
 			}},
 		{name: "different failures", train: alternate, samples: 10, concurrent: 1, wantErr: ErrAllTrialsFailed},
 		{name: "a trial completed first", train: firstCompletes, samples: 10, concurrent: 1},
+		// Half the space fails at once, the rest takes a while: the first
+		// trials to end all fail alike, the first launched do not.
+		{name: "configurations that fail at once among slow ones", samples: 16, concurrent: 4,
+			train: func() trainer.TrainFunc {
+				return func(ctx context.Context, w *trainer.Worker) error {
+					if w.Float("x", 0) < 0 {
+						return errors.New("loss diverged")
+					}
+					time.Sleep(300 * time.Millisecond)
+					return quadratic(ctx, w)
+				}
+			}},
 		{name: "fail_fast = false", train: boom, samples: 10, concurrent: 1, failFast: &off, wantErr: ErrAllTrialsFailed},
-		{name: "no trial left to start", train: boom, samples: 3, concurrent: 1, wantErr: ErrAllTrialsFailed},
+		{name: "no trial left to start", train: boom, samples: 5, concurrent: 1, wantErr: ErrAllTrialsFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -384,8 +384,8 @@ func (e *FailFastError) Error() string {
 func (e *FailFastError) Unwrap() error { return e.Err }
 
 // SameFailureError is returned by Fit, with the Result, when the sweep
-// ended because its first trials to end (Trials of them, as many as run
-// at once and at least 3) all failed the same way with none completed,
+// ended because the first trials it launched (Trials of them, as many as
+// run at once and at least 5) all failed the same way with none completed,
 // [trainer.failure] fail_fast being unset: the failure does not depend on
 // the configuration. Err is the last one's failure. The experiment is
 // INTERRUPTED: the trials still running continue when it is run again,
@@ -396,7 +396,7 @@ type SameFailureError struct {
 }
 
 func (e *SameFailureError) Error() string {
-	return fmt.Sprintf("the first %d trials to end all failed the same way and none completed, so the sweep stops here: the command or its environment looks broken, not a configuration (fail_fast = false in [trainer.failure] runs every trial whatever fails). The last failure: %v", e.Trials, e.Err)
+	return fmt.Sprintf("the first %d trials all failed the same way and none completed, so the sweep stops here: the command or its environment looks broken, not a configuration (fail_fast = false in [trainer.failure] runs every trial whatever fails). The last failure: %v", e.Trials, e.Err)
 }
 
 func (e *SameFailureError) Unwrap() error { return e.Err }
