@@ -1,7 +1,9 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -108,6 +110,28 @@ func resolvePaths(argv []string, workdir, base string) []string {
 		}
 	}
 	return out
+}
+
+// programHint is what a launch error err for program (argv[0] after
+// resolvePaths) adds to say where gotune looked: a relative path with a
+// slash that names no file is left to the worker's folder, which is
+// where the launch failed, after the sweep file's folder and gotune's
+// working directory; "" for any other program or error.
+func (s Spec) programHint(program string, err error) string {
+	if !strings.Contains(program, "/") || filepath.IsAbs(program) || !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	var places []string
+	if s.PathBase != "" {
+		places = append(places, "the sweep file's folder "+s.PathBase)
+	}
+	if wd, err := os.Getwd(); err == nil && wd != s.PathBase {
+		places = append(places, "gotune's working directory "+wd)
+	}
+	if len(places) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%s is not in %s either)", program, strings.Join(places, " or "))
 }
 
 func exists(path string) bool {

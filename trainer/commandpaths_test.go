@@ -112,3 +112,24 @@ func TestSweepDirPlaceholder(t *testing.T) {
 		t.Errorf("Placeholders: %q, want only lr", names)
 	}
 }
+
+// TestMissingProgramSaysWhereGotuneLooked: a relative program found
+// nowhere fails at launch with the places looked in first named, the
+// sweep file's folder and the working directory, not only the worker's
+// folder the launch tried last.
+func TestMissingProgramSaysWhereGotuneLooked(t *testing.T) {
+	base, elsewhere := t.TempDir(), t.TempDir()
+	t.Chdir(elsewhere)
+	spec := Spec{
+		Experiment: uniqueName(t), Trial: 1,
+		Command:    []string{"./missing.sh"},
+		PathBase:   base,
+		TrialDir:   t.TempDir(),
+		ScratchDir: filepath.Join(t.TempDir(), "scratch"),
+	}
+	_, err := Run(context.Background(), spec, &collect{})
+	want := "./missing.sh is not in the sweep file's folder " + base + " or gotune's working directory " + elsewhere + " either"
+	if err == nil || !strings.Contains(err.Error(), want) || !IsPermanent(err) {
+		t.Errorf("Run: %v, want a permanent launch failure that says %q", err, want)
+	}
+}

@@ -85,7 +85,7 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 	}, pg.a.diskFull)
 	if err != nil {
 		pg.wg.Done()
-		err = fmt.Errorf("worker %d: %w", rank, err)
+		err = fmt.Errorf("worker %d: %w%s", rank, err, pg.a.r.spec.programHint(spec.Args[0], err))
 		if !errors.Is(err, workers.ErrNodeLost) {
 			err = Permanent(err) // a restart would fail the same way
 		}
