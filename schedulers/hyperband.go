@@ -171,10 +171,7 @@ func (h *hyperBand) OnResult(r Result) Decision {
 	}
 	t.Rung = b.Rung
 	if diverged(r.Score) {
-		h.end(t)
-		return Decision{Action: Stop, Rung: b.Milestones[b.Rung],
-			Reason: fmt.Sprintf("stopped at %s of bracket %d: its result diverged (%s NaN or infinite), which never passes a rung",
-				h.rungName(b, b.Rung), t.Bracket+1, h.v.metric)}
+		return h.stopDiverged(t, b)
 	}
 	b.Records = append(b.Records, hbRecord{Trial: r.Trial, Score: fnum(r.Score)})
 	if !h.rungDone(b) {
@@ -185,10 +182,26 @@ func (h *hyperBand) OnResult(r Result) Decision {
 	}
 	d := h.halve(t.Bracket, r.Trial)
 	if d.Action == Continue {
-		// The trial may already be past the next rung.
-		if again := h.OnResult(r); again.Action != Continue || again.Reason != "" {
-			return again
-		}
+		return h.onward(d, r)
+	}
+	return d
+}
+
+// stopDiverged ends trial t, whose result at its rung t.Rung of bracket b
+// diverged, and returns the decision that stops it there.
+func (h *hyperBand) stopDiverged(t *hbTrial, b *hbBracket) Decision {
+	h.end(t)
+	return Decision{Action: Stop, Rung: b.Milestones[t.Rung],
+		Reason: fmt.Sprintf("stopped at %s of bracket %d: its result diverged (%s NaN or infinite), which never passes a rung",
+			h.rungName(b, t.Rung), t.Bracket+1, h.v.metric)}
+}
+
+// onward returns the decision for result r of a trial that d promoted
+// past a rung: the trial may already be past the next rung too, where
+// the decision there stands.
+func (h *hyperBand) onward(d Decision, r Result) Decision {
+	if again := h.OnResult(r); again.Action != Continue || again.Reason != "" {
+		return again
 	}
 	return d
 }
@@ -200,15 +213,11 @@ func (h *hyperBand) OnResult(r Result) Decision {
 // result was live at the halving).
 func (h *hyperBand) judgeLate(t *hbTrial, b *hbBracket, k int, r Result) Decision {
 	t.Rung = k
+	if diverged(r.Score) {
+		return h.stopDiverged(t, b)
+	}
 	where := h.rungName(b, k)
 	d := Decision{Rung: b.Milestones[k]}
-	if diverged(r.Score) {
-		h.end(t)
-		d.Action = Stop
-		d.Reason = fmt.Sprintf("stopped at %s of bracket %d: its result diverged (%s NaN or infinite), which never passes a rung",
-			where, t.Bracket+1, h.v.metric)
-		return d
-	}
 	cutoff := fnum(math.NaN())
 	if k < len(b.Cutoffs) {
 		cutoff = b.Cutoffs[k]
@@ -227,11 +236,7 @@ func (h *hyperBand) judgeLate(t *hbTrial, b *hbBracket, k int, r Result) Decisio
 	if d.HasCutoff {
 		d.Reason += fmt.Sprintf(" (cutoff %s)", num(d.Cutoff))
 	}
-	// The trial may be past the next rung too.
-	if again := h.OnResult(r); again.Action != Continue || again.Reason != "" {
-		return again
-	}
-	return d
+	return h.onward(d, r)
 }
 
 // setCutoff records cutoff as the score rung i of b was halved with.
