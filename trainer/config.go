@@ -226,10 +226,10 @@ type FailureConfig struct {
 	// Unset (nil), a sweep ends once the first trials it launched, as
 	// many as run at once and at least 5, all failed the same way, with
 	// none completed and more to start: a broken command or environment,
-	// which every trial would hit. False runs every trial whatever fails. The
-	// trials still running when a sweep ends are interrupted, and continue
-	// when it is run again. Groups run on their own (trainer.Run) ignore
-	// it.
+	// which every trial would hit. False runs every trial whatever fails.
+	// The trials still running when a sweep ends are interrupted, and
+	// continue when it is run again. Groups run on their own (trainer.Run)
+	// ignore it.
 	FailFast *bool `toml:"fail_fast" json:"fail_fast,omitempty"`
 }
 

@@ -33,7 +33,7 @@ type loop struct {
 	waiting, exhausted, scored bool
 	// firstTrials are the first trials launched in this run, as many as
 	// sameFailuresToStop; sameFailures counts those that ended ERROR, all
-	// as the first did (firstFailure, its failureSignature), -1 once one
+	// as the first did (firstFailure, its FailureSignature), -1 once one
 	// ended otherwise (see watchFailures).
 	firstTrials  []int
 	sameFailures int
@@ -496,7 +496,7 @@ func (l *loop) sameFailuresToStop() int { return max(minSameFailures, l.room()) 
 // watchFailures ends the run when trial tr ends with status (and err):
 // with fail_fast = true at any failure; with fail_fast unset once the
 // first trials launched in this run, sameFailuresToStop of them, all
-// ended ERROR the same way (see failureSignature), no trial having
+// ended ERROR the same way (see FailureSignature), no trial having
 // completed, while more are to start. Such a failure does not depend on
 // the configuration (a missing module, a wrong path, a broken
 // environment): the trials to come would only fail the same way. The
@@ -518,7 +518,7 @@ func (l *loop) watchFailures(ctx context.Context, tr *trialRun, status string, e
 		l.sameFailures = -1
 		return
 	}
-	switch sig := failureSignature(err); {
+	switch sig := FailureSignature(err); {
 	case l.sameFailures == 0:
 		l.firstFailure, l.sameFailures = sig, 1
 	case sig == l.firstFailure:
@@ -546,11 +546,11 @@ func (l *loop) stop(ctx context.Context, err error) {
 // digits matches a run of decimal digits.
 var digits = regexp.MustCompile(`[0-9]+`)
 
-// failureSignature is what two trials' failures must share to count as
+// FailureSignature is what two trials' failures must share to count as
 // the same: err's message with every number blanked, since a worker's
 // pid, its trial's folder and a traceback's line numbers differ from
 // trial to trial (and a value drawn from the search space would too).
-func failureSignature(err error) string {
+func FailureSignature(err error) string {
 	if err == nil {
 		return ""
 	}

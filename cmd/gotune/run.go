@@ -227,29 +227,30 @@ func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 	fmt.Fprintln(p.w, line)
 }
 
-// failureLines describes trials' failures in full, but for one that only
-// repeats an earlier trial's (the same message but for its numbers: a
-// pid, a trial's folder), which gets its first line (its log's path) and
-// the trial it repeats: a broken script's traceback is printed once, not
-// once per trial. The database keeps every failure whole.
+// failureLines describes trials' failures in full, but for one of several
+// lines that only repeats an earlier trial's (the same
+// tuner.FailureSignature: the same message but for its numbers, a pid, a
+// trial's folder), which gets its first line (its log's path) and the
+// trial it repeats: a broken script's traceback is printed once, not once
+// per trial. The database keeps every failure whole.
 type failureLines struct {
 	mu    sync.Mutex
-	first map[string]int // a failure's message, numbers blanked -> the trial that had it first
+	first map[string]int // a failure's signature -> the trial that had it first
 }
 
 func (f *failureLines) describe(trial int, err error) string {
-	msg := err.Error()
-	gist := digits.ReplaceAllString(msg, "N")
+	msg, sig := err.Error(), tuner.FailureSignature(err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if first, ok := f.first[gist]; ok && strings.Contains(msg, "\n") {
+	first, seen := f.first[sig]
+	switch {
+	case !seen:
+		if f.first == nil {
+			f.first = map[string]int{}
+		}
+		f.first[sig] = trial
+	case strings.Contains(msg, "\n"):
 		return fmt.Sprintf("%s the same failure as trial %d", firstLine(msg), first)
-	}
-	if f.first == nil {
-		f.first = map[string]int{}
-	}
-	if _, ok := f.first[gist]; !ok {
-		f.first[gist] = trial
 	}
 	return msg
 }
