@@ -46,3 +46,31 @@ func TestEventLinesTellARepeatOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestOneLineSaysWhy: a failure quoted over several lines (a worker's
+// last Python traceback, the end of its log) is summed up by its first
+// line and its last quoted line, the exception, in a restart's line and in
+// a repeated failure's; a message of one line stays as it is.
+func TestOneLineSaysWhy(t *testing.T) {
+	const head = "worker 1 (pid 4445) exited with status 1; its last Python traceback (/s/trial_1/logs/worker_1.log):"
+	for _, tc := range []struct{ name, msg, want string }{
+		{"one line", "worker 0 exited with status 1", "worker 0 exited with status 1"},
+		{"traceback", head + "\n    Traceback (most recent call last):\n      File \"train.py\", line 3, in <module>\n        import torch\n    ModuleNotFoundError: No module named 'torch' (after 2 restarts, failure.max_failures = 2)",
+			head + " ModuleNotFoundError: No module named 'torch' (after 2 restarts, failure.max_failures = 2)"},
+		{"traceback cut short", head + "\n    Traceback (most recent call last):\n    … 40 lines left out\n    RuntimeError: CUDA out of memory",
+			head + " RuntimeError: CUDA out of memory"},
+		{"output after the traceback", head + "\n    Traceback (most recent call last):\n    ValueError: bad lr\n  followed by:\n    cleaning up",
+			head + " ValueError: bad lr"},
+		{"end of its log", "worker 0 (pid 7) exited with status 2; the end of its log (/s/w.log):\n    epoch 1\n    error: out of disk",
+			"worker 0 (pid 7) exited with status 2; the end of its log (/s/w.log): error: out of disk"},
+		{"nothing quoted", "the sweep stopped:\nsee above", "the sweep stopped:"},
+	} {
+		if got := oneLine(tc.msg); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	restart := trainer.Event{Kind: trainer.EventRestart, Workers: 2, Cause: head + "\n    Traceback (most recent call last):\n    KeyError: 'lr'"}
+	if got, want := describeEvent(restart), "restart with 2 workers from no committed checkpoint, 0 reports recorded: "+head+" KeyError: 'lr'"; got != want {
+		t.Errorf("restart: got %q, want %q", got, want)
+	}
+}

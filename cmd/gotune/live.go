@@ -310,7 +310,7 @@ func (v *liveView) OnReport(int, trainer.Result) {}
 func (v *liveView) OnTrialEnd(trial int, status string, err error) {
 	line := fmt.Sprintf("%s  trial %d %s", formatElapsed(time.Since(v.start)), trial, status)
 	if err != nil {
-		line += ": " + firstLine(err.Error())
+		line += ": " + oneLine(err.Error())
 	}
 	v.queue(line)
 }

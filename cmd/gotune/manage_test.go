@@ -291,8 +291,9 @@ command = ["python3", "train.py", "{lr}"]
 	if code != 1 || t.Failed() {
 		t.Fatalf("run: exit %d, want 1\n%s\n%s", code, stdout, stderr)
 	}
-	// The traceback is printed once; the trials that repeat it say so.
-	if n := strings.Count(stdout, "ModuleNotFoundError"); n != 1 || strings.Count(stdout, "the same failure as trial") < 4 {
+	// The traceback is printed once; the trials that repeat it say so,
+	// with its exception.
+	if n := strings.Count(stdout, "Traceback (most recent call last)"); n != 1 || strings.Count(stdout, "ModuleNotFoundError: No module named 'gotune_test_missing_module' (the same failure as trial") < 4 {
 		t.Errorf("run: the traceback printed %d times, want once and the repeats named:\n%s", n, stdout)
 	}
 	db := filepath.Join(dir, "gotune.db")

@@ -250,7 +250,7 @@ func (f *failureLines) describe(trial int, err error) string {
 		}
 		f.first[sig] = trial
 	case strings.Contains(msg, "\n"):
-		return fmt.Sprintf("%s the same failure as trial %d", firstLine(msg), first)
+		return fmt.Sprintf("%s (the same failure as trial %d)", oneLine(msg), first)
 	}
 	return msg
 }
@@ -305,7 +305,7 @@ func describeEvent(e trainer.Event) string {
 		if e.Checkpoint != "" {
 			from = fmt.Sprintf("the checkpoint of iteration %d", e.Iteration)
 		}
-		return fmt.Sprintf("%s with %d workers from %s, %d reports recorded: %s", e.Kind, e.Workers, from, e.Recorded, firstLine(e.Cause))
+		return fmt.Sprintf("%s with %d workers from %s, %d reports recorded: %s", e.Kind, e.Workers, from, e.Recorded, oneLine(e.Cause))
 	case trainer.EventHung:
 		return fmt.Sprintf("%s; the stacks of its %d workers are in its hung event (gotune show --json)", firstLine(e.Cause), len(e.Stacks))
 	case trainer.EventMetricsUnmatched:
@@ -314,7 +314,32 @@ func describeEvent(e trainer.Event) string {
 			return fmt.Sprintf("%s: %s; its last line: %q (gotune show has more)", e.Kind, head, lines[len(lines)-1])
 		}
 	}
-	return fmt.Sprintf("%s: %s", e.Kind, firstLine(e.Cause))
+	return fmt.Sprintf("%s: %s", e.Kind, oneLine(e.Cause))
+}
+
+// oneLine sums up a failure in one line: its first line and, where that
+// line introduces the lines quoted below it (a worker's last Python
+// traceback, the end of its log, each indented by four spaces), the last
+// of them: the exception, or the log's last line. A restart's line then
+// says why, not only where to look.
+func oneLine(msg string) string {
+	head, quoted, _ := strings.Cut(msg, "\n")
+	if !strings.HasSuffix(head, ":") {
+		return head
+	}
+	last := ""
+	for _, line := range strings.Split(quoted, "\n") {
+		if !strings.HasPrefix(line, "    ") {
+			break // the quote ended ("  followed by:")
+		}
+		if q := strings.TrimSpace(line); q != "" && !strings.HasPrefix(q, "… ") {
+			last = q
+		}
+	}
+	if last == "" {
+		return head
+	}
+	return head + " " + last
 }
 
 // firstLine is s up to its first line break.
