@@ -352,17 +352,17 @@ func (a *asha) stopDecision(rg *ashaRung, score float64) Decision {
 	d.setCutoff(c)
 	switch {
 	case score < cutoff:
-		d.Reason = fmt.Sprintf("passed %s: %s %s is within the best 1/%s of the %d results recorded there%s (cutoff %s)",
-			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), n, a.divergedNote(rg), num(c))
+		d.Reason = fmt.Sprintf("passed %s: %s %s is within the best 1/%s of the %s recorded there%s (cutoff %s)",
+			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), results(n), a.divergedNote(rg), num(c))
 		return d
 	case score == cutoff:
-		d.Reason = fmt.Sprintf("passed %s: %s %s ties with the cutoff, the best 1/%s of the %d results recorded there%s, and a tie goes on",
-			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), n, a.divergedNote(rg))
+		d.Reason = fmt.Sprintf("passed %s: %s %s ties with the cutoff, the best 1/%s of the %s recorded there%s, and a tie goes on",
+			where, a.v.metric, num(a.v.value(score)), num(a.c.ReductionFactor), results(n), a.divergedNote(rg))
 		return d
 	}
 	d.Action = Stop
-	d.Reason = fmt.Sprintf("stopped at %s: %s %s is %s than the cutoff %s, the best 1/%s of the %d results recorded there%s",
-		where, a.v.metric, num(a.v.value(score)), a.v.worse(), num(c), num(a.c.ReductionFactor), n, a.divergedNote(rg))
+	d.Reason = fmt.Sprintf("stopped at %s: %s %s is %s than the cutoff %s, the best 1/%s of the %s recorded there%s",
+		where, a.v.metric, num(a.v.value(score)), a.v.worse(), num(c), num(a.c.ReductionFactor), results(n), a.divergedNote(rg))
 	return d
 }
 
@@ -370,6 +370,14 @@ func (a *asha) stopDecision(rg *ashaRung, score float64) Decision {
 // did not diverge, of which there must be at least one.
 func (a *asha) stopCutoff(rg *ashaRung) float64 {
 	return quantileAt(rg.finite(), 1/a.c.ReductionFactor, func(i int) float64 { return float64(rg.byScore.At(i).Score) })
+}
+
+// results counts n results in a decision's reason: "1 result", "3 results".
+func results(n int) string {
+	if n == 1 {
+		return "1 result"
+	}
+	return fmt.Sprintf("%d results", n)
 }
 
 // divergedNote tells, for a reason, how many of a rung's records diverged
@@ -443,13 +451,13 @@ func (a *asha) stopDecisionMulti(rg *ashaRung, rec *ashaRecord) Decision {
 		pass = before+slices.Index(byCrowding(rg.fronts.fronts[f]), rec) < keep
 	}
 	if pass {
-		d.Reason = fmt.Sprintf("passed %s: on front %d, within the best %d of the %d results recorded there by non-dominated sorting of %s",
-			where, f+1, keep, n, strings.Join(a.metrics, ", "))
+		d.Reason = fmt.Sprintf("passed %s: on front %d, within the best %d of the %s recorded there by non-dominated sorting of %s",
+			where, f+1, keep, results(n), strings.Join(a.metrics, ", "))
 		return d
 	}
 	d.Action = Stop
-	d.Reason = fmt.Sprintf("stopped at %s: on front %d, outside the best %d of the %d results recorded there by non-dominated sorting of %s",
-		where, f+1, keep, n, strings.Join(a.metrics, ", "))
+	d.Reason = fmt.Sprintf("stopped at %s: on front %d, outside the best %d of the %s recorded there by non-dominated sorting of %s",
+		where, f+1, keep, results(n), strings.Join(a.metrics, ", "))
 	return d
 }
 
@@ -557,12 +565,12 @@ func (a *asha) pauseDecision(b, k int, rec *ashaRecord) Decision {
 	c := a.v.value(float64(a.kth(rg, q-1).Score))
 	d.setCutoff(c)
 	if a.inTop(rg, rec, q) {
-		d.Reason = fmt.Sprintf("paused at %s with %s %s, among the best %d of the %d results recorded there (cutoff %s): a promotion from a higher rung goes first",
-			where, a.v.metric, val, q, n, num(c))
+		d.Reason = fmt.Sprintf("paused at %s with %s %s, among the best %d of the %s recorded there (cutoff %s): a promotion from a higher rung goes first",
+			where, a.v.metric, val, q, results(n), num(c))
 		return d
 	}
-	d.Reason = fmt.Sprintf("paused at %s with %s %s: a promotion needs a place among the best %d of the %d results recorded there (cutoff %s)",
-		where, a.v.metric, val, q, n, num(c))
+	d.Reason = fmt.Sprintf("paused at %s with %s %s: a promotion needs a place among the best %d of the %s recorded there (cutoff %s)",
+		where, a.v.metric, val, q, results(n), num(c))
 	return d
 }
 
@@ -579,8 +587,8 @@ func (a *asha) promotion(act Action, b, k int, rec *ashaRecord, drain bool, verb
 	d := Decision{Action: act, Rung: rg.Milestone}
 	c := a.v.value(float64(a.kth(rg, q-1).Score))
 	d.setCutoff(c)
-	d.Reason = fmt.Sprintf("%s%s to %s: %s %s is among the best %d of the %d results recorded there (cutoff %s)",
-		verb, a.rungName(rg.Milestone), next, a.v.metric, num(a.v.value(float64(rec.Score))), q, n, num(c))
+	d.Reason = fmt.Sprintf("%s%s to %s: %s %s is among the best %d of the %s recorded there (cutoff %s)",
+		verb, a.rungName(rg.Milestone), next, a.v.metric, num(a.v.value(float64(rec.Score))), q, results(n), num(c))
 	if drain {
 		d.Reason += "; no new trials will come, so the best ⌈n/η⌉ go on"
 	}

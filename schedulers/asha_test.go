@@ -353,7 +353,7 @@ func TestASHARerunOfAFailedTrial(t *testing.T) {
 			res(1, 5, 0.3, Continue),
 			end(1),
 			// Trial 1 counts once at the rung at 3.
-			res(2, 3, 0.45, Stop).at(3).cut(0.4).why("the best 1/3 of the 1 results recorded there"),
+			res(2, 3, 0.45, Stop).at(3).cut(0.4).why("the best 1/3 of the 1 result recorded there"),
 		}},
 		{"promoted, then failed", ashaPromote(t), []ev{
 			add(1), add(2), add(3),

@@ -315,16 +315,16 @@ func (h *hyperBand) halve(bi int, self int) Decision {
 		t := h.st.Trials[rec.Trial]
 		if i < keep {
 			d.Action = Continue
-			d.Reason = fmt.Sprintf("promoted at %s of bracket %d to %s: %s %s is among the best %d of the %d results there (cutoff %s)",
-				where, bn, next, h.v.metric, val, keep, len(live), num(cutoff))
+			d.Reason = fmt.Sprintf("promoted at %s of bracket %d to %s: %s %s is among the best %d of the %s there (cutoff %s)",
+				where, bn, next, h.v.metric, val, keep, results(len(live)), num(cutoff))
 			if keep > nominal && rec.Score == live[keep-1].Score {
 				d.Reason += fmt.Sprintf("; the schedule keeps %d, and trials tied at the cutoff all go on", nominal)
 			}
 			t.State = running
 		} else {
 			d.Action = Stop
-			d.Reason = fmt.Sprintf("stopped at %s of bracket %d: %s %s is %s than the cutoff %s, the best %d of the %d results there",
-				where, bn, h.v.metric, val, h.v.worse(), num(cutoff), keep, len(live))
+			d.Reason = fmt.Sprintf("stopped at %s of bracket %d: %s %s is %s than the cutoff %s, the best %d of the %s there",
+				where, bn, h.v.metric, val, h.v.worse(), num(cutoff), keep, results(len(live)))
 			t.State = ended
 		}
 		if rec.Trial == self {

@@ -34,7 +34,7 @@ func TestASHANaNNeverLiftsTheCutoff(t *testing.T) {
 		res(2, 1, nan, Stop).at(1).cut(450).why("diverged"),
 		end(2),
 		add(3),
-		res(3, 1, -260, Stop).at(1).cut(450).why("reward 260 is lower than the cutoff 450, the best 1/2 of the 1 results recorded there (besides 1 that diverged)"),
+		res(3, 1, -260, Stop).at(1).cut(450).why("reward 260 is lower than the cutoff 450, the best 1/2 of the 1 result recorded there (besides 1 that diverged)"),
 	)
 	play(t, s, events)
 }
@@ -258,7 +258,7 @@ func TestHyperBandLoneTrialWaitsForTheBracket(t *testing.T) {
 		add(1), add(2), add(3), add(4),
 		end(2), end(3), end(4),
 		// The others ended: n_1 = ⌊4/2⌋ = 2, and trial 1 goes on at once.
-		res(1, 1, 0.4, Continue).at(1).cut(0.4).why("among the best 1 of the 1 results"),
+		res(1, 1, 0.4, Continue).at(1).cut(0.4).why("among the best 1 of the 1 result there"),
 	})
 }
 
