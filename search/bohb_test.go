@@ -94,10 +94,7 @@ func TestBOHBFitsTheLargestBudgetWithEnoughResults(t *testing.T) {
 			}
 			// The TPE BOHB should have fitted: the trials' results at the
 			// budget as their values, its candidates drawn widened.
-			tpe, err := NewTPE(space, 7, tpeWidenDraws(bohbBandwidthFactor))
-			if err != nil {
-				t.Fatal(err)
-			}
+			tpe := mustTPE(t, space, 7, tpeWidenDraws(bohbBandwidthFactor))
 			for _, e := range events {
 				switch {
 				case e.config != nil:
@@ -362,10 +359,7 @@ func TestBOHBKeepsItsModelInStep(t *testing.T) {
 // those with a result there ended with it, the other ended ones failed.
 func bohbReference(t *testing.T, b *BOHB, space *searchspace.Space, trial int) (map[string]any, error) {
 	t.Helper()
-	tpe, err := NewTPE(space, b.seed, b.opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tpe := mustTPE(t, space, b.seed, b.opts...)
 	at := b.modelBudget()
 	for _, k := range b.order {
 		if err := tpe.Replay(k, b.configs[k]); err != nil {

@@ -18,10 +18,7 @@ func TestTPEModelsFeasibility(t *testing.T) {
 	)
 	cs := []Constraint{{Metric: "mem", Op: "<=", Bound: 40}}
 	run := func(opts ...TPEOption) (infeasible int, best float64) {
-		tpe, err := NewTPE(space, 4, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tpe := mustTPE(t, space, 4, opts...)
 		best = math.Inf(1)
 		const trials = 60
 		for n := 1; n <= trials; n++ {

@@ -85,10 +85,7 @@ func TestMultiObjectiveSearchers(t *testing.T) {
 		return hypervolume2(points, [2]float64{1.1, 11})
 	}
 	for seed := range int64(3) {
-		tpe, err := NewTPE(space, seed, TPEObjectives(obj))
-		if err != nil {
-			t.Fatal(err)
-		}
+		tpe := mustTPE(t, space, seed, TPEObjectives(obj))
 		nsga, err := NewNSGA2(space, seed, obj, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -129,10 +126,7 @@ func TestMOTPEOnDTLZ2(t *testing.T) {
 	obj := []Objective{{Metric: "f1", Mode: "min"}, {Metric: "f2", Mode: "min"}, {Metric: "f3", Mode: "min"}}
 	var hvs []float64
 	for seed := range int64(3) {
-		s, err := NewTPE(space, seed, TPEObjectives(obj))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustTPE(t, space, seed, TPEObjectives(obj))
 		var points [][]float64
 		for n := 1; n <= 100; n++ {
 			cfg, err := s.Suggest(n)

@@ -60,10 +60,7 @@ func TestTPESuggestNeighbour(t *testing.T) {
 	// history gives a TPE n finished trials and returns their
 	// configurations best first, as TPE ranks them (ties by trial).
 	history := func(n int, opts ...TPEOption) (*TPE, []map[string]any) {
-		s, err := NewTPE(space, 5, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustTPE(t, space, 5, opts...)
 		ranked := drive(t, s, n, score)
 		slices.SortStableFunc(ranked, func(a, b map[string]any) int { return cmp.Compare(score(a), score(b)) })
 		return s, ranked
@@ -217,10 +214,7 @@ func TestTPEReachesAGridsOptimum(t *testing.T) {
 	reached := 0
 	const seeds = 10
 	for seed := range int64(seeds) {
-		s, err := NewTPE(space, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustTPE(t, space, seed)
 		if slices.ContainsFunc(drive(t, s, 100, score), func(cfg map[string]any) bool { return score(cfg) == 0 }) {
 			reached++
 		}
@@ -245,15 +239,9 @@ func TestTPEResumesItsNeighbourMoves(t *testing.T) {
 		}
 		return a*a + b*b
 	}
-	live, err := NewTPE(space, 9)
-	if err != nil {
-		t.Fatal(err)
-	}
+	live := mustTPE(t, space, 9)
 	want := drive(t, live, 60, score)
-	resumed, err := NewTPE(space, 9)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resumed := mustTPE(t, space, 9)
 	for i, cfg := range want[:30] {
 		if err := resumed.Replay(i+1, cfg); err != nil {
 			t.Fatal(err)

@@ -183,15 +183,9 @@ func TestNoRepeatsAgainstHistory(t *testing.T) {
 // trials, finished or still running, count as suggested.
 func TestNoRepeatsAfterReplay(t *testing.T) {
 	space := finiteSpace(t)
-	first, err := NewTPE(space, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustTPE(t, space, 2)
 	cfgs := drive(t, first, 40, finiteScore)
-	resumed, err := NewTPE(space, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resumed := mustTPE(t, space, 2)
 	seen := map[string]bool{}
 	for i, cfg := range cfgs {
 		if err := resumed.Replay(i+1, cfg); err != nil {
@@ -236,10 +230,7 @@ func TestTPEPendingShapesSuggestions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			build := func(opts ...TPEOption) *TPE {
-				s, err := NewTPE(space, 4, append(append([]TPEOption(nil), tc.opts...), opts...)...)
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := mustTPE(t, space, 4, append(append([]TPEOption(nil), tc.opts...), opts...)...)
 				for trial := 1; trial <= 30; trial++ {
 					cfg, err := s.Suggest(trial)
 					if err != nil {
@@ -282,10 +273,7 @@ func TestTPEPendingShapesSuggestions(t *testing.T) {
 func bowlTPE(t *testing.T, domain searchspace.Domain, opts ...TPEOption) *TPE {
 	t.Helper()
 	space := mustSpace(t, searchspace.Param{Name: "x", Domain: domain}, searchspace.Param{Name: "y", Domain: domain})
-	s, err := NewTPE(space, 6, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustTPE(t, space, 6, opts...)
 	num := func(v any) float64 {
 		if k, ok := v.(int64); ok {
 			return float64(k)

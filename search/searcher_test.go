@@ -139,10 +139,7 @@ func TestRandomSearchRepeats(t *testing.T) {
 
 func TestModelBasedSearchersStayInDomain(t *testing.T) {
 	space := mixedSpace(t)
-	tpe, err := NewTPE(space, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tpe := mustTPE(t, space, 1)
 	checkConfigs(t, space, drive(t, tpe, 40, score))
 
 	numeric := mustSpace(t,

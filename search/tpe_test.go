@@ -21,18 +21,12 @@ import (
 func TestTPERepeats(t *testing.T) {
 	space := mixedSpace(t)
 	one := func(seed int64) []map[string]any {
-		s, err := NewTPE(space, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustTPE(t, space, seed)
 		return drive(t, s, TPEStartupTrials+40, score)
 	}
 	// Three trials at a time: each ends after the next two start.
 	overlapping := func(seed int64) []map[string]any {
-		s, err := NewTPE(space, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustTPE(t, space, seed)
 		var cfgs []map[string]any
 		for trial := 1; trial <= TPEStartupTrials+40; trial++ {
 			cfg, err := s.Suggest(trial)
@@ -75,10 +69,7 @@ func TestTPEStaysInDomain(t *testing.T) {
 		searchspace.Param{Name: "g", Domain: searchspace.Grid{Values: []any{1.5, 2.5, 3.5}}},
 	)
 	for _, pull := range []float64{-1, 1} {
-		s, err := NewTPE(space, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustTPE(t, space, 3)
 		checkConfigs(t, space, drive(t, s, 150, func(cfg map[string]any) float64 {
 			v := pull * (cfg["u"].(float64) + cfg["q"].(float64) + cfg["ql"].(float64)/1000 +
 				float64(cfg["i"].(int64)+cfg["li"].(int64)) + cfg["g"].(float64) + math.Log(cfg["lu"].(float64)))
@@ -96,10 +87,7 @@ func TestTPEHistory(t *testing.T) {
 		searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}},
 		searchspace.Param{Name: "n", Domain: searchspace.RandInt{Low: 0, High: 100}},
 	)
-	s, err := NewTPE(space, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustTPE(t, space, 1)
 	for i, tt := range []struct {
 		end     TrialEnd
 		counted bool
@@ -187,16 +175,10 @@ func TestTPEHistoryOrders(t *testing.T) {
 // the history when it ends.
 func TestTPEReplay(t *testing.T) {
 	space := mixedSpace(t)
-	live, err := NewTPE(space, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	live := mustTPE(t, space, 4)
 	cfgs := drive(t, live, 30, score)
 
-	resumed, err := NewTPE(space, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resumed := mustTPE(t, space, 4)
 	for i, cfg := range cfgs {
 		b, _ := json.Marshal(cfg)
 		var recorded map[string]any
@@ -231,10 +213,7 @@ func TestTPEReplay(t *testing.T) {
 
 func TestTPEReplayRefusesForeignConfigurations(t *testing.T) {
 	space := mixedSpace(t)
-	s, err := NewTPE(space, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustTPE(t, space, 1)
 	good := space.Sample(rand.New(rand.NewPCG(1, 1)))
 	with := func(k string, v any) map[string]any {
 		cfg := maps(good)
@@ -301,10 +280,7 @@ func TestTPELearns(t *testing.T) {
 	}
 	var tpeMed, randMed []float64
 	for seed := range int64(5) {
-		s, err := NewTPE(space, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustTPE(t, space, seed)
 		tpeMed = append(tpeMed, lateMedian(s))
 		randMed = append(randMed, lateMedian(NewRandomSearch(space, seed)))
 	}
@@ -477,10 +453,7 @@ func TestTPEImprovements(t *testing.T) {
 		{"improvements too large to add", twenty(completed(-math.MaxFloat64), completed(-math.MaxFloat64)), []float64{1, 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := NewTPE(mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}}), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := mustTPE(t, mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}}), 1)
 			for i, end := range tt.ends {
 				if _, err := s.Suggest(i + 1); err != nil {
 					t.Fatal(err)
@@ -507,10 +480,7 @@ func TestTPEImprovements(t *testing.T) {
 // suggestion costs the same however long the history.
 func TestTPEWindow(t *testing.T) {
 	space := mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
-	s, err := NewTPE(space, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustTPE(t, space, 0)
 	const n = 3 * tpeWindow
 	for trial := 1; trial <= n; trial++ {
 		if err := s.Replay(trial, map[string]any{"x": float64(trial) / (n + 1)}); err != nil {
@@ -553,10 +523,7 @@ func TestTPEConditionalSpace(t *testing.T) {
 		}
 		return 1 + 0.1*x*x
 	}
-	tpe, err := NewTPE(space, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tpe := mustTPE(t, space, 1)
 	const trials = 60
 	b, near := 0, 0
 	for n := 1; n <= trials; n++ {
@@ -581,4 +548,14 @@ func TestTPEConditionalSpace(t *testing.T) {
 	if b < trials/2*2/3 || near < b/2 {
 		t.Errorf("of the last %d trials, %d chose c = b (want at least 2/3) and %d of those had m within 0.15 of 0.7 (want half)", trials/2, b, near)
 	}
+}
+
+// mustTPE is NewTPE for a test, which ends at its error.
+func mustTPE(t testing.TB, space *searchspace.Space, seed int64, opts ...TPEOption) *TPE {
+	t.Helper()
+	s, err := NewTPE(space, seed, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
