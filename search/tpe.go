@@ -82,8 +82,7 @@ const tpeCandidates = 24
 // their configurations, like every one suggested before, are never
 // suggested again (unless TPEAllowRepeats), and they join g as
 // constant liars (see appendPending) that in a finite space weigh
-// nothing (see gWeight); there, while few run, they also narrow l's
-// kernels (see fitGood).
+// nothing (see gWeight).
 //
 // Trial n draws from a generator of its own, TrialRand(seed, n), so what
 // it draws does not depend on how many suggestions came before it: the
@@ -125,12 +124,9 @@ type TPE struct {
 	// a candidate; inGood marks the good observations for others.
 	ids     []int32
 	weights []float64
-	// lIDs lists l's observations when running trials join them (see
-	// fitGood).
-	lIDs   []int32
-	cand   []float64
-	inGood []bool
-	l, g   kde
+	cand    []float64
+	inGood  []bool
+	l, g    kde
 }
 
 var _ Searcher = (*TPE)(nil)
@@ -612,9 +608,20 @@ func (t *TPE) prune(cfg map[string]any, xs []float64) {
 	}
 }
 
-// fit fits l to the good trials, weighted by improvement (see fitGood),
-// and g to the newest tpeWindow of the others, weighted by age: the
-// order of their trial numbers.
+// fit fits l to the good trials, weighted by improvement (see
+// improvements), and g to the newest tpeWindow of the others, weighted
+// by age: the order of their trial numbers, the running trials last
+// (see appendPending).
+//
+// The running trials stay out of l. In a finite space they once joined
+// it with no weight while at most a quarter as many ran as had
+// finished, to narrow the kernels of the good trials beside them; with
+// the neighbour moves (see suggestNeighbour) that no longer helped. In
+// bench/search's seven tabular benchmarks, leaving them out took the
+// runs at the optimum after 100 and 200 trials with 8 asynchronous from
+// 197 to 204 and 307 to 314 of 420 (seeds 0–59; 182 to 187 and 290 to
+// 298 on seeds 60–119), and it ended with the lower regret in 51% of
+// pairs there; the other settings were level.
 //
 // With several objectives, l draws each parameter from a component of
 // its own (see kde.independent), so that a candidate can recombine the
@@ -634,43 +641,13 @@ func (t *TPE) fit() {
 	t.appendPending()
 	defer t.dropPending()
 	if len(t.objs) <= 1 {
-		t.fitGood(good)
+		t.l.fit(t.params, t.h.cols, good, t.improvements(good))
 	}
 	t.weights = grow(t.weights, len(t.ids))
 	for k, id := range t.ids {
 		t.weights[k] = t.gWeight(k, id, len(t.ids))
 	}
 	t.g.fit(t.params, t.h.cols, t.ids, t.weights)
-}
-
-// fitGood fits l to the good observations, weighted by improvement,
-// and, in a finite space without repeats where at most a quarter as many
-// trials run as have finished, to the running ones (which appendPending
-// has added) with no weight: they draw no candidates, but they narrow
-// the kernels of the good trials beside them (a kernel is as wide as the
-// gap to its neighbours), so that a batch's later suggestions search
-// closer around the good trials, where its earlier ones already run.
-//
-// In bench/search's seven tabular benchmarks (20 seeds; 8 and 32 trials
-// at once, synchronous and asynchronous; after 100 and 200 trials) a
-// run with trials at once beat a run one at a time in 48.5% of pairs
-// without it and 50.5% with it, and 48.3% and 51.3% on 20 other seeds.
-// With every running trial in l, not only while they are at most a
-// quarter of the finished ones, 32 trials at once fell further behind
-// after 100 trials: the first batches crowd around the few good trials.
-// Up to an eighth or a half instead of a quarter did about as well
-// (50.2% and 51.7%; 50.5% and 51.3% on the other seeds).
-func (t *TPE) fitGood(good []int32) {
-	weights := t.improvements(good)
-	if !t.liar || t.suggested == nil || len(t.pending) == 0 || 4*len(t.pending) > len(t.h.trial) {
-		t.l.fit(t.params, t.h.cols, good, weights)
-		return
-	}
-	t.lIDs = append(append(t.lIDs[:0], good...), t.ids[len(t.ids)-len(t.pending):]...)
-	for range t.pending {
-		weights = append(weights, 0)
-	}
-	t.l.fit(t.params, t.h.cols, t.lIDs, weights)
 }
 
 // appendPending adds the trials still running (suggested or replayed,
