@@ -251,6 +251,15 @@ func (c *collector) finishNow() {
 	}
 }
 
+// hush keeps the collector from telling of patterns that matched nothing
+// when rank 0 ends: it failed, and its failure, which quotes its last
+// lines, says why. What it told in the first minute stands.
+func (c *collector) hush() {
+	c.mu.Lock()
+	c.told = true
+	c.mu.Unlock()
+}
+
 // tellUnmatched tells the EventSink, once, of each pattern that has
 // matched no line and of a file or folder where no metric was found.
 func (c *collector) tellUnmatched(when string) {

@@ -202,6 +202,25 @@ func TestUnmatchedPatternIsTold(t *testing.T) {
 	}
 }
 
+// TestUnmatchedPatternOfAFailedWorkerIsNotTold: when rank 0 fails before
+// its pattern matched, its failure, which quotes its last lines, says why,
+// and no metrics_unmatched event adds that the pattern matched nothing.
+func TestUnmatchedPatternOfAFailedWorkerIsNotTold(t *testing.T) {
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", `echo "loading data"; echo "no such file: data.txt" >&2; exit 1`}
+	spec.Metrics = MetricsConfig{Patterns: []string{`loss (?P<loss>\S+)`}}
+	sink := &collect{}
+	_, err := Run(context.Background(), spec, sink)
+	if err == nil || !strings.Contains(err.Error(), "no such file: data.txt") {
+		t.Fatalf("Run: %v, want the worker's failure with its last lines", err)
+	}
+	for _, e := range sink.events {
+		if e.Kind == EventMetricsUnmatched {
+			t.Errorf("told %q beside the failure", e.Cause)
+		}
+	}
+}
+
 // TestRestartCountGoesOnAcrossRuns: TORCHELASTIC_RESTART_COUNT and the
 // attempt in the log go on from Spec.Restarts (a resumed sweep's).
 func TestRestartCountGoesOnAcrossRuns(t *testing.T) {

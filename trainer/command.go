@@ -169,8 +169,11 @@ func (k *commandKind) runAttempt(a *attempt) {
 				<-ready
 				col.add(rank, p, line)
 			},
-			exited: func(*workers.Process) error {
+			exited: func(p *workers.Process) error {
 				if rank == 0 && mc != nil {
+					if p.Err() != nil {
+						mc.hush() // its failure tells why nothing matched
+					}
 					mc.finish()
 				}
 				col.exited(rank)

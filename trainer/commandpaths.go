@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -132,6 +133,46 @@ func (s Spec) programHint(program string, err error) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%s is not in %s either)", program, strings.Join(places, " or "))
+}
+
+// missingFile finds, in a line a failed worker wrote last, the file it
+// could not open: Python's "No such file or directory: 'data.txt'", or a
+// tool's "data.txt: No such file or directory".
+var missingFile = regexp.MustCompile(`No such file or directory: '([^']+)'|No such file or directory: "([^"]+)"|([^\s:'"]+): No such file or directory`)
+
+// missingFileHint is what the failure of a worker that ran in workdir
+// adds when one of lines, the last it wrote, says a relative file is
+// missing that lies in the sweep file's folder or gotune's working
+// directory: a script written to run where its data lies, which gotune
+// runs in each trial's own folder. It is "" otherwise.
+func (s Spec) missingFileHint(lines []string, workdir string) string {
+	for _, line := range slices.Backward(lines) {
+		m := missingFile.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name := m[1] + m[2] + m[3]
+		if filepath.IsAbs(name) || exists(filepath.Join(workdir, name)) {
+			return ""
+		}
+		places := []string{s.PathBase}
+		if wd, err := os.Getwd(); err == nil {
+			places = append(places, wd)
+		}
+		for i, dir := range places {
+			if dir == "" || dir == workdir || !exists(filepath.Join(dir, name)) {
+				continue
+			}
+			where := "the sweep file's folder " + dir
+			if i > 0 {
+				where = "gotune's working directory " + dir
+			}
+			return fmt.Sprintf("\n  %s is in %s, but the command runs in %s (trainer.workdir): open it by its absolute path, or pass {%s}/%s as an argument, or set workdir = \".\" in [trainer] to run every trial in the sweep file's folder",
+				name, where, workdir, SweepDirPlaceholder, name)
+		}
+		return ""
+	}
+	return ""
 }
 
 func exists(path string) bool {

@@ -133,3 +133,41 @@ func TestMissingProgramSaysWhereGotuneLooked(t *testing.T) {
 		t.Errorf("Run: %v, want a permanent launch failure that says %q", err, want)
 	}
 }
+
+// TestMissingFileSaysWhereItIs: a worker that fails for a relative file
+// it cannot open, which lies beside the sweep file while the command runs
+// in its trial's folder, fails saying so and how to name it; a file found
+// nowhere, or a command that runs in the sweep file's folder, gets no such
+// word.
+func TestMissingFileSaysWhereItIs(t *testing.T) {
+	base := t.TempDir()
+	os.WriteFile(filepath.Join(base, "data.txt"), []byte("1 2 3\n"), 0o644)
+	hint := "data.txt is in the sweep file's folder " + base + ", but the command runs in "
+	for _, tc := range []struct {
+		name    string
+		command []string
+		workdir string
+		hint    bool
+	}{
+		{"a tool's message", []string{"sh", "-c", "cat data.txt"}, "{trial_dir}", true},
+		{"Python's FileNotFoundError", []string{"python3", "-c", "open('data.txt')"}, "{trial_dir}", true},
+		{"a file found nowhere", []string{"sh", "-c", "cat other.txt"}, "{trial_dir}", false},
+		{"run in the sweep file's folder", []string{"sh", "-c", "cat data.txt && cat other.txt"}, ".", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := commandSpec(t, 1)
+			spec.Command, spec.Workdir, spec.PathBase = tc.command, tc.workdir, base
+			spec.TrialDir = t.TempDir()
+			_, err := Run(context.Background(), spec, &collect{})
+			if err == nil {
+				t.Fatal("Run: no failure")
+			}
+			if got := strings.Contains(err.Error(), hint); got != tc.hint {
+				t.Errorf("Run: %v\nsays where data.txt is: %v, want %v", err, got, tc.hint)
+			}
+			if tc.hint && !strings.Contains(err.Error(), "{sweep_dir}/data.txt") {
+				t.Errorf("Run: %v\ndoes not say how to name the file", err)
+			}
+		})
+	}
+}

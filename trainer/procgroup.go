@@ -104,7 +104,7 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 		}
 	}
 	pg.mu.Unlock()
-	go pg.watch(rank, p, hooks)
+	go pg.watch(rank, p, spec.Dir, hooks)
 	return p, nil
 }
 
@@ -122,7 +122,9 @@ func startAll(n int, launch func(rank int)) {
 	wg.Wait()
 }
 
-func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
+// watch waits for rank's process p, which runs in the folder dir, to
+// end, and fails the attempt when it ended badly.
+func (pg *procGroup) watch(rank int, p *workers.Process, dir string, hooks procHooks) {
 	defer pg.wg.Done()
 	<-p.Done()
 	var explain error
@@ -141,7 +143,7 @@ func (pg *procGroup) watch(rank int, p *workers.Process, hooks procHooks) {
 	if explain != nil {
 		cause = fmt.Errorf("worker %d: %w", rank, explain)
 	} else {
-		cause = exitFailure(rank, p, err)
+		cause = exitFailure(rank, p, err, pg.a.r.spec, dir)
 	}
 	pg.mu.Lock()
 	if stoppedFromOutside(err) {
@@ -204,9 +206,13 @@ func stoppedFromOutside(err error) bool {
 
 // exitFailure describes a worker process that ended badly, quoting its
 // log: its last Python traceback, which holds the cause even when ordinary
-// output followed it, and the end of the log.
-func exitFailure(rank int, p *workers.Process, err error) error {
+// output followed it, and the end of the log. For a process of this node
+// that ran in the folder dir of spec's trial, a missing file it names
+// there that lies beside the sweep file is pointed out (see
+// Spec.missingFileHint).
+func exitFailure(rank int, p *workers.Process, err error, spec Spec, dir string) error {
 	var b strings.Builder
+	var last []string // the lines quoted last: the exception, the log's end
 	fmt.Fprintf(&b, "worker %d (pid %d) %v", rank, p.Pid(), err)
 	where := ""
 	if p.LogPath() != "" {
@@ -220,6 +226,7 @@ func exitFailure(rank int, p *workers.Process, err error) error {
 			fmt.Fprintf(&b, "\n    … %d lines left out", tb.Omitted)
 		}
 		quoteLines(&b, tb.Lines[1:])
+		last = []string{tb.Lines[len(tb.Lines)-1]}
 		if after := min(tb.LinesAfter, quotedTail, len(tail)); after > 0 {
 			if tb.LinesAfter > after {
 				fmt.Fprintf(&b, "\n  followed, %d lines later, by the end of its log:", tb.LinesAfter-after)
@@ -227,10 +234,18 @@ func exitFailure(rank int, p *workers.Process, err error) error {
 				b.WriteString("\n  followed by:")
 			}
 			quoteLines(&b, tail[len(tail)-after:])
+			last = append(last, tail[len(tail)-after:]...)
 		}
 	} else if len(tail) > 0 {
 		fmt.Fprintf(&b, "; the end of its log%s:", where)
-		quoteLines(&b, tail[max(0, len(tail)-quotedTail):])
+		last = tail[max(0, len(tail)-quotedTail):]
+		quoteLines(&b, last)
+	}
+	if p.Node() == "" {
+		if dir == "" {
+			dir, _ = os.Getwd()
+		}
+		b.WriteString(spec.missingFileHint(last, dir))
 	}
 	var ee *workers.ExitError
 	if errors.As(err, &ee) {
