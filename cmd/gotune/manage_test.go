@@ -326,6 +326,60 @@ command = ["python3", "train.py", "{lr}"]
 	}
 }
 
+// TestScriptMissingItsDataSaysWhereItIs runs, as a user does (a separate
+// process in the sweep file's folder, the default database), an unchanged
+// script that reads data.txt where it runs, with a metrics pattern for its
+// output. Every trial runs in its own folder, so the script fails there;
+// gotune's output says that data.txt lies beside the sweep file and how
+// to name it, and adds no word on the pattern matching nothing.
+func TestScriptMissingItsDataSaysWhereItIs(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"data.txt": "1 2 3\n",
+		"train.py": "import sys\nvals = open('data.txt').read().split()\nfor epoch in range(3):\n    print(f'epoch {epoch} loss {float(sys.argv[1]) * len(vals)}')\n",
+		"sweep.toml": `name = "reads-data"
+
+[objective]
+metric = "loss"
+
+[search]
+num_samples = 3
+
+[search.space]
+lr = { loguniform = [0.001, 0.1] }
+
+[trainer]
+command = ["python3", "train.py", "{lr}"]
+
+[trainer.metrics]
+patterns = ['epoch (?P<epoch>\\d+) loss (?P<loss>\\S+)']
+step = "epoch"
+`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := gotune(t, "run", "sweep.toml")
+	cmd.Dir = dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("run: no failure\n%s", out.String())
+	}
+	stdout := out.String()
+	for _, want := range []string{"FileNotFoundError: [Errno 2] No such file or directory: 'data.txt'",
+		"data.txt is in the sweep file's folder " + dir + ", but the command runs in " + filepath.Join(dir, "checkpoints", "reads-data", "trial_"),
+		"{sweep_dir}/data.txt"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("run: stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "metrics_unmatched") {
+		t.Errorf("run: a pattern that matched nothing told beside the failure:\n%s", stdout)
+	}
+}
+
 // TestFailFast: with [trainer.failure] fail_fast, the first failed trial
 // ends the sweep (exit 1, the experiment INTERRUPTED, the trial running
 // beside it interrupted, no later trial started), and once the cause is
