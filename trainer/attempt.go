@@ -49,12 +49,15 @@ type attempt struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	// iter is the iteration of the attempt's latest report, redoUntil
-	// the step up to which its reports are work redone (nil once past it),
-	// skipped the reports not delivered since the last one delivered, and
-	// late those that came after the attempt ended: all owned by the
-	// delivering goroutine, and by cleanup once the workers are gone.
+	// iter is the iteration of the attempt's latest report, startStep
+	// the step the trial had recorded last when the attempt started,
+	// redoUntil the step up to which its reports are work redone (nil once
+	// past it), skipped the reports not delivered since the last one
+	// delivered, and late those that came after the attempt ended: all
+	// owned by the delivering goroutine, and by cleanup once the workers
+	// are gone.
 	iter      int
+	startStep *Step
 	redoUntil *Step
 	skipped   skipRun
 	late      int
@@ -76,6 +79,7 @@ func (r *runner) newAttempt(number int) *attempt {
 		resume:    r.latest,
 		scratch:   r.attemptScratch(number),
 		iter:      r.latest.iteration,
+		startStep: r.lastStep,
 		redoUntil: r.lastStep,
 	}
 	a.workers = newWorkerTable(r.sink, a.slots)
@@ -383,12 +387,28 @@ func removeAll(dirs []string) {
 	}
 }
 
-// skipRun is a run of reports an attempt skipped as work redone: how many,
-// and the first and last step (or counted iteration) they repeated.
+// skipRun is a run of reports an attempt skipped: how many, and the first
+// and last step (or counted iteration) they repeated; outOfOrder says
+// they came after the attempt itself had delivered a later step, not as
+// work redone after a restart.
 type skipRun struct {
 	n           int
 	key         string // the steps' key; "" for counted iterations
 	first, last float64
+	outOfOrder  bool
+}
+
+// skipOutOfOrder counts a collected report at step at (of key) that
+// comes at or below the step the trial recorded last: work redone when
+// that step was recorded before the attempt started, else a step the
+// attempt itself had passed (lines out of order).
+func (a *attempt) skipOutOfOrder(key string, at float64) {
+	outOfOrder := a.startStep == nil || a.startStep.Key != key || at > a.startStep.Value
+	if a.skipped.n > 0 && a.skipped.outOfOrder != outOfOrder {
+		a.tellSkipped()
+	}
+	a.skipped.add(key, at)
+	a.skipped.outOfOrder = outOfOrder
 }
 
 func (s *skipRun) add(key string, at float64) {
@@ -408,9 +428,12 @@ func (a *attempt) tellSkipped() {
 		return
 	}
 	var cause string
-	if s.key != "" {
+	switch {
+	case s.outOfOrder:
+		cause = fmt.Sprintf("skipped %d reports with %s %g to %g: each came after the trial had recorded a later %s (the script's lines out of order: an earlier step printed last, or a line on stderr read after later ones on stdout)", s.n, s.key, s.first, s.last, s.key)
+	case s.key != "":
 		cause = fmt.Sprintf("skipped %d reports with %s %g to %g: the restarted workers redid steps the trial had recorded already", s.n, s.key, s.first, s.last)
-	} else {
+	default:
 		from := "the beginning (no committed checkpoint)"
 		if a.resume.dir != "" {
 			from = fmt.Sprintf("the checkpoint of iteration %d", a.resume.iteration)

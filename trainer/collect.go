@@ -31,6 +31,12 @@ const unmatchedWait = time.Minute
 // outputSource names rank 0's output among an attempt's sources.
 const outputSource = "output"
 
+// collectSettle is how long a step every live source has moved past waits
+// before it is emitted, for the lines of it that come late: rank 0's
+// stdout and stderr are read apart, so a line on one (a progress bar's
+// loss on stderr) can be read after a later step's line on the other.
+const collectSettle = 250 * time.Millisecond
+
 // collector gathers one attempt's metrics from the sources of
 // Spec.Metrics and hands one report per step to emit, by the rules on
 // MetricsConfig.
@@ -47,6 +53,8 @@ type collector struct {
 	current  map[string]float64             // per source with a step: its latest
 	frontier map[string]float64             // the same, of live sources (see observe)
 	pending  map[float64]map[string]float64 // by step, not yet emitted
+	passed   map[float64]time.Time          // by pending step: when every live source had moved past it
+	settle   *time.Timer                    // emits the passed steps once settled; nil when none wait
 	matched  []int                          // per pattern: lines it matched
 	lines    int                            // output lines seen
 	last     []string                       // the latest output lines, oldest first
@@ -70,7 +78,7 @@ func newCollector(a *attempt, dir string, emit func(map[string]float64)) (*colle
 	cfg := a.r.spec.Metrics
 	c := &collector{a: a, cfg: cfg, stepKey: cfg.StepName(), emit: emit,
 		current: map[string]float64{}, frontier: map[string]float64{}, pending: map[float64]map[string]float64{},
-		files: map[string]*tailFile{}, stop: make(chan struct{})}
+		passed: map[float64]time.Time{}, files: map[string]*tailFile{}, stop: make(chan struct{})}
 	if cfg.Output || len(cfg.Patterns) > 0 {
 		texts := cfg.Patterns
 		if len(texts) == 0 {
@@ -209,7 +217,50 @@ func (c *collector) observe(source string, obs observation, live bool) {
 	for _, f := range c.frontier {
 		low = min(low, f)
 	}
-	c.flush(func(s float64) bool { return s < low })
+	now := time.Now()
+	for s := range c.pending {
+		if _, ok := c.passed[s]; !ok && s < low {
+			c.passed[s] = now
+		}
+	}
+	c.flushSettled()
+}
+
+// flushSettled emits the pending steps that every live source moved past
+// collectSettle ago or earlier, and sets the timer for the next to settle.
+// Called with mu held.
+func (c *collector) flushSettled() {
+	now := time.Now()
+	var next time.Duration
+	c.flush(func(s float64) bool {
+		at, ok := c.passed[s]
+		if !ok {
+			return false
+		}
+		wait := collectSettle - now.Sub(at)
+		if wait > 0 {
+			if next == 0 || wait < next {
+				next = wait
+			}
+			return false
+		}
+		return true
+	})
+	if next == 0 || c.finished {
+		return
+	}
+	if c.settle == nil {
+		c.settle = time.AfterFunc(next, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.settle = nil
+			if !c.finished {
+				c.flushSettled()
+			}
+		})
+		return
+	}
+	c.settle.Reset(next)
 }
 
 // flush emits the pending steps that pass, in step order. Called with mu
@@ -225,6 +276,7 @@ func (c *collector) flush(pass func(step float64) bool) {
 	for _, s := range steps {
 		m := c.pending[s]
 		delete(c.pending, s)
+		delete(c.passed, s)
 		if len(m) == 0 {
 			continue // a step with no metric
 		}
@@ -244,6 +296,10 @@ func (c *collector) finishNow() {
 	c.poll(true)
 	c.mu.Lock()
 	c.finished = true
+	if c.settle != nil {
+		c.settle.Stop()
+		c.settle = nil
+	}
 	c.flush(func(float64) bool { return true })
 	c.mu.Unlock()
 	if c.a.number == 1 {

@@ -170,6 +170,41 @@ done`},
 	}
 }
 
+// TestLinesFromStderrComeInLate: a script that prints its validation loss
+// on stdout and its training loss on stderr (a progress bar, logging) has
+// the two read apart, so a step's stderr line can come after the next
+// step's stdout line; it still lands in its step's report. A line that
+// comes later than collectSettle after its step was passed is skipped,
+// told as lines out of order, not as work a restart redid.
+func TestLinesFromStderrComeInLate(t *testing.T) {
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", `
+echo "epoch 1 val 0.5"; echo "epoch 2 val 0.4"
+echo "epoch 1 train 0.9" >&2; echo "epoch 2 train 0.8" >&2
+echo "epoch 3 val 0.3"; sleep 1; echo "epoch 3 train 0.7" >&2
+echo "epoch 4 val 0.2"; sleep 1; echo "epoch 2 train 0.6" >&2`}
+	spec.Metrics = MetricsConfig{Patterns: []string{`epoch (?P<epoch>\d+) val (?P<val_loss>\S+)`, `epoch (?P<epoch>\d+) train (?P<train_loss>\S+)`}, Step: "epoch"}
+	spec.StepKey = "epoch"
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	got := stepSeries(sink.results, "epoch", "val_loss", "train_loss")
+	want := "1:val_loss=0.5,train_loss=0.9, 2:val_loss=0.4,train_loss=0.8, 3:val_loss=0.3,train_loss=0.7, 4:val_loss=0.2, "
+	if got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+	var skipped []string
+	for _, e := range sink.events {
+		if e.Kind == EventReportsSkipped {
+			skipped = append(skipped, e.Cause)
+		}
+	}
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "skipped 1 reports with epoch 2 to 2: each came after the trial had recorded a later epoch") {
+		t.Errorf("skipped reports told %q, want the late epoch 2 as out of order", skipped)
+	}
+}
+
 // TestUnmatchedPatternIsTold: a pattern that matched nothing by rank 0's
 // exit is told as an event that names it and shows the last lines.
 func TestUnmatchedPatternIsTold(t *testing.T) {

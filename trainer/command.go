@@ -449,10 +449,11 @@ func (c *collator) deliverOne(rep *lineReport, shards []string, complete bool, r
 	}
 	if rep.collected {
 		// A collected step at or below the last recorded one is work
-		// redone: a metrics file read again, a script started over.
+		// redone (a metrics file read again, a script started over) or a
+		// line that came late (see attempt.skipOutOfOrder).
 		key := c.a.r.spec.StepKey
 		if step, ok := rep.metrics[key]; ok && c.a.r.lastStep != nil && c.a.r.lastStep.Key == key && step <= c.a.r.lastStep.Value {
-			c.a.skipped.add(key, step)
+			c.a.skipOutOfOrder(key, step)
 			return
 		}
 	}
