@@ -43,6 +43,8 @@ type loop struct {
 	cancel context.CancelFunc
 	// lastNext is the capacity of the latest call of the scheduler's Next.
 	lastNext *schedulers.Capacity
+	// curves follows the first trials' objective (see watchCurves).
+	curves curveWatch
 }
 
 // EventSearchExhausted is the experiment event recorded when the searcher
@@ -351,11 +353,12 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	tr.iterations = r.Iteration
 	tr.lastStep = t.stepOf(r.Metrics, tr.lastStep)
 	t.observer.OnReport(tr.number, r)
-	_, score, ok := t.score(r.Metrics)
+	value, score, ok := t.score(r.Metrics)
 	if !ok {
 		return trainer.Continue
 	}
 	l.scored = true
+	l.addToCurve(tr.number, value)
 	progress, hasProgress := t.progress(r)
 	step := progress
 	if !hasProgress {
@@ -481,6 +484,7 @@ func (l *loop) endTrial(ctx context.Context, tr *trialRun, status string, err er
 		delete(l.trials, tr.number)
 	}
 	l.watchFailures(ctx, tr, status, err)
+	l.watchCurves(ctx, tr, status)
 	l.checkObjectiveReported(ctx)
 }
 

@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/gotune/gotune/searchspace"
 )
@@ -33,18 +34,18 @@ func (c Config) Notices() []string {
 // varies reports whether a parameter of space can take more than one
 // value.
 func varies(space *searchspace.Space) bool {
-	for _, p := range space.Params() {
-		switch d := p.Domain.(type) {
-		case searchspace.Constant:
-			continue
-		case searchspace.Choice:
-			if len(d.Values) < 2 {
-				continue
-			}
-		}
-		return true
+	return slices.ContainsFunc(space.Params(), takesValues)
+}
+
+// takesValues reports whether p can take more than one value.
+func takesValues(p searchspace.Param) bool {
+	switch d := p.Domain.(type) {
+	case searchspace.Constant:
+		return false
+	case searchspace.Choice:
+		return len(d.Values) >= 2
 	}
-	return false
+	return true
 }
 
 // tellNotices records each of the config's notices as an experiment event

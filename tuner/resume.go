@@ -294,11 +294,12 @@ func (l *loop) replayReports(tr *trialRun, ts storage.TrialState) {
 	for _, rep := range ts.Reports {
 		tr.iterations = rep.Iteration
 		tr.lastStep = t.stepOf(rep.Metrics, tr.lastStep)
-		_, score, ok := t.score(rep.Metrics)
+		value, score, ok := t.score(rep.Metrics)
 		if !ok {
 			continue
 		}
 		l.scored = true
+		l.addToCurve(tr.number, value)
 		progress, hasProgress := t.progress(trainer.Result{Iteration: rep.Iteration, Metrics: rep.Metrics})
 		step := progress
 		if !hasProgress {
