@@ -76,14 +76,15 @@ func (l *loop) watchCurves(ctx context.Context, tr *trialRun, status string) {
 		}
 	}
 	w.curves, w.configs = nil, nil
-	l.record(l.t.announce(ctx, l.exp.ID, EventSameCurves, l.sameCurvesMessage(w.complete, first), map[string]any{"trials": w.complete}))
+	trials := slices.Sorted(slices.Values(w.complete))
+	l.record(l.t.announce(ctx, l.exp.ID, EventSameCurves, l.sameCurvesMessage(trials, first), map[string]any{"trials": trials}))
 }
 
-// sameCurvesMessage says that trials, with different hyperparameters,
+// sameCurvesMessage says that trials (in order), with different hyperparameters,
 // reported the same curve of the objective, and what to check.
 func (l *loop) sameCurvesMessage(trials []int, curve []float64) string {
 	names := make([]string, len(trials))
-	for i, n := range slices.Sorted(slices.Values(trials)) {
+	for i, n := range trials {
 		names[i] = fmt.Sprint(n)
 	}
 	values := fmt.Sprintf("%.4g, %.4g", curve[0], curve[1])
