@@ -227,29 +227,39 @@ func (p *linePrinter) OnTrialEnd(trial int, status string, err error) {
 	fmt.Fprintln(p.w, line)
 }
 
+// firstTrials remembers, for each gist of a line (a failure's or an
+// event's, its numbers blanked), the trial that printed it first, so that
+// the trials that only repeat it say so instead of printing it again.
+type firstTrials struct {
+	mu    sync.Mutex
+	first map[string]int
+}
+
+// note returns the trial that noted gist first, and whether one had;
+// when none had, trial is noted as the first.
+func (f *firstTrials) note(gist string, trial int) (first int, seen bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if first, seen = f.first[gist]; !seen {
+		if f.first == nil {
+			f.first = map[string]int{}
+		}
+		f.first[gist] = trial
+	}
+	return first, seen
+}
+
 // failureLines describes trials' failures in full, but for one of several
 // lines that only repeats an earlier trial's (the same
 // tuner.FailureSignature: the same message but for its numbers, a pid, a
 // trial's folder), which gets its first line (its log's path) and the
 // trial it repeats: a broken script's traceback is printed once, not once
 // per trial. The database keeps every failure whole.
-type failureLines struct {
-	mu    sync.Mutex
-	first map[string]int // a failure's signature -> the trial that had it first
-}
+type failureLines struct{ firstTrials }
 
 func (f *failureLines) describe(trial int, err error) string {
-	msg, sig := err.Error(), tuner.FailureSignature(err)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	first, seen := f.first[sig]
-	switch {
-	case !seen:
-		if f.first == nil {
-			f.first = map[string]int{}
-		}
-		f.first[sig] = trial
-	case strings.Contains(msg, "\n"):
+	msg := err.Error()
+	if first, seen := f.note(tuner.FailureSignature(err), trial); seen && strings.Contains(msg, "\n") {
 		return fmt.Sprintf("%s (the same failure as trial %d)", oneLine(msg), first)
 	}
 	return msg
@@ -270,10 +280,7 @@ func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
 // sweep's output; a refused checkpoint, which a script that hands its
 // checkpoints over wrongly repeats at every report, the same within a
 // trial too. The database keeps every event whole.
-type eventLines struct {
-	mu    sync.Mutex
-	first map[string]int // the gist of an event -> the trial that told it first
-}
+type eventLines struct{ firstTrials }
 
 // digits matches numbers in an event's cause, which differ between trials
 // that say the same thing (a line count, a trial's folder).
@@ -284,15 +291,9 @@ func (d *eventLines) describe(trial int, e trainer.Event) string {
 		return describeEvent(e)
 	}
 	gist := string(e.Kind) + " " + digits.ReplaceAllString(firstLine(e.Cause), "N")
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if first, ok := d.first[gist]; ok && (first != trial || e.Kind == trainer.EventCheckpointRefused) {
+	if first, seen := d.note(gist, trial); seen && (first != trial || e.Kind == trainer.EventCheckpointRefused) {
 		return fmt.Sprintf("%s: as in trial %d", e.Kind, first)
 	}
-	if d.first == nil {
-		d.first = map[string]int{}
-	}
-	d.first[gist] = trial
 	return describeEvent(e)
 }
 
