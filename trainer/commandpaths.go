@@ -113,6 +113,24 @@ func resolvePaths(argv []string, workdir, base string) []string {
 	return out
 }
 
+// place is a folder gotune looks in for a relative path that the
+// worker's folder lacks, with its name for a message.
+type place struct{ dir, name string }
+
+// lookupPlaces are the folders, in order, where gotune looks for a
+// relative path after the worker's folder (see resolvePaths): the sweep
+// file's folder, then gotune's working directory when it is another.
+func (s Spec) lookupPlaces() []place {
+	var places []place
+	if s.PathBase != "" {
+		places = append(places, place{s.PathBase, "the sweep file's folder " + s.PathBase})
+	}
+	if wd, err := os.Getwd(); err == nil && wd != s.PathBase {
+		places = append(places, place{wd, "gotune's working directory " + wd})
+	}
+	return places
+}
+
 // programHint is what a launch error err for program (argv[0] after
 // resolvePaths) adds to say where gotune looked: a relative path with a
 // slash that names no file is left to the worker's folder, which is
@@ -122,17 +140,14 @@ func (s Spec) programHint(program string, err error) string {
 	if !strings.Contains(program, "/") || filepath.IsAbs(program) || !errors.Is(err, fs.ErrNotExist) {
 		return ""
 	}
-	var places []string
-	if s.PathBase != "" {
-		places = append(places, "the sweep file's folder "+s.PathBase)
+	var names []string
+	for _, p := range s.lookupPlaces() {
+		names = append(names, p.name)
 	}
-	if wd, err := os.Getwd(); err == nil && wd != s.PathBase {
-		places = append(places, "gotune's working directory "+wd)
-	}
-	if len(places) == 0 {
+	if len(names) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (%s is not in %s either)", program, strings.Join(places, " or "))
+	return fmt.Sprintf(" (%s is not in %s either)", program, strings.Join(names, " or "))
 }
 
 // missingFile finds, in a line a failed worker wrote last, the file it
@@ -155,20 +170,12 @@ func (s Spec) missingFileHint(lines []string, workdir string) string {
 		if filepath.IsAbs(name) || exists(filepath.Join(workdir, name)) {
 			return ""
 		}
-		places := []string{s.PathBase}
-		if wd, err := os.Getwd(); err == nil {
-			places = append(places, wd)
-		}
-		for i, dir := range places {
-			if dir == "" || dir == workdir || !exists(filepath.Join(dir, name)) {
+		for _, p := range s.lookupPlaces() {
+			if p.dir == workdir || !exists(filepath.Join(p.dir, name)) {
 				continue
 			}
-			where := "the sweep file's folder " + dir
-			if i > 0 {
-				where = "gotune's working directory " + dir
-			}
 			return fmt.Sprintf("\n  %s is in %s, but the command runs in %s (trainer.workdir): open it by its absolute path, or pass {%s}/%s as an argument, or set workdir = \".\" in [trainer] to run every trial in the sweep file's folder",
-				name, where, workdir, SweepDirPlaceholder, name)
+				name, p.name, workdir, SweepDirPlaceholder, name)
 		}
 		return ""
 	}
