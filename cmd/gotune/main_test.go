@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,22 @@ func gotune(t *testing.T, args ...string) *exec.Cmd {
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "GOTUNE_AS_MAIN=1")
 	return cmd
+}
+
+// gotuneIn runs the CLI as a child process in dir, as a user does from a
+// sweep's folder, and returns its exit code, stdout and stderr.
+func gotuneIn(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := gotune(t, args...)
+	cmd.Dir = dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }
 
 // runCLI runs the CLI in-process and returns its exit code, stdout and stderr.

@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -268,20 +266,7 @@ lr = { loguniform = [0.001, 0.1] }
 [trainer]
 command = ["python3", "train.py", "{lr}"]
 `)
-	run := func(args ...string) (code int, stdout, stderr string) {
-		t.Helper()
-		cmd := gotune(t, args...)
-		cmd.Dir = dir
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			t.Fatal(err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
-	}
-	code, stdout, stderr := run("run", "sweep.toml")
+	code, stdout, stderr := gotuneIn(t, dir, "run", "sweep.toml")
 	for _, want := range []string{"the first 5 trials all failed the same way", "ModuleNotFoundError: No module named 'gotune_test_missing_module'",
 		"`gotune run --rerun-failed sweep.toml` runs them again"} {
 		if !strings.Contains(stderr, want) {
@@ -312,7 +297,7 @@ command = ["python3", "train.py", "{lr}"]
 		t.Errorf("%d trials started, %d failed: want the sweep stopped once its first 5 failed", len(rows), failed)
 	}
 	write("train.py", "import json, sys\nprint('@gotune ' + json.dumps({'loss': float(sys.argv[1])}))\n")
-	if code, stdout, stderr := run("run", "--rerun-failed", "sweep.toml"); code != 0 || stderr != "" {
+	if code, stdout, stderr := gotuneIn(t, dir, "run", "--rerun-failed", "sweep.toml"); code != 0 || stderr != "" {
 		t.Fatalf("run --rerun-failed: exit %d, want 0 with nothing on stderr\n%s\n%s", code, stdout, stderr)
 	}
 	rows = trialRowsOf(t, db, "broken")
@@ -360,14 +345,10 @@ step = "epoch"
 			t.Fatal(err)
 		}
 	}
-	cmd := gotune(t, "run", "sweep.toml")
-	cmd.Dir = dir
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err == nil {
-		t.Fatalf("run: no failure\n%s", out.String())
+	code, stdout, _ := gotuneIn(t, dir, "run", "sweep.toml")
+	if code == 0 {
+		t.Fatalf("run: no failure\n%s", stdout)
 	}
-	stdout := out.String()
 	for _, want := range []string{"FileNotFoundError: [Errno 2] No such file or directory: 'data.txt'",
 		"data.txt is in the sweep file's folder " + dir + ", but the command runs in " + filepath.Join(dir, "checkpoints", "reads-data", "trial_"),
 		"{sweep_dir}/data.txt"} {
