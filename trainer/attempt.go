@@ -430,7 +430,7 @@ func (a *attempt) tellSkipped() {
 	var cause string
 	switch {
 	case s.outOfOrder:
-		cause = fmt.Sprintf("skipped %d reports with %s %g to %g: each came after the trial had recorded a later %s (the script's lines out of order: an earlier step printed last, or a line on stderr read after later ones on stdout)", s.n, s.key, s.first, s.last, s.key)
+		cause = fmt.Sprintf("skipped %d reports with %s %g to %g: each came after the trial had recorded that %s or a later one (the script's lines out of order: an earlier step printed last, a line on stderr read after later ones on stdout, or a metric printed long after the rest of its step, which was recorded without it)", s.n, s.key, s.first, s.last, s.key)
 	case s.key != "":
 		cause = fmt.Sprintf("skipped %d reports with %s %g to %g: the restarted workers redid steps the trial had recorded already", s.n, s.key, s.first, s.last)
 	default:

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,6 +39,20 @@ const outputSource = "output"
 // loss on stderr) can be read after a later step's line on the other.
 const collectSettle = 250 * time.Millisecond
 
+// A step that holds every objective (see Spec.Objectives) is emitted
+// without waiting for a later step once nothing has come for it for a
+// quarter of the time it took to appear (since the step before it, or the
+// attempt's start), but at least collectQuietMin and at most
+// collectQuietMax: epochs are often minutes, and a scheduler that hears of
+// an epoch only when the next one ends lets every trial it stops run an
+// epoch more. A script's other lines of a step come after its objective
+// by a small part of the step's work (nanoGPT's log line, an iteration
+// after the evaluation that began the step). Variables for the tests.
+var (
+	collectQuietMin = 2 * time.Second
+	collectQuietMax = time.Minute
+)
+
 // collector gathers one attempt's metrics from the sources of
 // Spec.Metrics and hands one report per step to emit, by the rules on
 // MetricsConfig.
@@ -50,14 +66,22 @@ type collector struct {
 	emit     func(metrics map[string]float64)
 
 	mu       sync.Mutex
-	current  map[string]float64             // per source with a step: its latest
-	frontier map[string]float64             // the same, of live sources (see observe)
-	pending  map[float64]map[string]float64 // by step, not yet emitted
-	passed   map[float64]time.Time          // by pending step: when every live source had moved past it
-	settle   *time.Timer                    // emits the passed steps once settled; nil when none wait
-	matched  []int                          // per pattern: lines it matched
-	lines    int                            // output lines seen
-	last     []string                       // the latest output lines, oldest first
+	current  map[string]float64       // per source with a step: its latest
+	frontier map[string]float64       // the same, of live sources (see observe)
+	pending  map[float64]*pendingStep // by step, not yet emitted
+	passed   map[float64]time.Time    // by pending step: when it was ready (see ready)
+	settle   *time.Timer              // emits the passed steps once settled; nil when none wait
+	// shape holds every metric the emitted steps had; early says that a
+	// step may still be emitted before the sources move past it (see
+	// ready), and emitted is the last step emitted; began is when the
+	// newest step appeared, or the attempt's start.
+	shape    map[string]bool
+	early    bool
+	emitted  *float64
+	began    time.Time
+	matched  []int    // per pattern: lines it matched
+	lines    int      // output lines seen
+	last     []string // the latest output lines, oldest first
 	files    map[string]*tailFile
 	found    bool // a metrics or event file was found
 	finished bool
@@ -77,8 +101,9 @@ const unmatchedLines = 5
 func newCollector(a *attempt, dir string, emit func(map[string]float64)) (*collector, error) {
 	cfg := a.r.spec.Metrics
 	c := &collector{a: a, cfg: cfg, stepKey: cfg.StepName(), emit: emit,
-		current: map[string]float64{}, frontier: map[string]float64{}, pending: map[float64]map[string]float64{},
-		passed: map[float64]time.Time{}, files: map[string]*tailFile{}, stop: make(chan struct{})}
+		current: map[string]float64{}, frontier: map[string]float64{}, pending: map[float64]*pendingStep{},
+		passed: map[float64]time.Time{}, shape: map[string]bool{}, early: true, began: time.Now(),
+		files: map[string]*tailFile{}, stop: make(chan struct{})}
 	if cfg.Output || len(cfg.Patterns) > 0 {
 		texts := cfg.Patterns
 		if len(texts) == 0 {
@@ -183,10 +208,19 @@ func (c *collector) line(text string) {
 	}
 }
 
-// observe adds what a source gave and emits the steps every live source
-// has moved past. A source is live once it gives something after the
-// attempt's first reading of the files (what was there before came from
-// an earlier attempt or run, whose processes are gone). Called with mu held.
+// pendingStep is what the sources gave of a step not yet emitted.
+type pendingStep struct {
+	metrics  map[string]float64
+	repeated bool          // a metric was given twice (a loss per batch)
+	added    time.Time     // when a live source last added to it
+	quiet    time.Duration // how long it waits for more when it holds the objectives (see ready)
+}
+
+// observe adds what a source gave and emits the steps that are ready:
+// every live source has moved past them, or they look whole (see ready).
+// A source is live once it gives something after the attempt's first
+// reading of the files (what was there before came from an earlier attempt
+// or run, whose processes are gone). Called with mu held.
 func (c *collector) observe(source string, obs observation, live bool) {
 	step := obs.step
 	if step == nil {
@@ -201,23 +235,35 @@ func (c *collector) observe(source string, obs observation, live bool) {
 		return
 	}
 	c.current[source] = *step
+	if live && len(obs.metrics) > 0 && c.emitted != nil && *step <= *c.emitted {
+		// A metric of a step emitted already: this script's steps end
+		// later than their metrics show.
+		c.early = false
+	}
 	p := c.pending[*step]
 	if p == nil {
-		p = map[string]float64{}
+		p = &pendingStep{metrics: map[string]float64{}}
 		c.pending[*step] = p
 	}
 	for k, v := range obs.metrics {
-		p[k] = v
+		_, seen := p.metrics[k]
+		p.repeated = p.repeated || seen
+		p.metrics[k] = v
 	}
 	if !live {
 		return
 	}
+	now := time.Now()
+	if p.added.IsZero() {
+		p.quiet = min(collectQuietMax, max(collectQuietMin, now.Sub(c.began)/4))
+		c.began = now
+	}
+	p.added = now
 	c.frontier[source] = *step
 	low := *step
 	for _, f := range c.frontier {
 		low = min(low, f)
 	}
-	now := time.Now()
 	for s := range c.pending {
 		if _, ok := c.passed[s]; !ok && s < low {
 			c.passed[s] = now
@@ -226,26 +272,76 @@ func (c *collector) observe(source string, obs observation, live bool) {
 	c.flushSettled()
 }
 
-// flushSettled emits the pending steps that every live source moved past
-// collectSettle ago or earlier, and sets the timer for the next to settle.
-// Called with mu held.
+// ready reports whether pending step p, which the live sources have not
+// all moved past, may be emitted all the same: it holds every metric the
+// steps emitted before had, or every objective (Spec.Objectives) with
+// nothing added to it for its quiet time (see collectQuietMin). Neither is trusted once an emitted
+// step had a metric twice (a loss per batch, whose last value counts) or
+// a metric came for a step emitted already. When p holds the objectives but
+// has not been quiet long enough, wait says how long it has left.
+func (c *collector) ready(p *pendingStep, now time.Time) (ok bool, wait time.Duration) {
+	if !c.early || len(p.metrics) == 0 {
+		return false, 0
+	}
+	if len(c.shape) > 0 && holdsAll(p.metrics, maps.Keys(c.shape)) {
+		return true, 0
+	}
+	objectives := c.a.r.spec.Objectives
+	if len(objectives) == 0 || !holdsAll(p.metrics, slices.Values(objectives)) {
+		return false, 0
+	}
+	wait = p.quiet - now.Sub(p.added)
+	return wait <= 0, wait
+}
+
+// holdsAll reports whether m has every one of names.
+func holdsAll(m map[string]float64, names iter.Seq[string]) bool {
+	for name := range names {
+		if _, ok := m[name]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// flushSettled marks the pending steps that are ready (see ready) as
+// passed, emits the steps passed collectSettle ago or earlier, in order,
+// and sets the timer for the next to settle or to have been quiet long
+// enough. Called with mu held.
 func (c *collector) flushSettled() {
 	now := time.Now()
 	var next time.Duration
-	c.flush(func(s float64) bool {
-		at, ok := c.passed[s]
-		if !ok {
-			return false
+	wake := func(d time.Duration) {
+		if d > 0 && (next == 0 || d < next) {
+			next = d
 		}
-		wait := collectSettle - now.Sub(at)
-		if wait > 0 {
-			if next == 0 || wait < next {
-				next = wait
+	}
+	for {
+		// A step emitted shows what a whole step holds: the next may be
+		// ready too.
+		for s, p := range c.pending {
+			if _, ok := c.passed[s]; ok {
+				continue
 			}
-			return false
+			ok, wait := c.ready(p, now)
+			if ok {
+				c.passed[s] = now
+			}
+			wake(wait)
 		}
-		return true
-	})
+		emitted := c.flush(func(s float64) bool {
+			at, ok := c.passed[s]
+			if !ok {
+				return false
+			}
+			wait := collectSettle - now.Sub(at)
+			wake(wait)
+			return wait <= 0
+		})
+		if emitted == 0 {
+			break
+		}
+	}
 	if next == 0 || c.finished {
 		return
 	}
@@ -263,26 +359,30 @@ func (c *collector) flushSettled() {
 	c.settle.Reset(next)
 }
 
-// flush emits the pending steps that pass, in step order. Called with mu
-// held.
-func (c *collector) flush(pass func(step float64) bool) {
-	var steps []float64
-	for s := range c.pending {
-		if pass(s) {
-			steps = append(steps, s)
+// flush emits the pending steps in step order while they pass, learning
+// from each what a whole step holds (see ready), and returns how many it
+// took. Called with mu held.
+func (c *collector) flush(pass func(step float64) bool) (taken int) {
+	for _, s := range slices.Sorted(maps.Keys(c.pending)) {
+		if !pass(s) {
+			return taken
 		}
-	}
-	slices.Sort(steps)
-	for _, s := range steps {
-		m := c.pending[s]
+		taken++
+		p := c.pending[s]
 		delete(c.pending, s)
 		delete(c.passed, s)
-		if len(m) == 0 {
+		if len(p.metrics) == 0 {
 			continue // a step with no metric
 		}
-		m[c.stepKey] = s
-		c.emit(m)
+		for k := range p.metrics {
+			c.shape[k] = true
+		}
+		c.early = c.early && !p.repeated
+		c.emitted = &s
+		p.metrics[c.stepKey] = s
+		c.emit(p.metrics)
 	}
+	return taken
 }
 
 // finish reads the files a last time, emits every pending step and tells

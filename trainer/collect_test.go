@@ -200,8 +200,76 @@ echo "epoch 4 val 0.2"; sleep 1; echo "epoch 2 train 0.6" >&2`}
 			skipped = append(skipped, e.Cause)
 		}
 	}
-	if len(skipped) != 1 || !strings.Contains(skipped[0], "skipped 1 reports with epoch 2 to 2: each came after the trial had recorded a later epoch") {
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "skipped 1 reports with epoch 2 to 2: each came after the trial had recorded that epoch or a later one") {
 		t.Errorf("skipped reports told %q, want the late epoch 2 as out of order", skipped)
+	}
+}
+
+// TestStepReportedBeforeTheNextBegins: a collected step is reported
+// without waiting for a later step once it holds the objective and
+// nothing has come for it for its quiet time, or once it holds every metric
+// the steps before it had; each case's script waits for the reports named
+// in its waits before it goes on. A metric given twice in a step (a loss
+// per batch), or one that comes after its step was reported, turns that
+// off for the rest of the attempt.
+func TestStepReportedBeforeTheNextBegins(t *testing.T) {
+	defer func(q time.Duration) { collectQuietMin = q }(collectQuietMin)
+	collectQuietMin = time.Second
+	cases := []struct {
+		name       string
+		objectives []string
+		script     string // "wait N" waits for epoch N's report
+		want       string
+		skipped    string
+	}{
+		{"objective, then every metric seen", []string{"val_loss"},
+			"echo 'epoch 1 train 0.9'; echo 'epoch 1 val 0.5'; wait 1; echo 'epoch 2 train 0.8'; sleep 0.5; echo 'epoch 2 val 0.4'; wait 2; echo 'epoch 3 val 0.3'",
+			"1:val_loss=0.5,train_loss=0.9, 2:val_loss=0.4,train_loss=0.8, 3:val_loss=0.3, ", ""},
+		{"every metric seen, no objective", nil,
+			"echo 'epoch 1 val 0.5'; echo 'epoch 2 val 0.4'; wait 1; wait 2; echo 'epoch 3 val 0.3'; wait 3; echo 'epoch 4 val 0.2'",
+			"1:val_loss=0.5, 2:val_loss=0.4, 3:val_loss=0.3, 4:val_loss=0.2, ", ""},
+		{"loss per batch", []string{"train_loss"},
+			"echo 'epoch 1 train 0.9'; sleep 0.5; echo 'epoch 1 train 0.8'; echo 'epoch 2 train 0.7'; sleep 0.5; echo 'epoch 2 train 0.6'; echo 'epoch 3 train 0.5'",
+			"1:train_loss=0.8, 2:train_loss=0.6, 3:train_loss=0.5, ", ""},
+		{"metric after its step", []string{"val_loss"},
+			"echo 'epoch 1 val 0.5'; wait 1; echo 'epoch 1 train 0.9'; echo 'epoch 2 val 0.4'; sleep 1.5; echo 'epoch 2 train 0.8'",
+			"1:val_loss=0.5, 2:val_loss=0.4,train_loss=0.8, ", "skipped 1 reports with epoch 1 to 1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := commandSpec(t, 1)
+			// wait gives up after 20 s, leaving a file that says so.
+			spec.Command = []string{"sh", "-c", `
+d=$1
+wait() { i=0; until [ -e "$d/got_$1" ]; do i=$((i+1)); [ $i -gt 400 ] && { : > "$d/gave_up_$1"; return; }; sleep 0.05; done; }
+` + tc.script, "sh", dir}
+			spec.Metrics = MetricsConfig{Patterns: []string{`epoch (?P<epoch>\d+) val (?P<val_loss>\S+)`, `epoch (?P<epoch>\d+) train (?P<train_loss>\S+)`}, Step: "epoch"}
+			spec.StepKey = "epoch"
+			spec.Objectives = tc.objectives
+			sink := &collect{on: func(r Result) Action {
+				os.WriteFile(filepath.Join(dir, fmt.Sprintf("got_%v", r.Metrics["epoch"])), nil, 0o644)
+				return Continue
+			}}
+			if _, err := Run(context.Background(), spec, sink); err != nil {
+				t.Fatal(err)
+			}
+			if got := stepSeries(sink.results, "epoch", "val_loss", "train_loss"); got != tc.want {
+				t.Errorf("reports\n got %s\nwant %s", got, tc.want)
+			}
+			if gaveUp, _ := filepath.Glob(filepath.Join(dir, "gave_up_*")); len(gaveUp) > 0 {
+				t.Errorf("the script waited in vain for the reports of %v", gaveUp)
+			}
+			var skipped []string
+			for _, e := range sink.events {
+				if e.Kind == EventReportsSkipped {
+					skipped = append(skipped, e.Cause)
+				}
+			}
+			if tc.skipped == "" && len(skipped) > 0 || tc.skipped != "" && (len(skipped) != 1 || !strings.Contains(skipped[0], tc.skipped)) {
+				t.Errorf("skipped reports told %q, want %q", skipped, tc.skipped)
+			}
+		})
 	}
 }
 

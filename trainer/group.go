@@ -204,6 +204,10 @@ type Spec struct {
 	// when empty), and one whose step is at or below the last recorded
 	// step is dropped.
 	Metrics MetricsConfig
+	// Objectives are the metrics trials are ranked by. A collected step
+	// that holds them all is emitted once no metric has come for it for
+	// a while, without waiting for a later step (see MetricsConfig).
+	Objectives []string
 	// Restarts counts the trial's restarts before this Run (a resumed
 	// sweep's): TORCHELASTIC_RESTART_COUNT and the attempt numbers in the
 	// workers' logs go on from it.

@@ -66,6 +66,15 @@ type Objective struct {
 // multi reports whether the objective has several metrics.
 func (o Objective) multi() bool { return len(o.Metrics) > 1 }
 
+// metricNames lists the objectives' metrics, one for a single-objective
+// sweep.
+func (o Objective) metricNames() []string {
+	if !o.multi() {
+		return []string{o.Metric}
+	}
+	return o.Metrics
+}
+
 // objectives lists the objectives, one for a single-objective sweep.
 func (o Objective) objectives() []storage.Objective {
 	if !o.multi() {

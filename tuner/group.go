@@ -47,6 +47,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		StepKey:         t.cfg.Scheduler.TimeAttr,
 		LastStep:        tr.lastStep,
 		Metrics:         tc.Metrics,
+		Objectives:      t.cfg.Objective.metricNames(),
 		Restarts:        tr.restarts,
 		Env:             append(slices.Clip(t.env), tc.EnvList()...),
 		OnDiskFull:      t.space.notify,
