@@ -155,12 +155,21 @@ func (s Spec) programHint(program string, err error) string {
 // tool's "data.txt: No such file or directory".
 var missingFile = regexp.MustCompile(`No such file or directory: '([^']+)'|No such file or directory: "([^"]+)"|([^\s:'"]+): No such file or directory`)
 
+// lookedForFile finds, in a failed worker's last lines, a sign that it
+// looked for a file and did not find one, where no missing path is named
+// (see missingFile): an assertion that a path exists, a data set "not
+// found".
+var lookedForFile = regexp.MustCompile(`os\.path\.(?:exists|isfile|isdir)\(|\.(?:exists|is_file|is_dir)\(\)|[Dd]oes not exist|[Nn]ot found`)
+
 // missingFileHint is what the failure of a worker that ran in workdir
-// adds when one of lines, the last it wrote, says a relative file is
-// missing that lies in the sweep file's folder or gotune's working
-// directory: a script written to run where its data lies, which gotune
-// runs in each trial's own folder. It is "" otherwise.
+// adds when lines, the last it wrote, say that it did not find a file
+// and the sweep file's folder (or gotune's working directory) holds what
+// workdir lacks: a script written to run where its data lies, which gotune
+// runs in each trial's own folder. A missing relative file named in lines
+// that lies there is named; without a name, the folder's entries are.
+// It is "" otherwise.
 func (s Spec) missingFileHint(lines []string, workdir string) string {
+	const fix = "or set workdir = \".\" in [trainer] to run every trial in the sweep file's folder"
 	for _, line := range slices.Backward(lines) {
 		m := missingFile.FindStringSubmatch(line)
 		if m == nil {
@@ -174,12 +183,54 @@ func (s Spec) missingFileHint(lines []string, workdir string) string {
 			if p.dir == workdir || !exists(filepath.Join(p.dir, name)) {
 				continue
 			}
-			return fmt.Sprintf("\n  %s is in %s, but the command runs in %s (trainer.workdir): open it by its absolute path, or pass {%s}/%s as an argument, or set workdir = \".\" in [trainer] to run every trial in the sweep file's folder",
-				name, p.name, workdir, SweepDirPlaceholder, name)
+			return fmt.Sprintf("\n  %s is in %s, but the command runs in %s (trainer.workdir): open it by its absolute path, or pass {%s}/%s as an argument, %s",
+				name, p.name, workdir, SweepDirPlaceholder, name, fix)
 		}
 		return ""
 	}
+	if !slices.ContainsFunc(lines, lookedForFile.MatchString) {
+		return ""
+	}
+	for _, p := range s.lookupPlaces() {
+		if p.dir == workdir {
+			return ""
+		}
+		if names := s.entriesLacking(p.dir, workdir); len(names) > 0 {
+			return fmt.Sprintf("\n  the command runs in %s (trainer.workdir), without %s from %s: a script that looks for its files by a relative path finds them only where it runs: pass {%s}/%s (say) as an argument, %s",
+				workdir, strings.Join(names, ", "), p.name, SweepDirPlaceholder, names[0], fix)
+		}
+	}
 	return ""
+}
+
+// entriesLacking lists the entries of folder dir that workdir lacks and
+// a script may read, folders first (with a trailing slash), at most
+// three and "…": not hidden ones, Python modules (imported from the
+// script's own folder wherever it runs), sweep files, SQLite files, nor
+// the folder the trials' folders are in.
+func (s Spec) entriesLacking(dir, workdir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var dirs, files []string
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case strings.HasPrefix(name, "."), name == "__pycache__", exists(filepath.Join(workdir, name)),
+			s.TrialDir != "" && (s.TrialDir == filepath.Join(dir, name) || strings.HasPrefix(s.TrialDir, filepath.Join(dir, name)+string(filepath.Separator))):
+		case e.IsDir():
+			dirs = append(dirs, name+"/")
+		case strings.HasSuffix(name, ".py"), strings.HasSuffix(name, ".toml"), strings.Contains(name, ".db"), strings.Contains(name, ".sqlite"):
+		default:
+			files = append(files, name)
+		}
+	}
+	names := append(dirs, files...)
+	if len(names) > 3 {
+		names = append(names[:3], "…")
+	}
+	return names
 }
 
 func exists(path string) bool {

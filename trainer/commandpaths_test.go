@@ -136,37 +136,52 @@ func TestMissingProgramSaysWhereGotuneLooked(t *testing.T) {
 
 // TestMissingFileSaysWhereItIs: a worker that fails for a relative file
 // it cannot open, which lies beside the sweep file while the command runs
-// in its trial's folder, fails saying so and how to name it; a file found
-// nowhere, or a command that runs in the sweep file's folder, gets no such
-// word.
+// in its trial's folder, fails saying so and how to name it; one that
+// fails asserting that a path exists names what the sweep file's folder
+// holds and the trial's lacks; a file found nowhere, another failure, or a
+// command that runs in the sweep file's folder, gets no such word.
 func TestMissingFileSaysWhereItIs(t *testing.T) {
 	base := t.TempDir()
 	os.WriteFile(filepath.Join(base, "data.txt"), []byte("1 2 3\n"), 0o644)
-	hint := "data.txt is in the sweep file's folder " + base + ", but the command runs in "
+	os.WriteFile(filepath.Join(base, "sweep.toml"), nil, 0o644)
+	os.Mkdir(filepath.Join(base, "data"), 0o755)
+	// pytorch/examples' word_language_model asserts that its data exists.
+	os.WriteFile(filepath.Join(base, "check.py"), []byte("import os\nassert os.path.exists(os.path.join('data', 'train.txt'))\n"), 0o644)
+	trialDir := filepath.Join(base, "checkpoints", "exp", "trial_1")
+	os.MkdirAll(trialDir, 0o755)
+	named := "data.txt is in the sweep file's folder " + base + ", but the command runs in " + trialDir + " (trainer.workdir): open it by its absolute path, or pass {sweep_dir}/data.txt as an argument"
+	listed := "the command runs in " + trialDir + " (trainer.workdir), without data/, data.txt from the sweep file's folder " + base + ": a script that looks for its files by a relative path finds them only where it runs: pass {sweep_dir}/data/ (say) as an argument"
 	for _, tc := range []struct {
 		name    string
 		command []string
 		workdir string
-		hint    bool
+		hint    string // "" for none
 	}{
-		{"a tool's message", []string{"sh", "-c", "cat data.txt"}, "{trial_dir}", true},
-		{"Python's FileNotFoundError", []string{"python3", "-c", "open('data.txt')"}, "{trial_dir}", true},
-		{"a file found nowhere", []string{"sh", "-c", "cat other.txt"}, "{trial_dir}", false},
-		{"run in the sweep file's folder", []string{"sh", "-c", "cat data.txt && cat other.txt"}, ".", false},
+		{"a tool's message", []string{"sh", "-c", "cat data.txt"}, "{trial_dir}", named},
+		{"Python's FileNotFoundError", []string{"python3", "-c", "open('data.txt')"}, "{trial_dir}", named},
+		{"a file found nowhere", []string{"sh", "-c", "cat other.txt"}, "{trial_dir}", ""},
+		{"run in the sweep file's folder", []string{"sh", "-c", "cat data.txt && cat other.txt"}, ".", ""},
+		{"an assertion that a path exists", []string{"python3", "check.py"}, "{trial_dir}", listed},
+		{"an assertion in the sweep file's folder", []string{"python3", "check.py"}, ".", ""},
+		{"another failure", []string{"python3", "-c", "raise ValueError('lr too large')"}, "{trial_dir}", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := commandSpec(t, 1)
 			spec.Command, spec.Workdir, spec.PathBase = tc.command, tc.workdir, base
-			spec.TrialDir = t.TempDir()
+			spec.TrialDir = trialDir
 			_, err := Run(context.Background(), spec, &collect{})
 			if err == nil {
 				t.Fatal("Run: no failure")
 			}
-			if got := strings.Contains(err.Error(), hint); got != tc.hint {
-				t.Errorf("Run: %v\nsays where data.txt is: %v, want %v", err, got, tc.hint)
+			msg := err.Error()
+			if !strings.Contains(msg, "exited with status") {
+				t.Fatalf("Run: %v, want the worker's exit", err)
 			}
-			if tc.hint && !strings.Contains(err.Error(), "{sweep_dir}/data.txt") {
-				t.Errorf("Run: %v\ndoes not say how to name the file", err)
+			if tc.hint != "" && !strings.Contains(msg, tc.hint) {
+				t.Errorf("Run: %v\nwant the hint %q", err, tc.hint)
+			}
+			if tc.hint == "" && strings.Contains(msg, "trainer.workdir") {
+				t.Errorf("Run: %v\nwant no hint", err)
 			}
 		})
 	}

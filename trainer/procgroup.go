@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,7 +213,7 @@ func stoppedFromOutside(err error) bool {
 // Spec.missingFileHint).
 func exitFailure(rank int, p *workers.Process, err error, spec Spec, dir string) error {
 	var b strings.Builder
-	var last []string // the lines quoted last: the exception, the log's end
+	var quoted []string // the traceback and the log's end after it, or the log's end
 	fmt.Fprintf(&b, "worker %d (pid %d) %v", rank, p.Pid(), err)
 	where := ""
 	if p.LogPath() != "" {
@@ -226,7 +227,7 @@ func exitFailure(rank int, p *workers.Process, err error, spec Spec, dir string)
 			fmt.Fprintf(&b, "\n    … %d lines left out", tb.Omitted)
 		}
 		quoteLines(&b, tb.Lines[1:])
-		last = []string{tb.Lines[len(tb.Lines)-1]}
+		quoted = slices.Clone(tb.Lines)
 		if after := min(tb.LinesAfter, quotedTail, len(tail)); after > 0 {
 			if tb.LinesAfter > after {
 				fmt.Fprintf(&b, "\n  followed, %d lines later, by the end of its log:", tb.LinesAfter-after)
@@ -234,18 +235,18 @@ func exitFailure(rank int, p *workers.Process, err error, spec Spec, dir string)
 				b.WriteString("\n  followed by:")
 			}
 			quoteLines(&b, tail[len(tail)-after:])
-			last = append(last, tail[len(tail)-after:]...)
+			quoted = append(quoted, tail[len(tail)-after:]...)
 		}
 	} else if len(tail) > 0 {
 		fmt.Fprintf(&b, "; the end of its log%s:", where)
-		last = tail[max(0, len(tail)-quotedTail):]
-		quoteLines(&b, last)
+		quoted = tail[max(0, len(tail)-quotedTail):]
+		quoteLines(&b, quoted)
 	}
 	if p.Node() == "" {
 		if dir == "" {
 			dir, _ = os.Getwd()
 		}
-		b.WriteString(spec.missingFileHint(last, dir))
+		b.WriteString(spec.missingFileHint(quoted, dir))
 	}
 	var ee *workers.ExitError
 	if errors.As(err, &ee) {
