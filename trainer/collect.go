@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"iter"
 	"maps"
 	"os"
 	"path/filepath"
@@ -71,11 +70,9 @@ type collector struct {
 	pending  map[float64]*pendingStep // by step, not yet emitted
 	passed   map[float64]time.Time    // by pending step: when it was ready (see ready)
 	settle   *time.Timer              // emits the passed steps once settled; nil when none wait
-	// shape holds every metric the emitted steps had; early says that a
-	// step may still be emitted before the sources move past it (see
-	// ready), and emitted is the last step emitted; began is when the
-	// newest step appeared, or the attempt's start.
-	shape    map[string]bool
+	// early says that a step may still be emitted before the sources
+	// move past it (see ready), emitted is the last step emitted, and
+	// began is when the newest step appeared, or the attempt's start.
 	early    bool
 	emitted  *float64
 	began    time.Time
@@ -102,7 +99,7 @@ func newCollector(a *attempt, dir string, emit func(map[string]float64)) (*colle
 	cfg := a.r.spec.Metrics
 	c := &collector{a: a, cfg: cfg, stepKey: cfg.StepName(), emit: emit,
 		current: map[string]float64{}, frontier: map[string]float64{}, pending: map[float64]*pendingStep{},
-		passed: map[float64]time.Time{}, shape: map[string]bool{}, early: true, began: time.Now(),
+		passed: map[float64]time.Time{}, early: true, began: time.Now(),
 		files: map[string]*tailFile{}, stop: make(chan struct{})}
 	if cfg.Output || len(cfg.Patterns) > 0 {
 		texts := cfg.Patterns
@@ -211,7 +208,7 @@ func (c *collector) line(text string) {
 // pendingStep is what the sources gave of a step not yet emitted.
 type pendingStep struct {
 	metrics  map[string]float64
-	repeated bool          // a metric was given twice (a loss per batch)
+	repeated bool          // an objective was given twice (a loss per batch)
 	added    time.Time     // when a live source last added to it
 	quiet    time.Duration // how long it waits for more when it holds the objectives (see ready)
 }
@@ -247,7 +244,7 @@ func (c *collector) observe(source string, obs observation, live bool) {
 	}
 	for k, v := range obs.metrics {
 		_, seen := p.metrics[k]
-		p.repeated = p.repeated || seen
+		p.repeated = p.repeated || seen && slices.Contains(c.a.r.spec.Objectives, k)
 		p.metrics[k] = v
 	}
 	if !live {
@@ -273,35 +270,20 @@ func (c *collector) observe(source string, obs observation, live bool) {
 }
 
 // ready reports whether pending step p, which the live sources have not
-// all moved past, may be emitted all the same: it holds every metric the
-// steps emitted before had, or every objective (Spec.Objectives) with
-// nothing added to it for its quiet time (see collectQuietMin). Neither is trusted once an emitted
-// step had a metric twice (a loss per batch, whose last value counts) or
-// a metric came for a step emitted already. When p holds the objectives but
-// has not been quiet long enough, wait says how long it has left.
+// all moved past, may be emitted all the same: it holds every objective
+// (Spec.Objectives) and nothing has been added to it for its quiet time
+// (see collectQuietMin). That is not trusted once an emitted step had an
+// objective twice (a loss per batch, whose last value counts) or a metric
+// came for a step emitted already. When p holds the objectives but has
+// not been quiet long enough, wait says how long it has left.
 func (c *collector) ready(p *pendingStep, now time.Time) (ok bool, wait time.Duration) {
-	if !c.early || len(p.metrics) == 0 {
-		return false, 0
-	}
-	if len(c.shape) > 0 && holdsAll(p.metrics, maps.Keys(c.shape)) {
-		return true, 0
-	}
 	objectives := c.a.r.spec.Objectives
-	if len(objectives) == 0 || !holdsAll(p.metrics, slices.Values(objectives)) {
+	lacks := func(name string) bool { _, ok := p.metrics[name]; return !ok }
+	if !c.early || len(objectives) == 0 || slices.ContainsFunc(objectives, lacks) {
 		return false, 0
 	}
 	wait = p.quiet - now.Sub(p.added)
 	return wait <= 0, wait
-}
-
-// holdsAll reports whether m has every one of names.
-func holdsAll(m map[string]float64, names iter.Seq[string]) bool {
-	for name := range names {
-		if _, ok := m[name]; !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // flushSettled marks the pending steps that are ready (see ready) as
@@ -316,32 +298,25 @@ func (c *collector) flushSettled() {
 			next = d
 		}
 	}
-	for {
-		// A step emitted shows what a whole step holds: the next may be
-		// ready too.
-		for s, p := range c.pending {
-			if _, ok := c.passed[s]; ok {
-				continue
-			}
-			ok, wait := c.ready(p, now)
-			if ok {
-				c.passed[s] = now
-			}
-			wake(wait)
+	for s, p := range c.pending {
+		if _, ok := c.passed[s]; ok {
+			continue
 		}
-		emitted := c.flush(func(s float64) bool {
-			at, ok := c.passed[s]
-			if !ok {
-				return false
-			}
-			wait := collectSettle - now.Sub(at)
-			wake(wait)
-			return wait <= 0
-		})
-		if emitted == 0 {
-			break
+		ok, wait := c.ready(p, now)
+		if ok {
+			c.passed[s] = now
 		}
+		wake(wait)
 	}
+	c.flush(func(s float64) bool {
+		at, ok := c.passed[s]
+		if !ok {
+			return false
+		}
+		wait := collectSettle - now.Sub(at)
+		wake(wait)
+		return wait <= 0
+	})
 	if next == 0 || c.finished {
 		return
 	}
@@ -359,30 +334,24 @@ func (c *collector) flushSettled() {
 	c.settle.Reset(next)
 }
 
-// flush emits the pending steps in step order while they pass, learning
-// from each what a whole step holds (see ready), and returns how many it
-// took. Called with mu held.
-func (c *collector) flush(pass func(step float64) bool) (taken int) {
+// flush emits the pending steps in step order while they pass. Called
+// with mu held.
+func (c *collector) flush(pass func(step float64) bool) {
 	for _, s := range slices.Sorted(maps.Keys(c.pending)) {
 		if !pass(s) {
-			return taken
+			return
 		}
-		taken++
 		p := c.pending[s]
 		delete(c.pending, s)
 		delete(c.passed, s)
 		if len(p.metrics) == 0 {
 			continue // a step with no metric
 		}
-		for k := range p.metrics {
-			c.shape[k] = true
-		}
 		c.early = c.early && !p.repeated
 		c.emitted = &s
 		p.metrics[c.stepKey] = s
 		c.emit(p.metrics)
 	}
-	return taken
 }
 
 // finish reads the files a last time, emits every pending step and tells

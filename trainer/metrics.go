@@ -23,13 +23,13 @@ import (
 // Metrics of one step that arrive apart (on several lines, from several
 // sources) make one report: a step's report is delivered once every source
 // that has produced a metric has moved past it (a line, row or event with a
-// later step), or when rank 0 exits; or sooner, once it holds every metric
-// the steps before it had, or every objective (Spec.Objectives) with
-// nothing more for it for a quarter of the time it took to appear (2
-// seconds to a minute), so that a scheduler hears of an
-// epoch when it ends, not when the next one does. That stops for the rest
-// of the attempt once a reported step had a metric twice, or a metric came
-// for a step reported already (told as skipped). A metric given twice in
+// later step), or when rank 0 exits; or sooner, once it holds every
+// objective (Spec.Objectives) and nothing more has come for it for a
+// quarter of the time it took to appear (2 seconds to a minute), so that a
+// scheduler hears of an epoch when it ends, not when the next one does.
+// That stops for the rest of the attempt once a reported step had an
+// objective twice, or a metric came for a step reported already (told as
+// skipped). A metric given twice in
 // one step keeps its last value. A line or row without a step belongs to the step its
 // source saw last; before any step, each one is a report of its own,
 // numbered by count. A step at or below the last step recorded is dropped,
