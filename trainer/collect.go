@@ -24,10 +24,12 @@ import (
 // read while it runs; they are read once more when rank 0 exits.
 const collectPoll = time.Second
 
-// unmatchedWait is how long a trial's first attempt runs before a source
-// that has given no metric is told of (EventMetricsUnmatched), unless rank
-// 0 exits sooner.
-const unmatchedWait = time.Minute
+// unmatchedWait is how long a trial's first attempt runs before its
+// sources are told of (EventMetricsUnmatched) when none has given a
+// metric, unless rank 0 exits sooner. Once one has, a source that has
+// given none is told of at rank 0's exit: a pattern for a line printed at
+// the end (a final test loss) matches only then. A variable for the tests.
+var unmatchedWait = time.Minute
 
 // outputSource names rank 0's output among an attempt's sources.
 const outputSource = "output"
@@ -81,6 +83,7 @@ type collector struct {
 	last     []string // the latest output lines, oldest first
 	files    map[string]*tailFile
 	found    bool // a metrics or event file was found
+	gave     bool // a source gave a metric
 	finished bool
 	told     bool
 
@@ -145,7 +148,8 @@ func (s Spec) metricsPath(path, dir string) (string, error) {
 
 // start reads the files once (what earlier attempts or runs left there,
 // all of it emitted at once) and then while the attempt runs, and tells of
-// silent sources after unmatchedWait on a trial's first attempt. It must
+// silent sources after unmatchedWait on a trial's first attempt when
+// none has given a metric. It must
 // be called before the workers start.
 func (c *collector) start() {
 	if c.file != "" || c.tbDir != "" {
@@ -177,7 +181,12 @@ func (c *collector) start() {
 			select {
 			case <-c.stop:
 			case <-t.C:
-				c.tellUnmatched("in its first minute")
+				c.mu.Lock()
+				gave := c.gave
+				c.mu.Unlock()
+				if !gave {
+					c.tellUnmatched("in its first minute")
+				}
 			}
 		}()
 	}
@@ -219,6 +228,7 @@ type pendingStep struct {
 // reading of the files (what was there before came from an earlier attempt
 // or run, whose processes are gone). Called with mu held.
 func (c *collector) observe(source string, obs observation, live bool) {
+	c.gave = c.gave || len(obs.metrics) > 0
 	step := obs.step
 	if step == nil {
 		if f, ok := c.current[source]; ok {

@@ -309,6 +309,45 @@ func TestUnmatchedPatternIsTold(t *testing.T) {
 	}
 }
 
+// TestUnmatchedPatternIsToldEarlyWhenNothingMatched: after unmatchedWait,
+// the patterns that matched nothing are told of only when no pattern has
+// given a metric; otherwise a pattern for a final line waits for rank 0's
+// exit, when it has matched.
+func TestUnmatchedPatternIsToldEarlyWhenNothingMatched(t *testing.T) {
+	defer func(w time.Duration) { unmatchedWait = w }(unmatchedWait)
+	unmatchedWait = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name, script string
+		told         int
+	}{
+		{"a final line", "echo 'epoch 1 val 0.5'; sleep 1; echo 'test 0.4'", 0},
+		{"nothing in time", "echo 'loading'; sleep 1; echo 'epoch 1 val 0.5'; echo 'test 0.4'", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := commandSpec(t, 1)
+			spec.Command = []string{"sh", "-c", tc.script}
+			spec.Metrics = MetricsConfig{Patterns: []string{`epoch (?P<epoch>\d+) val (?P<val_loss>\S+)`, `^test (?P<test_loss>\S+)`}, Step: "epoch"}
+			spec.StepKey = "epoch"
+			sink := &collect{}
+			if _, err := Run(context.Background(), spec, sink); err != nil {
+				t.Fatal(err)
+			}
+			var told []string
+			for _, e := range sink.events {
+				if e.Kind == EventMetricsUnmatched {
+					told = append(told, e.Cause)
+				}
+			}
+			if len(told) != tc.told {
+				t.Errorf("told %q, want %d events", told, tc.told)
+			}
+			if got, want := stepSeries(sink.results, "epoch", "val_loss", "test_loss"), "1:val_loss=0.5,test_loss=0.4, "; got != want {
+				t.Errorf("reports\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
 // TestUnmatchedPatternOfAFailedWorkerIsNotTold: when rank 0 fails before
 // its pattern matched, its failure, which quotes its last lines, says why,
 // and no metrics_unmatched event adds that the pattern matched nothing.
