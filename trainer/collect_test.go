@@ -194,12 +194,7 @@ echo "epoch 4 val 0.2"; sleep 1; echo "epoch 2 train 0.6" >&2`}
 	if got != want {
 		t.Errorf("reports\n got %s\nwant %s", got, want)
 	}
-	var skipped []string
-	for _, e := range sink.events {
-		if e.Kind == EventReportsSkipped {
-			skipped = append(skipped, e.Cause)
-		}
-	}
+	skipped := sink.causes(EventReportsSkipped)
 	if len(skipped) != 1 || !strings.Contains(skipped[0], "skipped 1 reports with epoch 2 to 2: each came after the trial had recorded that epoch or a later one") {
 		t.Errorf("skipped reports told %q, want the late epoch 2 as out of order", skipped)
 	}
@@ -264,12 +259,7 @@ wait() { i=0; until [ -e "$d/got_$1" ]; do i=$((i+1)); [ $i -gt 400 ] && { : > "
 			if gaveUp, _ := filepath.Glob(filepath.Join(dir, "gave_up_*")); len(gaveUp) > 0 {
 				t.Errorf("the script waited in vain for the reports of %v (or had one too early)", gaveUp)
 			}
-			var skipped []string
-			for _, e := range sink.events {
-				if e.Kind == EventReportsSkipped {
-					skipped = append(skipped, e.Cause)
-				}
-			}
+			skipped := sink.causes(EventReportsSkipped)
 			if tc.skipped == "" && len(skipped) > 0 || tc.skipped != "" && (len(skipped) != 1 || !strings.Contains(skipped[0], tc.skipped)) {
 				t.Errorf("skipped reports told %q, want %q", skipped, tc.skipped)
 			}
@@ -287,12 +277,7 @@ func TestUnmatchedPatternIsTold(t *testing.T) {
 	if _, err := Run(context.Background(), spec, sink); err != nil {
 		t.Fatal(err)
 	}
-	var told []string
-	for _, e := range sink.events {
-		if e.Kind == EventMetricsUnmatched {
-			told = append(told, e.Cause)
-		}
-	}
+	told := sink.causes(EventMetricsUnmatched)
 	if len(told) != 1 {
 		t.Fatalf("told %q, want one event", told)
 	}
@@ -332,12 +317,7 @@ func TestUnmatchedPatternIsToldEarlyWhenNothingMatched(t *testing.T) {
 			if _, err := Run(context.Background(), spec, sink); err != nil {
 				t.Fatal(err)
 			}
-			var told []string
-			for _, e := range sink.events {
-				if e.Kind == EventMetricsUnmatched {
-					told = append(told, e.Cause)
-				}
-			}
+			told := sink.causes(EventMetricsUnmatched)
 			if len(told) != tc.told {
 				t.Errorf("told %q, want %d events", told, tc.told)
 			}

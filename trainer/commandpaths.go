@@ -216,9 +216,10 @@ func (s Spec) entriesLacking(dir, workdir string) []string {
 	var dirs, files []string
 	for _, e := range entries {
 		name := e.Name()
+		path := filepath.Join(dir, name)
+		holdsTrials := s.TrialDir != "" && (s.TrialDir == path || strings.HasPrefix(s.TrialDir, path+string(filepath.Separator)))
 		switch {
-		case strings.HasPrefix(name, "."), name == "__pycache__", exists(filepath.Join(workdir, name)),
-			s.TrialDir != "" && (s.TrialDir == filepath.Join(dir, name) || strings.HasPrefix(s.TrialDir, filepath.Join(dir, name)+string(filepath.Separator))):
+		case strings.HasPrefix(name, "."), name == "__pycache__", holdsTrials, exists(filepath.Join(workdir, name)):
 		case e.IsDir():
 			dirs = append(dirs, name+"/")
 		case strings.HasSuffix(name, ".py"), strings.HasSuffix(name, ".toml"), strings.Contains(name, ".db"), strings.Contains(name, ".sqlite"):

@@ -303,6 +303,19 @@ func (c *collect) Event(_ context.Context, e Event) error {
 	return nil
 }
 
+// causes returns the causes of the events of kind, in order.
+func (c *collect) causes(kind EventKind) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, e := range c.events {
+		if e.Kind == kind {
+			out = append(out, e.Cause)
+		}
+	}
+	return out
+}
+
 // restarts returns the restart events, leaving out the others (such as
 // the reports_skipped a failure may add when a report races it).
 func (c *collect) restarts() []Event {

@@ -69,12 +69,7 @@ func TestRestartsRecordEveryStepOnce(t *testing.T) {
 			if e := sink.events[0]; e.Recorded != len(strings.Fields(tc.want))*4/6 {
 				t.Errorf("the restart says %d reports recorded, want %d", e.Recorded, len(strings.Fields(tc.want))*4/6)
 			}
-			var skipped []string
-			for _, e := range sink.events {
-				if e.Kind == EventReportsSkipped {
-					skipped = append(skipped, e.Cause)
-				}
-			}
+			skipped := sink.causes(EventReportsSkipped)
 			switch {
 			case tc.skipped == "" && len(skipped) > 0:
 				t.Errorf("reports were skipped: %q", skipped)
@@ -105,12 +100,7 @@ func TestStepLessRestartTellsWhatItSkipped(t *testing.T) {
 	if got := sink.series(); strings.Count(got, ":") != 4 {
 		t.Errorf("results %s: want the first attempt's 4 (the resumed script's 2 reports are counted as 1 and 2)", got)
 	}
-	var skipped []string
-	for _, e := range sink.events {
-		if e.Kind == EventReportsSkipped {
-			skipped = append(skipped, e.Cause)
-		}
-	}
+	skipped := sink.causes(EventReportsSkipped)
 	want := "skipped 2 reports, counted as iterations 1 to 2, which the trial had recorded already"
 	if len(skipped) != 1 || !strings.HasPrefix(skipped[0], want) || !strings.Contains(skipped[0], "epoch, step") {
 		t.Errorf("skipped events %q, want one that begins %q and names the keys", skipped, want)
