@@ -113,6 +113,32 @@ func resolvePaths(argv []string, workdir, base string) []string {
 	return out
 }
 
+// CommandFile returns the file that command runs, found as resolvePaths
+// finds it for a trial whose folder holds nothing yet: the program when
+// its name holds a slash and is relative, else the first argument that is
+// no option and names a regular file (absolute, beside the sweep file in
+// base, or in this process's working directory). It is "" when none does.
+func CommandFile(command []string, base string) string {
+	for i, arg := range command {
+		if i == 0 && (!strings.Contains(arg, "/") || filepath.IsAbs(arg)) || i > 0 && strings.HasPrefix(arg, "-") || arg == "" {
+			continue // an interpreter, or an option
+		}
+		candidates := []string{arg}
+		if !filepath.IsAbs(arg) && base != "" {
+			candidates = []string{filepath.Join(base, arg), arg}
+		}
+		for _, path := range candidates {
+			if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+				return path
+			}
+		}
+		if i == 0 {
+			return ""
+		}
+	}
+	return ""
+}
+
 // place is a folder gotune looks in for a relative path that the
 // worker's folder lacks, with its name for a message.
 type place struct{ dir, name string }

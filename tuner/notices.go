@@ -1,11 +1,16 @@
 package tuner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/gotune/gotune/searchspace"
+	"github.com/gotune/gotune/trainer"
 )
 
 // EventConfigNotice is the kind of an experiment event that says what a
@@ -13,7 +18,8 @@ import (
 const EventConfigNotice = "config_notice"
 
 // Notices says what legal but surprising combinations of settings will do,
-// one sentence each: trials that all run one configuration. None when the
+// one sentence each: trials that all run one configuration, parameters a
+// command never passes on. None when the
 // settings hold no surprise.
 func (c Config) Notices() []string {
 	c = c.withDefaults()
@@ -28,7 +34,56 @@ func (c Config) Notices() []string {
 	if space.GridSize() > 1 && !varies(space.WithoutGrid()) {
 		return []string{fmt.Sprintf("search.num_samples = %d with no parameter but the grid's: each of the %d grid cells runs %d times with the same configuration, each with its own seed (num_samples = 1 runs each once)", n, space.GridSize(), n)}
 	}
-	return nil
+	return c.unpassedNotice()
+}
+
+// unpassedNotice says, for a command that names some of the parameters
+// that vary in none of its placeholders, when its script never mentions
+// gotune (GOTUNE_CONFIG, import gotune) and nor do the files of its kind
+// beside it, that those parameters' values make no difference to what
+// trains. None for a script not found or not text.
+func (c Config) unpassedNotice() []string {
+	tc := c.Trainer
+	if tc.Command == nil {
+		return nil
+	}
+	named := trainer.Placeholders(append(slices.Clone(tc.Command), tc.Workdir))
+	var unpassed []string
+	for _, p := range c.Search.Space.Params() {
+		if takesValues(p) && !slices.Contains(named, p.Name) {
+			unpassed = append(unpassed, p.Name)
+		}
+	}
+	script := trainer.CommandFile(tc.Command, tc.PathBase)
+	if len(unpassed) == 0 || script == "" || mentionsGotune(script) {
+		return nil
+	}
+	example := fmt.Sprintf("--%s={%s}", unpassed[0], unpassed[0])
+	if len(named) == 0 {
+		return []string{fmt.Sprintf("trainer.command passes on none of the searched parameters (%s), and %s never mentions GOTUNE_CONFIG: every trial would train the same model. Name them in the command (%q) or read GOTUNE_CONFIG in the script",
+			strings.Join(unpassed, ", "), filepath.Base(script), example)}
+	}
+	return []string{fmt.Sprintf("trainer.command does not pass on %s (it passes %s), and %s never mentions GOTUNE_CONFIG: their values make no difference. Name them in the command (%q) or read GOTUNE_CONFIG in the script",
+		strings.Join(unpassed, ", "), strings.Join(named, ", "), filepath.Base(script), example)}
+}
+
+// mentionsGotune reports whether script, or a file of its kind beside it
+// (a module it may import), mentions gotune in any case, or is no text
+// gotune can read: either way it may read its parameters itself.
+func mentionsGotune(script string) bool {
+	files := []string{script}
+	if ext := filepath.Ext(script); ext != "" {
+		if beside, _ := filepath.Glob(filepath.Join(filepath.Dir(script), "*"+ext)); len(beside) <= 100 {
+			files = beside
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) > 1<<20 || bytes.IndexByte(b, 0) >= 0 || bytes.Contains(bytes.ToLower(b), []byte("gotune")) {
+			return true
+		}
+	}
+	return false
 }
 
 // varies reports whether a parameter of space can take more than one

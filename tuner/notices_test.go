@@ -2,6 +2,8 @@ package tuner
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,6 +44,60 @@ func TestConfigNotices(t *testing.T) {
 			got := strings.Join(cfg.Notices(), "\n")
 			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 				t.Errorf("notices %q, want one that says %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A command that names some varying parameters in no placeholder, whose
+// script (nor a file of its kind beside it) never mentions gotune, hears
+// which make no difference; one that passes them all, reads GOTUNE_CONFIG
+// or imports gotune, or runs a file gotune cannot read, hears nothing.
+func TestUnpassedParametersNotice(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"plain/main.py":  "import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr', type=float)\n",
+		"reads/reads.py": "import json, os\ncfg = json.loads(os.environ['GOTUNE_CONFIG'])\n",
+		"plain/train.sh": "#!/bin/sh\npython3 main.py \"$@\"\n",
+		"helper/a.py":    "import b\n",
+		"helper/b.py":    "import gotune\nlr = gotune.config()['lr']\n",
+		"binary":         "\x7fELF\x00\x00",
+	}
+	for name, text := range files {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	space, err := searchspace.New(
+		searchspace.Param{Name: "lr", Domain: searchspace.LogUniform{Low: 1e-3, High: 1}},
+		searchspace.Param{Name: "dropout", Domain: searchspace.Uniform{Low: 0, High: 0.5}},
+		searchspace.Param{Name: "epochs", Domain: searchspace.Constant{Value: int64(3)}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		command []string
+		want    string // "" for no notice
+	}{
+		{"none passed", []string{"python3", "plain/main.py"}, "trainer.command passes on none of the searched parameters (dropout, lr), and main.py never mentions GOTUNE_CONFIG: every trial would train the same model. Name them in the command (\"--dropout={dropout}\")"},
+		{"one passed", []string{"python3", "-u", "plain/main.py", "--lr={lr}"}, "trainer.command does not pass on dropout (it passes lr), and main.py never mentions GOTUNE_CONFIG"},
+		{"a script of its own", []string{"./plain/train.sh"}, "train.sh never mentions GOTUNE_CONFIG"},
+		{"all passed", []string{"python3", "plain/main.py", "--lr={lr}", "--dropout={dropout}"}, ""},
+		{"GOTUNE_CONFIG read", []string{"python3", "reads/reads.py"}, ""},
+		{"gotune imported by a module beside it", []string{"python3", "helper/a.py"}, ""},
+		{"a binary", []string{"./binary"}, ""},
+		{"no such script", []string{"python3", "missing.py"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 4)
+			cfg.Search.Space = space
+			cfg.Trainer.Command, cfg.Trainer.PathBase = tc.command, dir
+			got := strings.Join(cfg.Notices(), "\n")
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("notices %q, want %q", got, tc.want)
 			}
 		})
 	}
