@@ -74,19 +74,6 @@ func checkUntouched(t *testing.T, dir string) {
 	}
 }
 
-// refusals returns the causes of the refused-checkpoint events.
-func (c *collect) refusals() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, e := range c.events {
-		if e.Kind == EventCheckpointRefused {
-			out = append(out, e.Cause)
-		}
-	}
-	return out
-}
-
 // rounds is the "round" metric of every result, in order.
 func (c *collect) rounds() []float64 {
 	c.mu.Lock()
@@ -130,7 +117,7 @@ func TestGoWorkersCheckpointsConfined(t *testing.T) {
 			if !slices.Equal(store.its, []int{4}) {
 				t.Errorf("committed iterations %v, want only 4", store.its)
 			}
-			refused := sink.refusals()
+			refused := sink.causes(EventCheckpointRefused)
 			if len(refused) != 3 {
 				t.Fatalf("%d refusals, want 3: %q", len(refused), refused)
 			}
@@ -208,7 +195,7 @@ done`
 	if !slices.Equal(names, []string{"shard_0", "shard_1"}) {
 		t.Errorf("checkpoint 4 holds %v, want both shards", names)
 	}
-	refused := sink.refusals()
+	refused := sink.causes(EventCheckpointRefused)
 	want := []string{"worker 0: " + out, "worker 0: " + filepath.Join("link", "..", "etc"), "worker 1: " + out2}
 	if len(refused) != len(want) {
 		t.Fatalf("%d refusals, want %d: %q", len(refused), len(want), refused)
@@ -244,7 +231,7 @@ func TestRefusalOfALongPathIsBounded(t *testing.T) {
 	if _, err := Run(context.Background(), spec, sink); err != nil {
 		t.Fatal(err)
 	}
-	refused := sink.refusals()
+	refused := sink.causes(EventCheckpointRefused)
 	if len(refused) != 1 || len(refused[0]) > maxRefusal+200 || !strings.Contains(refused[0], long[:300]) || !utf8.ValidString(refused[0]) {
 		t.Errorf("refusals of %d bytes: %.300q", len(refused[0]), refused)
 	}
@@ -338,7 +325,7 @@ echo "@gotune {\"round\": 1, \"checkpoint\": \"$d\"}"`
 	if _, err := Run(context.Background(), spec, sink); err != nil {
 		t.Fatal(err)
 	}
-	if refused := sink.refusals(); len(refused) > 0 {
+	if refused := sink.causes(EventCheckpointRefused); len(refused) > 0 {
 		t.Errorf("checkpoints refused: %q", refused)
 	}
 	if !slices.Equal(store.its, []int{1}) {
