@@ -75,17 +75,22 @@ type collector struct {
 	// early says that a step may still be emitted before the sources
 	// move past it (see ready), emitted is the last step emitted, and
 	// began is when the newest step appeared, or the attempt's start.
-	early    bool
-	emitted  *float64
-	began    time.Time
-	matched  []int    // per pattern: lines it matched
-	lines    int      // output lines seen
-	last     []string // the latest output lines, oldest first
-	files    map[string]*tailFile
-	found    bool // a metrics or event file was found
-	gave     bool // a source gave a metric
-	finished bool
-	told     bool
+	early   bool
+	emitted *float64
+	began   time.Time
+	matched []int    // per pattern: lines it matched
+	lines   int      // output lines seen
+	last    []string // the latest output lines, oldest first
+	files   map[string]*tailFile
+	found   bool // a metrics or event file was found
+	// named holds, per metric the default pattern read, the word before
+	// its name and the line it was first read from (see
+	// EventMetricsAmbiguous); ambiguous, the names told of.
+	named     map[string]namedBy
+	ambiguous map[string]bool
+	gave      bool // a source gave a metric
+	finished  bool
+	told      bool
 
 	stop       chan struct{}
 	done       sync.WaitGroup
@@ -103,6 +108,7 @@ func newCollector(a *attempt, dir string, emit func(map[string]float64)) (*colle
 	c := &collector{a: a, cfg: cfg, stepKey: cfg.StepName(), emit: emit,
 		current: map[string]float64{}, frontier: map[string]float64{}, pending: map[float64]*pendingStep{},
 		passed: map[float64]time.Time{}, early: true, began: time.Now(),
+		named: map[string]namedBy{}, ambiguous: map[string]bool{},
 		files: map[string]*tailFile{}, stop: make(chan struct{})}
 	if cfg.Output || len(cfg.Patterns) > 0 {
 		texts := cfg.Patterns
@@ -195,8 +201,8 @@ func (c *collector) start() {
 // line takes one of rank 0's output lines.
 func (c *collector) line(text string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.finished {
+		c.mu.Unlock()
 		return
 	}
 	c.lines++
@@ -204,14 +210,42 @@ func (c *collector) line(text string) {
 	if len(c.last) > unmatchedLines {
 		c.last = c.last[1:]
 	}
+	var ambiguous []string
 	for i, pt := range c.patterns {
 		obs, ok := pt.match(text, c.stepKey)
 		if !ok {
 			continue
 		}
 		c.matched[i]++
+		ambiguous = append(ambiguous, c.checkNames(obs, text)...)
 		c.observe(outputSource, obs, true)
 	}
+	c.mu.Unlock()
+	for _, cause := range ambiguous {
+		c.tell(EventMetricsAmbiguous, cause)
+	}
+}
+
+// namedBy is how a line first named a metric: the word before the name.
+type namedBy struct{ qualifier, line string }
+
+// checkNames returns, on a trial's first attempt, the causes of the
+// EventMetricsAmbiguous that obs, read from line, gives rise to: a metric
+// whose name came after another word than before. Called with mu held.
+func (c *collector) checkNames(obs observation, line string) []string {
+	var causes []string
+	for _, name := range slices.Sorted(maps.Keys(obs.qualifiers)) {
+		q := obs.qualifiers[name]
+		first, seen := c.named[name]
+		switch {
+		case !seen:
+			c.named[name] = namedBy{q, line}
+		case first.qualifier != q && !c.ambiguous[name] && c.a.number == 1:
+			c.ambiguous[name] = true
+			causes = append(causes, fmt.Sprintf("the default pattern reads %s from lines that name it differently, %q and %q: each step keeps the last; name them apart with trainer.metrics.patterns", name, first.line, line))
+		}
+	}
+	return causes
 }
 
 // pendingStep is what the sources gave of a step not yet emitted.
@@ -423,13 +457,19 @@ func (c *collector) tellUnmatched(when string) {
 		causes = append(causes, fmt.Sprintf("no metrics file found at %s %s", where, when))
 	}
 	c.mu.Unlock()
+	for _, cause := range causes {
+		c.tell(EventMetricsUnmatched, cause)
+	}
+}
+
+// tell tells the EventSink of an event of kind about the attempt's
+// metrics.
+func (c *collector) tell(kind EventKind, cause string) {
 	if c.a.r.events == nil {
 		return
 	}
-	for _, cause := range causes {
-		e := Event{Kind: EventMetricsUnmatched, Time: time.Now(), Cause: cause, Attempt: c.a.number, Workers: c.a.size()}
-		c.a.r.events.Event(c.a.r.ctx, e) // a record for people: its failure is not the trial's
-	}
+	e := Event{Kind: kind, Time: time.Now(), Cause: cause, Attempt: c.a.number, Workers: c.a.size()}
+	c.a.r.events.Event(c.a.r.ctx, e) // a record for people: its failure is not the trial's
 }
 
 // poll reads what the metrics and event files gained since the last

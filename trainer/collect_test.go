@@ -328,6 +328,41 @@ func TestUnmatchedPatternIsToldEarlyWhenNothingMatched(t *testing.T) {
 	}
 }
 
+// TestAmbiguousNamesAreTold: the default pattern reads "loss" from both
+// "loss: 0.5" and "test loss: 0.1"; that is told once, quoting both
+// lines. Names read the same way each time (MNIST's "Loss" and "Average
+// loss" differ in case; a number before a name is no word) are not.
+func TestAmbiguousNamesAreTold(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		want         []string // what the one event says; none when empty
+	}{
+		{"a test loss", `for s in 0 1; do echo "STEP: $s"; echo "loss: 0.5$s"; echo "loss: 0.4$s"; echo "test loss: 0.1$s"; done`,
+			[]string{`reads loss from lines that name it differently, "loss: 0.50" and "test loss: 0.10"`}},
+		{"MNIST", `for e in 1 2; do printf 'Train Epoch: %d [0/60000 (0%%)]\tLoss: 0.3\n' $e; echo "Test set: Average loss: 0.03, Accuracy: 9800/10000 (98%)"; done`, nil},
+		{"numbers before names", `for e in 1 2; do echo "epoch $e loss: 0.$e"; echo "epoch=$e val_loss=0.$e"; done`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := commandSpec(t, 1)
+			spec.Command = []string{"sh", "-c", tc.script}
+			spec.Metrics = MetricsConfig{Output: true}
+			sink := &collect{}
+			if _, err := Run(context.Background(), spec, sink); err != nil {
+				t.Fatal(err)
+			}
+			told := sink.causes(EventMetricsAmbiguous)
+			if len(tc.want) == 0 && len(told) > 0 || len(tc.want) > 0 && len(told) != 1 {
+				t.Fatalf("told %q, want %d events", told, min(len(tc.want), 1))
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(told[0], want) {
+					t.Errorf("event %q does not say %q", told[0], want)
+				}
+			}
+		})
+	}
+}
+
 // TestUnmatchedPatternOfAFailedWorkerIsNotTold: when rank 0 fails before
 // its pattern matched, its failure, which quotes its last lines, says why,
 // and no metrics_unmatched event adds that the pattern matched nothing.

@@ -110,9 +110,15 @@ const (
 	EventHung EventKind = "hung"
 	// EventMetricsUnmatched: on a trial's first attempt, a metrics pattern
 	// (Spec.Metrics) matched none of rank 0's lines, or no metrics file was
-	// found, within its first minute or by rank 0's exit. Cause names the
+	// found, within its first minute (while no source had given a metric)
+	// or by rank 0's exit. Cause names the
 	// pattern and shows rank 0's last lines. The group goes on.
 	EventMetricsUnmatched EventKind = "metrics_unmatched"
+	// EventMetricsAmbiguous: on a trial's first attempt, DefaultPattern
+	// read one metric name from lines that name it differently ("loss:
+	// 0.53" and "test loss: 0.0071"), so a step keeps whichever came last.
+	// Cause quotes a line of each. Told once per name; the group goes on.
+	EventMetricsAmbiguous EventKind = "metrics_ambiguous"
 )
 
 // Event is a restart or a resize of a trial's group, told to an EventSink

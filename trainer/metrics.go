@@ -149,40 +149,54 @@ func compilePattern(p string) (*pattern, error) {
 }
 
 // observation is what one line or record of a source gave: metrics, and
-// its step when it named one.
+// its step when it named one; for a pattern of name and value groups
+// (DefaultPattern), the word just before each name ("test" in "test
+// loss: 0.1"), "" for none.
 type observation struct {
-	step    *float64
-	metrics map[string]float64
+	step       *float64
+	metrics    map[string]float64
+	qualifiers map[string]string
 }
 
 // match reads line with pt: the metrics of every match, and a step when a
 // match gave one (the last). stepKey names the step.
 func (pt *pattern) match(line, stepKey string) (observation, bool) {
-	ms := pt.re.FindAllStringSubmatch(line, -1)
+	ms := pt.re.FindAllStringSubmatchIndex(line, -1)
 	if ms == nil {
 		return observation{}, false
 	}
 	obs := observation{metrics: map[string]float64{}}
-	names := pt.re.SubexpNames()
-	put := func(name, text string) {
+	text := func(m []int, group int) string {
+		if m[2*group] < 0 {
+			return ""
+		}
+		return line[m[2*group]:m[2*group+1]]
+	}
+	put := func(name, text string) bool {
 		v, ok := parseNumber(text)
 		if !ok || name == "" {
-			return
+			return false
 		}
 		if name == stepKey {
 			obs.step = &v
-			return
+			return false
 		}
 		obs.metrics[name] = v
+		return true
 	}
 	for _, m := range ms {
 		if pt.pairs {
-			put(m[pt.name], m[pt.value])
+			if name := text(m, pt.name); put(name, text(m, pt.value)) {
+				if obs.qualifiers == nil {
+					obs.qualifiers = map[string]string{}
+				}
+				obs.qualifiers[name] = wordBefore(line[:m[2*pt.name]])
+			}
 			continue
 		}
-		for i, name := range names {
+		for i, name := range pt.re.SubexpNames() {
 			if name != "" {
-				put(name, m[i])
+				put(name, text(m, i))
 			}
 		}
 	}
@@ -190,6 +204,21 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		return observation{}, false
 	}
 	return obs, true
+}
+
+// wordBefore is the word of letters that ends head, spaces aside ("test"
+// for "test "), or "" when head ends otherwise (a number, punctuation).
+func wordBefore(head string) string {
+	head = strings.TrimRight(head, " ")
+	start := len(head)
+	isLetter := func(b byte) bool { return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' }
+	for start > 0 && isLetter(head[start-1]) {
+		start--
+	}
+	if start > 0 && (head[start-1] == '_' || '0' <= head[start-1] && head[start-1] <= '9') {
+		return ""
+	}
+	return head[start:]
 }
 
 // parseNumber reads a metric's text: a decimal number, or nan or inf in

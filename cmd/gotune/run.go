@@ -275,7 +275,8 @@ func (p *linePrinter) OnEvent(trial int, e trainer.Event) {
 
 // eventLines describes a sweep's events as describeEvent does, but one
 // that only repeats what an earlier trial's said (a metrics pattern that
-// matched nothing in trial 1 matches nothing in the next ones either) as
+// matched nothing in trial 1 matches nothing in the next ones either, a
+// metric name read from two kinds of line is read so again) as
 // "as in trial N", so that the first says it and the rest do not bury the
 // sweep's output; a refused checkpoint, which a script that hands its
 // checkpoints over wrongly repeats at every report, the same within a
@@ -287,7 +288,7 @@ type eventLines struct{ firstTrials }
 var digits = regexp.MustCompile(`[0-9]+`)
 
 func (d *eventLines) describe(trial int, e trainer.Event) string {
-	if e.Kind != trainer.EventMetricsUnmatched && e.Kind != trainer.EventCheckpointRefused { // the ones told in full once per sweep
+	if e.Kind != trainer.EventMetricsUnmatched && e.Kind != trainer.EventMetricsAmbiguous && e.Kind != trainer.EventCheckpointRefused { // the ones told in full once per sweep
 		return describeEvent(e)
 	}
 	gist := string(e.Kind) + " " + digits.ReplaceAllString(firstLine(e.Cause), "N")
