@@ -457,9 +457,10 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 }
 
 // FuzzPatternMatch: any line matched by the default pattern yields named
-// metrics whose values are the numbers written in the line.
+// metrics whose values are the numbers written in the line, each with the
+// word of letters (or none) that comes before its name in the line.
 func FuzzPatternMatch(f *testing.F) {
-	for _, s := range []string{"epoch=3 loss=0.41", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", ""} {
+	for _, s := range []string{"epoch=3 loss=0.41", "loss: 0.5 test loss: 0.1", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", ""} {
 		f.Add(s)
 	}
 	pt, err := compilePattern(DefaultPattern)
@@ -467,6 +468,7 @@ func FuzzPatternMatch(f *testing.F) {
 		f.Fatal(err)
 	}
 	name := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.\-/]*$`)
+	word := regexp.MustCompile(`^[A-Za-z]*$`)
 	f.Fuzz(func(t *testing.T, line string) {
 		obs, ok := pt.match(line, "step")
 		if !ok {
@@ -482,6 +484,14 @@ func FuzzPatternMatch(f *testing.F) {
 		}
 		if len(obs.metrics) == 0 && obs.step == nil {
 			t.Errorf("%q: a match without a metric", line)
+		}
+		for k, q := range obs.qualifiers {
+			if _, ok := obs.metrics[k]; !ok || !word.MatchString(q) || !strings.Contains(line, q) {
+				t.Errorf("%q: %s after the word %q", line, k, q)
+			}
+		}
+		if len(obs.qualifiers) != len(obs.metrics) {
+			t.Errorf("%q: words before %d of %d metrics", line, len(obs.qualifiers), len(obs.metrics))
 		}
 	})
 }
