@@ -443,7 +443,11 @@ func (c *collector) tellUnmatched(when string) {
 		if c.matched[i] > 0 {
 			continue
 		}
-		cause := fmt.Sprintf("metrics pattern %q matched none of rank 0's %d output lines %s", pt.text, c.lines, when)
+		what := fmt.Sprintf("metrics pattern %q", pt.text)
+		if pt.text == DefaultPattern {
+			what = "the default pattern (output = true: name=value and name: value pairs)"
+		}
+		cause := fmt.Sprintf("%s matched none of rank 0's %d output lines %s", what, c.lines, when)
 		if len(c.last) > 0 {
 			cause += "; its last lines:\n" + strings.Join(c.last, "\n")
 		}

@@ -575,7 +575,7 @@ func (l *loop) checkObjectiveReported(ctx context.Context) {
 		l.fail(err)
 		return
 	}
-	l.fail(&ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen})
+	l.fail(&ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen, Collected: t.cfg.Trainer.Metrics.Collects()})
 }
 
 // removeEmptyFolders removes the folders of the trials that hold nothing,

@@ -362,7 +362,7 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		if err != nil {
 			return res, err
 		}
-		return res, &ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen}
+		return res, &ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen, Collected: t.cfg.Trainer.Metrics.Collects()}
 	}
 	return res, nil
 }
@@ -417,9 +417,15 @@ type ObjectiveMissingError struct {
 	// Seen lists the metrics of every report, sorted; empty when no trial
 	// reported at all.
 	Seen []string
+	// Collected says that a [trainer.metrics] section read the trials'
+	// metrics from their output or files.
+	Collected bool
 }
 
 func (e *ObjectiveMissingError) Error() string {
+	if len(e.Seen) == 0 && e.Collected {
+		return fmt.Sprintf("%v %q: no trial reported anything: [trainer.metrics] read nothing from the trials' output or files (their metrics_unmatched events, in gotune show, name what matched nothing and show the script's last lines): write patterns for its lines", ErrObjectiveNeverReported, e.Metric)
+	}
 	if len(e.Seen) == 0 {
 		return fmt.Sprintf("%v %q: no trial reported anything (a command reports with \"@gotune {...}\" lines on stdout, or a [trainer.metrics] section reads an unchanged script's output or files)", ErrObjectiveNeverReported, e.Metric)
 	}

@@ -346,6 +346,33 @@ func TestFitFailsWhenNoTrialReportsTheObjective(t *testing.T) {
 	}
 }
 
+// An unchanged script whose lines the default pattern cannot read: the
+// trial's event names the default pattern in words, not its regular
+// expression, and the sweep's error says that [trainer.metrics] read
+// nothing and where to look.
+func TestFitSaysTheMetricsSectionReadNothing(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Objective.Metric = "valid_loss"
+	cfg.Trainer = trainer.Config{
+		Command: []string{"sh", "-c", "echo '| end of epoch   1 | time:  2.41s | valid loss  5.67 |'"},
+		Metrics: trainer.MetricsConfig{Output: true},
+	}
+	obs := &events{}
+	tu, err := New(cfg, WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tu.Fit(context.Background())
+	if want := `no trial reported the objective "valid_loss": no trial reported anything: [trainer.metrics] read nothing from the trials' output or files`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Fit: %v, want %q", err, want)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.got) != 1 || !strings.Contains(obs.got[0].Cause, "the default pattern (output = true: name=value and name: value pairs) matched none of rank 0's 1 output lines") {
+		t.Errorf("events %+v, want one metrics_unmatched that names the default pattern in words", obs.got)
+	}
+}
+
 // A sweep whose first trials, as many as run at once, end without the
 // objective stops there, FAILED, rather than running every trial.
 func TestFitStopsOnceTheFirstTrialsLackTheObjective(t *testing.T) {
