@@ -2,20 +2,22 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gotune/gotune/trainer"
 )
 
 // TestEventLinesTellARepeatOnce: a metrics pattern that matches nothing is
-// told in full by the first trial, with its last output line, and as a
+// told in full by the first trial, with its last output line that is no
+// rule of "=" (a script's frame around its results), and as a
 // repeat by the next; another pattern, or another kind of event, is told
 // in full. A refused checkpoint is told in full once, its repeats within
 // the trial as well as in others condensed.
 func TestEventLinesTellARepeatOnce(t *testing.T) {
 	unmatched := func(pattern, lines string) trainer.Event {
 		return trainer.Event{Kind: trainer.EventMetricsUnmatched,
-			Cause: `metrics pattern "` + pattern + `" matched none of rank 0's ` + lines + ` output lines by its end; its last lines:` + "\nepoch 1\nepoch 2 loss 0.2"}
+			Cause: `metrics pattern "` + pattern + `" matched none of rank 0's ` + lines + ` output lines by its end; its last lines:` + "\nepoch 1\nepoch 2 loss 0.2\n" + strings.Repeat("=", 89)}
 	}
 	restart := trainer.Event{Kind: trainer.EventRestart, Workers: 1, Cause: "worker 0 exited with status 1"}
 	refused := func(trial, epoch int, why string) trainer.Event {

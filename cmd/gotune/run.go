@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/urfave/cli/v2"
 
@@ -313,7 +314,15 @@ func describeEvent(e trainer.Event) string {
 	case trainer.EventMetricsUnmatched:
 		if head, tail, ok := strings.Cut(e.Cause, "; its last lines:\n"); ok {
 			lines := strings.Split(tail, "\n")
-			return fmt.Sprintf("%s: %s; its last line: %q (gotune show has more)", e.Kind, head, lines[len(lines)-1])
+			last := lines[len(lines)-1]
+			// A rule of "=" or "-" says nothing of the output a pattern must read.
+			for i := len(lines) - 1; i >= 0; i-- {
+				if strings.IndexFunc(lines[i], func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0 {
+					last = lines[i]
+					break
+				}
+			}
+			return fmt.Sprintf("%s: %s; its last line: %q (gotune show has more)", e.Kind, head, last)
 		}
 	}
 	return fmt.Sprintf("%s: %s", e.Kind, oneLine(e.Cause))
