@@ -83,14 +83,12 @@ type collector struct {
 	last    []string // the latest output lines, oldest first
 	files   map[string]*tailFile
 	found   bool // a metrics or event file was found
-	// named holds, per metric the default pattern read, the word before
-	// its name and the line it was first read from (see
-	// EventMetricsAmbiguous); ambiguous, the names told of.
-	named     map[string]namedBy
-	ambiguous map[string]bool
-	gave      bool // a source gave a metric
-	finished  bool
-	told      bool
+	// named holds, per metric the default pattern read, how a line named
+	// it first (see EventMetricsAmbiguous).
+	named    map[string]*namedBy
+	gave     bool // a source gave a metric
+	finished bool
+	told     bool
 
 	stop       chan struct{}
 	done       sync.WaitGroup
@@ -108,7 +106,7 @@ func newCollector(a *attempt, dir string, emit func(map[string]float64)) (*colle
 	c := &collector{a: a, cfg: cfg, stepKey: cfg.StepName(), emit: emit,
 		current: map[string]float64{}, frontier: map[string]float64{}, pending: map[float64]*pendingStep{},
 		passed: map[float64]time.Time{}, early: true, began: time.Now(),
-		named: map[string]namedBy{}, ambiguous: map[string]bool{},
+		named: map[string]*namedBy{},
 		files: map[string]*tailFile{}, stop: make(chan struct{})}
 	if cfg.Output || len(cfg.Patterns) > 0 {
 		texts := cfg.Patterns
@@ -155,8 +153,7 @@ func (s Spec) metricsPath(path, dir string) (string, error) {
 // start reads the files once (what earlier attempts or runs left there,
 // all of it emitted at once) and then while the attempt runs, and tells of
 // silent sources after unmatchedWait on a trial's first attempt when
-// none has given a metric. It must
-// be called before the workers start.
+// none has given a metric. It must be called before the workers start.
 func (c *collector) start() {
 	if c.file != "" || c.tbDir != "" {
 		c.poll(false)
@@ -226,8 +223,12 @@ func (c *collector) line(text string) {
 	}
 }
 
-// namedBy is how a line first named a metric: the word before the name.
-type namedBy struct{ qualifier, line string }
+// namedBy is how a line first named a metric: the word before the name,
+// and the line; told says that another word was told of.
+type namedBy struct {
+	qualifier, line string
+	told            bool
+}
 
 // checkNames returns, on a trial's first attempt, the causes of the
 // EventMetricsAmbiguous that obs, read from line, gives rise to: a metric
@@ -236,12 +237,12 @@ func (c *collector) checkNames(obs observation, line string) []string {
 	var causes []string
 	for _, name := range slices.Sorted(maps.Keys(obs.qualifiers)) {
 		q := obs.qualifiers[name]
-		first, seen := c.named[name]
+		first := c.named[name]
 		switch {
-		case !seen:
-			c.named[name] = namedBy{q, line}
-		case first.qualifier != q && !c.ambiguous[name] && c.a.number == 1:
-			c.ambiguous[name] = true
+		case first == nil:
+			c.named[name] = &namedBy{qualifier: q, line: line}
+		case first.qualifier != q && !first.told && c.a.number == 1:
+			first.told = true
 			causes = append(causes, fmt.Sprintf("the default pattern reads %s from lines that name it differently, %q and %q: each step keeps the last; name them apart with trainer.metrics.patterns", name, first.line, line))
 		}
 	}

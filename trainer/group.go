@@ -111,8 +111,8 @@ const (
 	// EventMetricsUnmatched: on a trial's first attempt, a metrics pattern
 	// (Spec.Metrics) matched none of rank 0's lines, or no metrics file was
 	// found, within its first minute (while no source had given a metric)
-	// or by rank 0's exit. Cause names the
-	// pattern and shows rank 0's last lines. The group goes on.
+	// or by rank 0's exit. Cause names the pattern and shows rank 0's last
+	// lines. The group goes on.
 	EventMetricsUnmatched EventKind = "metrics_unmatched"
 	// EventMetricsAmbiguous: on a trial's first attempt, DefaultPattern
 	// read one metric name from lines that name it differently ("loss:

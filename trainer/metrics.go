@@ -29,11 +29,11 @@ import (
 // scheduler hears of an epoch when it ends, not when the next one does.
 // That stops for the rest of the attempt once a reported step had an
 // objective twice, or a metric came for a step reported already (told as
-// skipped). A metric given twice in
-// one step keeps its last value. A line or row without a step belongs to the step its
-// source saw last; before any step, each one is a report of its own,
-// numbered by count. A step at or below the last step recorded is dropped,
-// as work redone after a restart (a file re-read, a script started over).
+// skipped). A metric given twice in one step keeps its last value. A line
+// or row without a step belongs to the step its source saw last; before
+// any step, each one is a report of its own, numbered by count. A step at
+// or below the last step recorded is dropped, as work redone after a
+// restart (a file re-read, a script started over).
 type MetricsConfig struct {
 	// Output reads rank 0's stdout and stderr lines (all but report lines)
 	// with Patterns, or with DefaultPattern when Patterns is empty.

@@ -19,8 +19,7 @@ const EventConfigNotice = "config_notice"
 
 // Notices says what legal but surprising combinations of settings will do,
 // one sentence each: trials that all run one configuration, parameters a
-// command never passes on. None when the
-// settings hold no surprise.
+// command never passes on. None when the settings hold no surprise.
 func (c Config) Notices() []string {
 	c = c.withDefaults()
 	n := c.Search.NumSamples
