@@ -570,12 +570,7 @@ func (l *loop) checkObjectiveReported(ctx context.Context) {
 	if l.scored || l.err != nil || l.succeeded < min(l.room(), t.cfg.Search.Trials()) {
 		return
 	}
-	seen, err := t.db.MetricNames(context.WithoutCancel(ctx), t.cfg.Name)
-	if err != nil {
-		l.fail(err)
-		return
-	}
-	l.fail(&ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen, Collected: t.cfg.Trainer.Metrics.Collects()})
+	l.fail(t.objectiveMissing(ctx))
 }
 
 // removeEmptyFolders removes the folders of the trials that hold nothing,

@@ -358,13 +358,20 @@ func (t *Tuner) Fit(ctx context.Context) (*Result, error) {
 		}
 	}
 	if res.Best == nil {
-		seen, err := t.db.MetricNames(context.WithoutCancel(ctx), t.cfg.Name)
-		if err != nil {
-			return res, err
-		}
-		return res, &ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen, Collected: t.cfg.Trainer.Metrics.Collects()}
+		return res, t.objectiveMissing(ctx)
 	}
 	return res, nil
+}
+
+// objectiveMissing is the *ObjectiveMissingError of a run whose reports
+// never carried the objective, with the metrics they did carry, or the
+// error that kept the database from telling those.
+func (t *Tuner) objectiveMissing(ctx context.Context) error {
+	seen, err := t.db.MetricNames(context.WithoutCancel(ctx), t.cfg.Name)
+	if err != nil {
+		return err
+	}
+	return &ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen, Collected: t.cfg.Trainer.Metrics.Collects()}
 }
 
 // FailFastError is returned by Fit, with the Result, when a trial failed
