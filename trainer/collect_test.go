@@ -106,10 +106,7 @@ done`
 	}}
 	spec.StepKey = "epoch"
 	spec.LastStep, spec.Delivered = &Step{"epoch", 2}, 2
-	sink := &collect{}
-	if _, err := Run(context.Background(), spec, sink); err != nil {
-		t.Fatal(err)
-	}
+	sink := runCollecting(t, spec)
 	got := stepSeries(sink.results, "epoch", "train_loss", "test_loss", "correct", "accuracy")
 	want := "3:train_loss=0.3,test_loss=0.03,correct=9830,accuracy=98, 4:train_loss=0.4,test_loss=0.04,correct=9840,accuracy=98, "
 	if got != want {
@@ -157,10 +154,7 @@ done`},
 			spec.PathBase = spec.Workdir
 			spec.Metrics = MetricsConfig{File: tc.file}
 			spec.Failure.MaxFailures = 1
-			sink := &collect{}
-			if _, err := Run(context.Background(), spec, sink); err != nil {
-				t.Fatal(err)
-			}
+			sink := runCollecting(t, spec)
 			got := stepSeries(sink.results, "step", "train_loss", "val_loss")
 			want := "1:train_loss=0.1, 2:train_loss=0.2,val_loss=1.2, 3:train_loss=0.3, 4:train_loss=0.4,val_loss=1.4, 5:train_loss=0.5, 6:train_loss=0.6,val_loss=1.6, "
 			if got != want {
@@ -185,10 +179,7 @@ echo "epoch 3 val 0.3"; sleep 1; echo "epoch 3 train 0.7" >&2
 echo "epoch 4 val 0.2"; sleep 1; echo "epoch 2 train 0.6" >&2`}
 	spec.Metrics = MetricsConfig{Patterns: []string{`epoch (?P<epoch>\d+) val (?P<val_loss>\S+)`, `epoch (?P<epoch>\d+) train (?P<train_loss>\S+)`}, Step: "epoch"}
 	spec.StepKey = "epoch"
-	sink := &collect{}
-	if _, err := Run(context.Background(), spec, sink); err != nil {
-		t.Fatal(err)
-	}
+	sink := runCollecting(t, spec)
 	got := stepSeries(sink.results, "epoch", "val_loss", "train_loss")
 	want := "1:val_loss=0.5,train_loss=0.9, 2:val_loss=0.4,train_loss=0.8, 3:val_loss=0.3,train_loss=0.7, 4:val_loss=0.2, "
 	if got != want {
@@ -273,10 +264,7 @@ func TestUnmatchedPatternIsTold(t *testing.T) {
 	spec := commandSpec(t, 1)
 	spec.Command = []string{"sh", "-c", `for i in 1 2 3 4 5 6 7; do echo "epoch $i loss 0.$i"; done; echo '@gotune {"loss": 1}'`}
 	spec.Metrics = MetricsConfig{Patterns: []string{`loss=(?P<loss>\S+)`, `epoch (?P<step>\d+)`}}
-	sink := &collect{}
-	if _, err := Run(context.Background(), spec, sink); err != nil {
-		t.Fatal(err)
-	}
+	sink := runCollecting(t, spec)
 	told := sink.causes(EventMetricsUnmatched)
 	if len(told) != 1 {
 		t.Fatalf("told %q, want one event", told)
@@ -313,10 +301,7 @@ func TestUnmatchedPatternIsToldEarlyWhenNothingMatched(t *testing.T) {
 			spec.Command = []string{"sh", "-c", tc.script}
 			spec.Metrics = MetricsConfig{Patterns: []string{`epoch (?P<epoch>\d+) val (?P<val_loss>\S+)`, `^test (?P<test_loss>\S+)`}, Step: "epoch"}
 			spec.StepKey = "epoch"
-			sink := &collect{}
-			if _, err := Run(context.Background(), spec, sink); err != nil {
-				t.Fatal(err)
-			}
+			sink := runCollecting(t, spec)
 			told := sink.causes(EventMetricsUnmatched)
 			if len(told) != tc.told {
 				t.Errorf("told %q, want %d events", told, tc.told)
@@ -346,10 +331,7 @@ func TestAmbiguousNamesAreTold(t *testing.T) {
 			spec := commandSpec(t, 1)
 			spec.Command = []string{"sh", "-c", tc.script}
 			spec.Metrics = MetricsConfig{Output: true}
-			sink := &collect{}
-			if _, err := Run(context.Background(), spec, sink); err != nil {
-				t.Fatal(err)
-			}
+			sink := runCollecting(t, spec)
 			told := sink.causes(EventMetricsAmbiguous)
 			if len(tc.want) == 0 && len(told) > 0 || len(tc.want) > 0 && len(told) != 1 {
 				t.Fatalf("told %q, want %d events", told, min(len(tc.want), 1))
@@ -391,10 +373,7 @@ func TestRestartCountGoesOnAcrossRuns(t *testing.T) {
 	spec.Metrics = MetricsConfig{Output: true}
 	spec.Restarts = 2
 	spec.Failure.MaxFailures = 1
-	sink := &collect{}
-	if _, err := Run(context.Background(), spec, sink); err != nil {
-		t.Fatal(err)
-	}
+	sink := runCollecting(t, spec)
 	var counts []float64
 	for _, r := range sink.results {
 		counts = append(counts, r.Metrics["restart_count"])
@@ -545,10 +524,7 @@ func TestCollectedEventsFromTensorBoardFiles(t *testing.T) {
 	spec.Command = []string{os.Args[0], eventsArg, filepath.Join(dir, "runs", "new"), "1", "3"}
 	spec.Metrics = MetricsConfig{TensorBoard: filepath.Join(dir, "runs")}
 	spec.LastStep, spec.Delivered = &Step{"step", 1}, 1
-	sink := &collect{}
-	if _, err := Run(context.Background(), spec, sink); err != nil {
-		t.Fatal(err)
-	}
+	sink := runCollecting(t, spec)
 	got := stepSeries(sink.results, "step", "loss/train", "loss/val")
 	want := "2:loss/train=0.5,loss/val=0.25, 3:loss/train=0.33333334,loss/val=0.11111112, "
 	if got != want {

@@ -303,6 +303,17 @@ func (c *collect) Event(_ context.Context, e Event) error {
 	return nil
 }
 
+// runCollecting runs spec to its end, failing the test on an error, and
+// returns what it reported and told.
+func runCollecting(t *testing.T, spec Spec) *collect {
+	t.Helper()
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink
+}
+
 // causes returns the causes of the events of kind, in order.
 func (c *collect) causes(kind EventKind) []string {
 	c.mu.Lock()
