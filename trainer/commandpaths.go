@@ -74,69 +74,71 @@ func (s Spec) placeholders() map[string]any {
 	return values
 }
 
-// resolvePaths makes the command argv fit to run in workdir: its program,
-// that is argv[0] when it holds a slash, else the first argument that is
-// not an option and names a regular file (the script an interpreter or
-// torchrun runs), is replaced by that file's absolute path when it names
-// no file in workdir but one in base (the sweep file's folder), or else in
-// this process's working directory. Every other argument is left as it is,
-// so that an output path (--snapshot=snapshot.pt) is never redirected to a
+// resolvePaths makes the command argv fit to run in workdir: the file it
+// runs (see findCommandFile) is replaced by its absolute path when it is
+// not in workdir but beside the sweep file (in base), or else in this
+// process's working directory. Every other argument is left as it is, so
+// that an output path (--snapshot=snapshot.pt) is never redirected to a
 // file of the same name outside the workdir, which every trial would
 // share; {sweep_dir} names the sweep file's folder in other arguments.
 func resolvePaths(argv []string, workdir, base string) []string {
 	out := slices.Clone(argv)
-	for i, arg := range argv {
-		switch {
-		case i == 0 && !strings.Contains(arg, "/"):
-			continue // looked up in PATH
-		case i > 0 && strings.HasPrefix(arg, "-"), arg == "", filepath.IsAbs(arg):
-			continue
-		}
-		if exists(filepath.Join(workdir, arg)) {
-			return out
-		}
-		for _, dir := range []string{base, "."} {
-			if dir == "" {
-				continue
-			}
-			if fi, err := os.Stat(filepath.Join(dir, arg)); err == nil && fi.Mode().IsRegular() {
-				if abs, err := filepath.Abs(filepath.Join(dir, arg)); err == nil {
-					out[i] = abs
-				}
-				return out
-			}
-		}
-		if i == 0 {
-			return out
-		}
+	i, path := findCommandFile(argv, workdir, base, ".")
+	if i < 0 || path == "" || filepath.IsAbs(argv[i]) || path == filepath.Join(workdir, argv[i]) {
+		return out
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		out[i] = abs
 	}
 	return out
 }
 
 // CommandFile returns the file that command runs, found as resolvePaths
-// finds it for a trial whose folder holds nothing yet: the program when
-// its name holds a slash and is relative, else the first argument that is
-// no option and names a regular file (absolute, beside the sweep file in
-// base, or in this process's working directory). It is "" when none does.
+// finds it for a trial whose folder holds nothing yet: beside the sweep
+// file in base, or in this process's working directory. It is "" when
+// the command names none.
 func CommandFile(command []string, base string) string {
-	for i, arg := range command {
-		if i == 0 && (!strings.Contains(arg, "/") || filepath.IsAbs(arg)) || i > 0 && strings.HasPrefix(arg, "-") || arg == "" {
-			continue // an interpreter, or an option
+	_, path := findCommandFile(command, base, ".")
+	return path
+}
+
+// findCommandFile finds the file that the command argv runs: its program
+// when the name is a relative path (holds a slash), else the first
+// argument that is no option and names a regular file, absolute or in
+// one of dirs (the first that has it), as an interpreter's or torchrun's
+// script. A program named by a bare name or an absolute path is an
+// interpreter (/usr/bin/python3 train.py). It returns the argument's
+// index, -1 when none names a file, and the file's path, "" when the
+// program is a relative path found in none of dirs.
+func findCommandFile(argv []string, dirs ...string) (int, string) {
+	for i, arg := range argv {
+		switch {
+		case i == 0 && (!strings.Contains(arg, "/") || filepath.IsAbs(arg)):
+			continue // an interpreter
+		case i > 0 && strings.HasPrefix(arg, "-"), arg == "":
+			continue // an option
 		}
-		candidates := []string{arg}
-		if !filepath.IsAbs(arg) && base != "" {
-			candidates = []string{filepath.Join(base, arg), arg}
+		if filepath.IsAbs(arg) {
+			if isRegular(arg) {
+				return i, arg
+			}
+			continue
 		}
-		for _, path := range candidates {
-			if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-				return path
+		for _, dir := range dirs {
+			if path := filepath.Join(dir, arg); isRegular(path) {
+				return i, path
 			}
 		}
 		if i == 0 {
-			return ""
+			return 0, ""
 		}
 	}
-	return ""
+	return -1, ""
+}
+
+func isRegular(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // place is a folder gotune looks in for a relative path that the

@@ -16,7 +16,7 @@ import (
 func TestResolvePaths(t *testing.T) {
 	root := t.TempDir()
 	base, work := filepath.Join(root, "sweep"), filepath.Join(root, "trial")
-	for _, f := range []string{"sweep/train.py", "sweep/conf.yaml", "sweep/snapshot.pt", "sweep/data/x.csv", "trial/local.py", "sweep/local.py", "sweep/run.sh"} {
+	for _, f := range []string{"sweep/train.py", "sweep/conf.yaml", "sweep/snapshot.pt", "sweep/data/x.csv", "trial/local.py", "trial/sub/x", "sweep/local.py", "sweep/run.sh"} {
 		os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755)
 		os.WriteFile(filepath.Join(root, f), nil, 0o644)
 	}
@@ -33,6 +33,12 @@ func TestResolvePaths(t *testing.T) {
 		{[]string{"./run.sh", "train.py"}, []string{filepath.Join(base, "run.sh"), "train.py"}},
 		{[]string{"./gone.sh", "train.py"}, []string{"./gone.sh", "train.py"}},
 		{[]string{"sh", "-c", "echo hi"}, []string{"sh", "-c", "echo hi"}},
+		// An absolute script is the file the command runs: the data file
+		// after it reaches the command as written.
+		{[]string{"python3", filepath.Join(base, "train.py"), "conf.yaml"}, []string{"python3", filepath.Join(base, "train.py"), "conf.yaml"}},
+		{[]string{"/usr/bin/python3", "-u", "train.py", "conf.yaml"}, []string{"/usr/bin/python3", "-u", filepath.Join(base, "train.py"), "conf.yaml"}},
+		// A folder is no script, in the trial's folder or beside the sweep file.
+		{[]string{"torchrun", "--nproc_per_node", "4", "sub", "data", "train.py"}, []string{"torchrun", "--nproc_per_node", "4", "sub", "data", filepath.Join(base, "train.py")}},
 	} {
 		if got := resolvePaths(tt.argv, work, base); !slices.Equal(got, tt.want) {
 			t.Errorf("resolvePaths(%q):\n got %q\nwant %q", tt.argv, got, tt.want)
