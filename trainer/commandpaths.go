@@ -197,7 +197,6 @@ var lookedForFile = regexp.MustCompile(`os\.path\.(?:exists|isfile|isdir)\(|\.(?
 // that lies there is named; without a name, the folder's entries are.
 // It is "" otherwise.
 func (s Spec) missingFileHint(lines []string, workdir string) string {
-	const fix = "or set workdir = \".\" in [trainer] to run every trial in the sweep file's folder"
 	for _, line := range slices.Backward(lines) {
 		m := missingFile.FindStringSubmatch(line)
 		if m == nil {
@@ -212,9 +211,12 @@ func (s Spec) missingFileHint(lines []string, workdir string) string {
 				continue
 			}
 			return fmt.Sprintf("\n  %s is in %s, but the command runs in %s (trainer.workdir): open it by its absolute path, or pass {%s}/%s as an argument, %s",
-				name, p.name, workdir, SweepDirPlaceholder, name, fix)
+				name, p.name, workdir, SweepDirPlaceholder, name, workdirFix)
 		}
 		return ""
+	}
+	if hint := s.quotedPathHint(lines, workdir); hint != "" {
+		return hint
 	}
 	if !slices.ContainsFunc(lines, lookedForFile.MatchString) {
 		return ""
@@ -225,7 +227,44 @@ func (s Spec) missingFileHint(lines []string, workdir string) string {
 		}
 		if names := s.entriesLacking(p.dir, workdir); len(names) > 0 {
 			return fmt.Sprintf("\n  the command runs in %s (trainer.workdir), without %s from %s: a script that looks for its files by a relative path finds them only where it runs: pass {%s}/%s (say) as an argument, %s",
-				workdir, strings.Join(names, ", "), p.name, SweepDirPlaceholder, names[0], fix)
+				workdir, strings.Join(names, ", "), p.name, SweepDirPlaceholder, names[0], workdirFix)
+		}
+	}
+	return ""
+}
+
+// workdirFix ends a missing-file hint with the way out that needs no
+// change to the script.
+const workdirFix = "or set workdir = \".\" in [trainer] to run every trial in the sweep file's folder"
+
+// quotedPath finds a quoted relative path with a slash, as a traceback
+// shows one in the line that failed: datasets.MNIST('../data', …).
+var quotedPath = regexp.MustCompile(`'([^'\s]*/[^'\s]*)'|"([^"\s]*/[^"\s]*)"`)
+
+// quotedPathHint is missingFileHint's for a failure that names no
+// missing file but quotes a relative path, in lines, that leads to an
+// existing file or folder from the sweep file's folder (or gotune's
+// working directory) and elsewhere from workdir: pytorch/examples' mnist
+// opens '../data' beside its own folder, and where it finds no data
+// there it downloads, failing without a network. It is "" otherwise.
+func (s Spec) quotedPathHint(lines []string, workdir string) string {
+	for _, line := range slices.Backward(lines) {
+		if strings.HasPrefix(strings.TrimSpace(line), "File ") {
+			continue // where the traceback passed, not what the script opened
+		}
+		for _, m := range quotedPath.FindAllStringSubmatch(line, -1) {
+			name := m[1] + m[2]
+			if filepath.IsAbs(name) || strings.Contains(name, "://") {
+				continue
+			}
+			for _, p := range s.lookupPlaces() {
+				path := filepath.Join(p.dir, name)
+				if p.dir == workdir || !exists(path) {
+					continue
+				}
+				return fmt.Sprintf("\n  %s, quoted in the traceback, is %s from %s, but the command runs in %s (trainer.workdir), where it is %s: open it by its absolute path, or pass {%s}/%s as an argument, %s",
+					name, path, p.name, workdir, filepath.Join(workdir, name), SweepDirPlaceholder, name, workdirFix)
+			}
 		}
 	}
 	return ""

@@ -147,16 +147,22 @@ func TestMissingProgramSaysWhereGotuneLooked(t *testing.T) {
 // holds and the trial's lacks; a file found nowhere, another failure, or a
 // command that runs in the sweep file's folder, gets no such word.
 func TestMissingFileSaysWhereItIs(t *testing.T) {
-	base := t.TempDir()
+	base := filepath.Join(t.TempDir(), "mnist")
+	os.MkdirAll(base, 0o755)
+	os.MkdirAll(filepath.Join(base, "..", "data", "MNIST"), 0o755)
 	os.WriteFile(filepath.Join(base, "data.txt"), []byte("1 2 3\n"), 0o644)
 	os.WriteFile(filepath.Join(base, "sweep.toml"), nil, 0o644)
 	os.Mkdir(filepath.Join(base, "data"), 0o755)
 	// pytorch/examples' word_language_model asserts that its data exists.
 	os.WriteFile(filepath.Join(base, "check.py"), []byte("import os\nassert os.path.exists(os.path.join('data', 'train.txt'))\n"), 0o644)
+	// pytorch/examples' mnist opens '../data' beside its own folder, and
+	// downloads when that holds no data set (here without a network).
+	os.WriteFile(filepath.Join(base, "mnist.py"), []byte("import os\ndef load(root):\n    os.makedirs(os.path.join(root, 'MNIST'), exist_ok=True)\n    raise RuntimeError('Error downloading train-images-idx3-ubyte.gz')\nload('../data')\n"), 0o644)
 	trialDir := filepath.Join(base, "checkpoints", "exp", "trial_1")
 	os.MkdirAll(trialDir, 0o755)
 	named := "data.txt is in the sweep file's folder " + base + ", but the command runs in " + trialDir + " (trainer.workdir): open it by its absolute path, or pass {sweep_dir}/data.txt as an argument"
 	listed := "the command runs in " + trialDir + " (trainer.workdir), without data/, data.txt from the sweep file's folder " + base + ": a script that looks for its files by a relative path finds them only where it runs: pass {sweep_dir}/data/ (say) as an argument"
+	quoted := "../data, quoted in the traceback, is " + filepath.Join(base, "..", "data") + " from the sweep file's folder " + base + ", but the command runs in " + trialDir + " (trainer.workdir), where it is " + filepath.Join(trialDir, "..", "data")
 	for _, tc := range []struct {
 		name    string
 		command []string
@@ -169,6 +175,8 @@ func TestMissingFileSaysWhereItIs(t *testing.T) {
 		{"run in the sweep file's folder", []string{"sh", "-c", "cat data.txt && cat other.txt"}, ".", ""},
 		{"an assertion that a path exists", []string{"python3", "check.py"}, "{trial_dir}", listed},
 		{"an assertion in the sweep file's folder", []string{"python3", "check.py"}, ".", ""},
+		{"a relative path quoted in the traceback", []string{"python3", "mnist.py"}, "{trial_dir}", quoted},
+		{"a relative path quoted in the sweep file's folder", []string{"python3", "mnist.py"}, ".", ""},
 		{"another failure", []string{"python3", "-c", "raise ValueError('lr too large')"}, "{trial_dir}", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,13 +1,18 @@
 package trainer
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math"
+	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -116,6 +121,46 @@ func (m MetricsConfig) validate() error {
 		return &FieldError{"metrics.format", errors.New("a format needs a file")}
 	}
 	return nil
+}
+
+// unreadScanBytes is how much of a worker's log UnreadMetrics reads.
+const unreadScanBytes = 1 << 20
+
+// UnreadMetrics reads the log at logPath, of a worker that printed no
+// report line and had no [trainer.metrics] section to read its output,
+// for what DefaultPattern would read there: the first line that gives
+// metric, else the first that gives any metric, with the names it gives,
+// sorted. line is "" when none does or the log cannot be read; gotune's
+// own lines in the log do not count. It reads the log's first MiB.
+func UnreadMetrics(logPath, metric string) (line string, names []string) {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return "", nil
+	}
+	defer f.Close()
+	pt, err := compilePattern(DefaultPattern)
+	if err != nil {
+		panic(err) // DefaultPattern is a constant
+	}
+	sc := bufio.NewScanner(io.LimitReader(f, unreadScanBytes))
+	sc.Buffer(nil, unreadScanBytes)
+	for sc.Scan() {
+		text := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(text, "gotune: ") {
+			continue
+		}
+		obs, ok := pt.match(text, "")
+		if !ok || len(obs.metrics) == 0 {
+			continue
+		}
+		if _, has := obs.metrics[metric]; line == "" || has {
+			line, names = text, slices.Sorted(maps.Keys(obs.metrics))
+			if has {
+				break
+			}
+		}
+	}
+	return line, names
 }
 
 // pattern is a compiled output pattern.

@@ -371,8 +371,20 @@ func (t *Tuner) objectiveMissing(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return &ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen, Collected: t.cfg.Trainer.Metrics.Collects()}
+	e := &ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen, Collected: t.cfg.Trainer.Metrics.Collects()}
+	if len(seen) == 0 && !e.Collected && t.cfg.Trainer.Command != nil {
+		// The first trials ran: one of them may print its metrics.
+		for n := 1; n <= unreadTrials && e.Unread == ""; n++ {
+			e.Unread, e.UnreadNames = trainer.UnreadMetrics(filepath.Join(t.TrialDir(n), "logs", "worker_0.log"), e.Metric)
+			e.UnreadTrial = n
+		}
+	}
+	return e
 }
+
+// unreadTrials is how many trials' logs objectiveMissing reads for
+// metrics that no [trainer.metrics] section read.
+const unreadTrials = 8
 
 // FailFastError is returned by Fit, with the Result, when a trial failed
 // and [trainer.failure] fail_fast ended the sweep there. The experiment is
@@ -427,9 +439,19 @@ type ObjectiveMissingError struct {
 	// Collected says that a [trainer.metrics] section read the trials'
 	// metrics from their output or files.
 	Collected bool
+	// Unread is a line of trial UnreadTrial's output, when no trial
+	// reported and none was collected, that [trainer.metrics] output =
+	// true reads, as the metrics UnreadNames; "" when none was found.
+	Unread      string
+	UnreadNames []string
+	UnreadTrial int
 }
 
 func (e *ObjectiveMissingError) Error() string {
+	if len(e.Seen) == 0 && e.Unread != "" {
+		return fmt.Sprintf("%v %q: no trial reported anything, but trial %d printed lines such as %q, which [trainer.metrics] output = true would read (as %s): add that section, or patterns for the lines (see \"Metrics from unchanged scripts\" in the README)",
+			ErrObjectiveNeverReported, e.Metric, e.UnreadTrial, e.Unread, strings.Join(e.UnreadNames, ", "))
+	}
 	if len(e.Seen) == 0 && e.Collected {
 		return fmt.Sprintf("%v %q: no trial reported anything: [trainer.metrics] read nothing from the trials' output or files (their metrics_unmatched events, in gotune show, name what matched nothing and show the script's last lines): write patterns for its lines", ErrObjectiveNeverReported, e.Metric)
 	}

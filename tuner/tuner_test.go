@@ -346,6 +346,37 @@ func TestFitFailsWhenNoTrialReportsTheObjective(t *testing.T) {
 	}
 }
 
+// An unchanged script run without a [trainer.metrics] section: the
+// sweep's error quotes a line of the first trial's output that the default
+// pattern would read, the objective's own when one has it, and says how
+// to read it; without such a line it says how a command reports.
+func TestFitSaysWhichLinesAMetricsSectionWouldRead(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, want string
+	}{
+		{"the objective's line", `echo 'gotune: not ours: 1'; echo 'Train Epoch: 1 [0/60000 (0%)]	Loss: 2.3'; echo 'Test set: Average loss: 0.41, Accuracy: 9/10 (90%)'`,
+			`no trial reported the objective "loss": no trial reported anything, but trial 1 printed lines such as "Test set: Average loss: 0.41, Accuracy: 9/10 (90%)", which [trainer.metrics] output = true would read (as Accuracy, loss): add that section`},
+		{"another metric's line", `echo 'epoch 1'; echo 'acc: 0.9'`,
+			`no trial reported anything, but trial 1 printed lines such as "acc: 0.9", which [trainer.metrics] output = true would read (as acc)`},
+		{"no metric at all", `echo 'done'`,
+			`no trial reported anything (a command reports with "@gotune {...}" lines on stdout, or a [trainer.metrics] section reads an unchanged script's output or files)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 1)
+			cfg.Objective.Metric = "loss"
+			cfg.Trainer = trainer.Config{Command: []string{"sh", "-c", tc.script}}
+			tu, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = tu.Fit(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Fit: %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // An unchanged script whose lines the default pattern cannot read: the
 // trial's event names the default pattern in words, not its regular
 // expression, and the sweep's error says that [trainer.metrics] read
