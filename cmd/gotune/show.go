@@ -322,6 +322,10 @@ func orDash(ok bool, s string) string {
 // trialArgs reads a command's two arguments, an experiment's name and a
 // trial's number.
 func trialArgs(c *cli.Context) (string, int, error) {
+	if c.NArg() == 1 {
+		exp := c.Args().Get(0)
+		return "", 0, badInput(fmt.Errorf("%s takes two arguments, the experiment name and the trial number (gotune %s %s 1); got 1: gotune trials %s lists its trials", c.Command.Name, c.Command.Name, shellQuote(exp), shellQuote(exp)))
+	}
 	if c.NArg() != 2 {
 		return "", 0, badInput(fmt.Errorf("%s takes two arguments, the experiment name and the trial number; got %d", c.Command.Name, c.NArg()))
 	}
