@@ -419,6 +419,9 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"loss = nan, grad_norm: -Inf", "step=<nil> grad_norm=-Inf loss=NaN "},
 		{"time: 12:30:01 host=a1", "step=<nil> "},
 		{"version=1.2.3 ok", "step=<nil> "},
+		// argparse's arguments, as a script prints them at its start.
+		{"Namespace(batchSize=64, lr=0.0002, niter=25, outf='.')", "step=<nil> "},
+		{"run Namespace(lr=0.1) loss=2", "step=<nil> loss=2 lr=0.1 "},
 	}
 	for _, tc := range cases {
 		obs, _ := pt.match(tc.line, "step")

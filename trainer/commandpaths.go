@@ -218,6 +218,9 @@ func (s Spec) missingFileHint(lines []string, workdir string) string {
 	if hint := s.quotedPathHint(lines, workdir); hint != "" {
 		return hint
 	}
+	if hint := s.argumentPathHint(lines, workdir); hint != "" {
+		return hint
+	}
 	if !slices.ContainsFunc(lines, lookedForFile.MatchString) {
 		return ""
 	}
@@ -265,6 +268,47 @@ func (s Spec) quotedPathHint(lines []string, workdir string) string {
 				return fmt.Sprintf("\n  %s, quoted in the traceback, is %s from %s, but the command runs in %s (trainer.workdir), where it is %s: open it by its absolute path, or pass {%s}/%s as an argument, %s",
 					name, path, p.name, workdir, filepath.Join(workdir, name), SweepDirPlaceholder, name, workdirFix)
 			}
+		}
+	}
+	return ""
+}
+
+// downloadFailed finds, in a failed worker's last lines, a data set that
+// it tried to download, as torchvision does when it finds none.
+var downloadFailed = regexp.MustCompile(`[Dd]ownload`)
+
+// argumentPathHint is missingFileHint's for a failure that names no
+// missing file but says that the worker looked for one (see
+// lookedForFile) or tried to download one, while an argument after the
+// script (or an option's value after "=") is a relative path that leads
+// to an existing file or folder from the sweep file's folder (or gotune's
+// working directory), and so elsewhere from workdir: pytorch/examples'
+// dcgan given --dataroot=../data, which makes that folder where it runs
+// before it tries to download. It is "" otherwise.
+func (s Spec) argumentPathHint(lines []string, workdir string) string {
+	if !slices.ContainsFunc(lines, func(l string) bool { return lookedForFile.MatchString(l) || downloadFailed.MatchString(l) }) {
+		return ""
+	}
+	argv, _, err := s.expandCommand()
+	if err != nil {
+		return ""
+	}
+	script, _ := findCommandFile(argv, workdir, s.PathBase, ".")
+	for _, arg := range argv[max(script, 0)+1:] {
+		value := arg
+		if strings.HasPrefix(arg, "-") {
+			_, value, _ = strings.Cut(arg, "=")
+		}
+		if value == "" || filepath.IsAbs(value) {
+			continue
+		}
+		for _, p := range s.lookupPlaces() {
+			path := filepath.Join(p.dir, value)
+			if p.dir == workdir || !exists(path) {
+				continue
+			}
+			return fmt.Sprintf("\n  the argument %s names %s from %s, but the command runs in %s (trainer.workdir), where it names %s: an argument other than the script reaches the command as written: pass {%s}/%s, %s",
+				arg, path, p.name, workdir, filepath.Join(workdir, value), SweepDirPlaceholder, value, workdirFix)
 		}
 	}
 	return ""

@@ -158,11 +158,14 @@ func TestMissingFileSaysWhereItIs(t *testing.T) {
 	// pytorch/examples' mnist opens '../data' beside its own folder, and
 	// downloads when that holds no data set (here without a network).
 	os.WriteFile(filepath.Join(base, "mnist.py"), []byte("import os\ndef load(root):\n    os.makedirs(os.path.join(root, 'MNIST'), exist_ok=True)\n    raise RuntimeError('Error downloading train-images-idx3-ubyte.gz')\nload('../data')\n"), 0o644)
+	// pytorch/examples' dcgan opens the folder its --dataroot names.
+	os.WriteFile(filepath.Join(base, "dcgan.py"), []byte("import os, sys\nroot = sys.argv[1].split('=')[1]\nos.makedirs(os.path.join(root, 'MNIST'), exist_ok=True)\nprint('Downloading http://yann.lecun.com/exdb/mnist/train-images-idx3-ubyte.gz')\nsys.exit(1)\n"), 0o644)
 	trialDir := filepath.Join(base, "checkpoints", "exp", "trial_1")
 	os.MkdirAll(trialDir, 0o755)
 	named := "data.txt is in the sweep file's folder " + base + ", but the command runs in " + trialDir + " (trainer.workdir): open it by its absolute path, or pass {sweep_dir}/data.txt as an argument"
 	listed := "the command runs in " + trialDir + " (trainer.workdir), without data/, data.txt from the sweep file's folder " + base + ": a script that looks for its files by a relative path finds them only where it runs: pass {sweep_dir}/data/ (say) as an argument"
 	quoted := "../data, quoted in the traceback, is " + filepath.Join(base, "..", "data") + " from the sweep file's folder " + base + ", but the command runs in " + trialDir + " (trainer.workdir), where it is " + filepath.Join(trialDir, "..", "data")
+	argument := "the argument --dataroot=../data names " + filepath.Join(base, "..", "data") + " from the sweep file's folder " + base + ", but the command runs in " + trialDir + " (trainer.workdir), where it names " + filepath.Join(trialDir, "..", "data") + ": an argument other than the script reaches the command as written: pass {sweep_dir}/../data"
 	for _, tc := range []struct {
 		name    string
 		command []string
@@ -177,6 +180,9 @@ func TestMissingFileSaysWhereItIs(t *testing.T) {
 		{"an assertion in the sweep file's folder", []string{"python3", "check.py"}, ".", ""},
 		{"a relative path quoted in the traceback", []string{"python3", "mnist.py"}, "{trial_dir}", quoted},
 		{"a relative path quoted in the sweep file's folder", []string{"python3", "mnist.py"}, ".", ""},
+		{"a relative path as an argument", []string{"python3", "dcgan.py", "--dataroot=../data"}, "{trial_dir}", argument},
+		{"a relative path as an argument in the sweep file's folder", []string{"python3", "dcgan.py", "--dataroot=../data"}, ".", ""},
+		{"an argument that names nothing", []string{"python3", "dcgan.py", "--dataroot=../nothing"}, "{trial_dir}", ""},
 		{"another failure", []string{"python3", "-c", "raise ValueError('lr too large')"}, "{trial_dir}", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

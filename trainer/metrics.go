@@ -163,6 +163,11 @@ func UnreadMetrics(logPath, metric string) (line string, names []string) {
 	return line, names
 }
 
+// argparseLine starts the line that a script printing its parsed
+// arguments (print(args), as pytorch/examples' dcgan does) writes:
+// DefaultPattern reads no metric from it, its pairs being the arguments.
+const argparseLine = "Namespace("
+
 // pattern is a compiled output pattern.
 type pattern struct {
 	text string
@@ -206,6 +211,9 @@ type observation struct {
 // match reads line with pt: the metrics of every match, and a step when a
 // match gave one (the last). stepKey names the step.
 func (pt *pattern) match(line, stepKey string) (observation, bool) {
+	if pt.text == DefaultPattern && strings.HasPrefix(strings.TrimSpace(line), argparseLine) {
+		return observation{}, false
+	}
 	ms := pt.re.FindAllStringSubmatchIndex(line, -1)
 	if ms == nil {
 		return observation{}, false
