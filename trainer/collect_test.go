@@ -422,6 +422,11 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		// argparse's arguments, as a script prints them at its start.
 		{"Namespace(batchSize=64, lr=0.0002, niter=25, outf='.')", "step=<nil> "},
 		{"run Namespace(lr=0.1) loss=2", "step=<nil> loss=2 lr=0.1 "},
+		// A model's layers, as print(model) writes them.
+		{"    (1): BatchNorm2d(512, eps=1e-05, momentum=0.1, affine=True)", "step=<nil> "},
+		{"    (relu): LeakyReLU(negative_slope=0.2, inplace=True)", "step=<nil> "},
+		{"Result(loss=0.3, acc=0.9)", "step=<nil> acc=0.9 loss=0.3 "},
+		{"(epoch 2): loss=0.3", "step=<nil> loss=0.3 "},
 	}
 	for _, tc := range cases {
 		obs, _ := pt.match(tc.line, "step")

@@ -163,10 +163,12 @@ func UnreadMetrics(logPath, metric string) (line string, names []string) {
 	return line, names
 }
 
-// argparseLine starts the line that a script printing its parsed
-// arguments (print(args), as pytorch/examples' dcgan does) writes:
-// DefaultPattern reads no metric from it, its pairs being the arguments.
-const argparseLine = "Namespace("
+// reprLine finds the lines a script writes when it prints its parsed
+// arguments (print(args): "Namespace(lr=0.0002, niter=25)") or its model
+// (print(model): "(1): BatchNorm2d(512, eps=1e-05, momentum=0.1)"), as
+// pytorch/examples' dcgan does at its start: DefaultPattern reads no
+// metric from them, their pairs being arguments.
+var reprLine = regexp.MustCompile(`^(?:Namespace\(|\([\w.]+\): [A-Za-z_][\w.]*\()`)
 
 // pattern is a compiled output pattern.
 type pattern struct {
@@ -211,7 +213,7 @@ type observation struct {
 // match reads line with pt: the metrics of every match, and a step when a
 // match gave one (the last). stepKey names the step.
 func (pt *pattern) match(line, stepKey string) (observation, bool) {
-	if pt.text == DefaultPattern && strings.HasPrefix(strings.TrimSpace(line), argparseLine) {
+	if pt.text == DefaultPattern && reprLine.MatchString(strings.TrimSpace(line)) {
 		return observation{}, false
 	}
 	ms := pt.re.FindAllStringSubmatchIndex(line, -1)
