@@ -20,8 +20,14 @@ const EventConfigNotice = "config_notice"
 // Notices says what legal but surprising combinations of settings will do,
 // one sentence each: trials that all run one configuration, parameters a
 // command never passes on. None when the settings hold no surprise.
+// c is the configuration as given (New's), before its defaults.
 func (c Config) Notices() []string {
-	c = c.withDefaults()
+	return append(c.modeNotices(), c.withDefaults().searchNotices()...)
+}
+
+// searchNotices are Notices' for the search: trials that all run one
+// configuration, parameters a command never passes on.
+func (c Config) searchNotices() []string {
 	n := c.Search.NumSamples
 	space := c.Search.Space
 	if n < 2 || space == nil || len(c.Search.PointsToEvaluate) > 0 {
@@ -34,6 +40,63 @@ func (c Config) Notices() []string {
 		return []string{fmt.Sprintf("search.num_samples = %d with no parameter but the grid's: each of the %d grid cells runs %d times with the same configuration, each with its own seed (num_samples = 1 runs each once)", n, space.GridSize(), n)}
 	}
 	return c.unpassedNotice()
+}
+
+// modeNotices says, of each objective whose name reads like a metric
+// to maximise (an accuracy, an AUC, a reward) or to minimise (a loss, an
+// error, a perplexity), when its mode, given or the default "min", goes
+// the other way: the sweep would look for its worst trials.
+func (c Config) modeNotices() []string {
+	o := c.Objective
+	metrics, modes := o.Metrics, o.Modes
+	if len(metrics) == 0 {
+		metrics, modes = []string{o.Metric}, []string{o.Mode}
+	}
+	var notices []string
+	for i, metric := range metrics {
+		mode := ""
+		if i < len(modes) {
+			mode = modes[i]
+		}
+		want := modeByName(metric)
+		switch {
+		case want == "" || want == mode || mode == "" && want == "min":
+		case mode == "":
+			notices = append(notices, fmt.Sprintf("objective %s reads like a metric to maximise, but objective.mode defaults to \"min\": the sweep looks for the trials with the lowest %s (set mode = \"max\" if higher is better)", metric, metric))
+		default:
+			notices = append(notices, fmt.Sprintf("objective %s reads like a metric to %s, but objective.mode is %q: the sweep looks for the trials with the %s %s (set mode = %q if that is not what you want)",
+				metric, map[string]string{"min": "minimise", "max": "maximise"}[want], mode, map[string]string{"min": "lowest", "max": "highest"}[mode], metric, want))
+		}
+	}
+	return notices
+}
+
+// metricWords are the words of a metric's name that say which way it
+// goes: "max" for one to maximise, "min" for one to minimise.
+var metricWords = map[string]string{
+	"acc": "max", "accuracy": "max", "auc": "max", "auroc": "max", "f1": "max", "precision": "max",
+	"recall": "max", "reward": "max", "bleu": "max", "iou": "max", "map": "max", "correct": "max",
+	"loss": "min", "error": "min", "err": "min", "mse": "min", "rmse": "min", "mae": "min",
+	"nll": "min", "perplexity": "min", "ppl": "min", "regret": "min", "wer": "min",
+}
+
+// modeByName is the mode that metric's name says, by its words (split at
+// anything but letters and digits, in any case): "max" for val_acc, "min"
+// for test/loss, "" when no word says or the words disagree.
+func modeByName(metric string) string {
+	mode := ""
+	for _, word := range strings.FieldsFunc(strings.ToLower(metric), func(r rune) bool {
+		return !('a' <= r && r <= 'z' || '0' <= r && r <= '9')
+	}) {
+		switch w := metricWords[word]; {
+		case w == "":
+		case mode == "" || mode == w:
+			mode = w
+		default:
+			return ""
+		}
+	}
+	return mode
 }
 
 // unpassedNotice says, for a command that names some of the parameters
@@ -105,7 +168,7 @@ func takesValues(p searchspace.Param) bool {
 // tellNotices records each of the config's notices as an experiment event
 // and tells a NoticeObserver.
 func (t *Tuner) tellNotices(ctx context.Context, expID int64) error {
-	for _, msg := range append(t.cfg.Notices(), t.sharedGPUNotice()...) {
+	for _, msg := range append(t.notices, t.sharedGPUNotice()...) {
 		if err := t.announce(ctx, expID, EventConfigNotice, msg, nil); err != nil {
 			return err
 		}

@@ -49,6 +49,35 @@ func TestConfigNotices(t *testing.T) {
 	}
 }
 
+// An objective whose name says which way it goes (an accuracy up, a loss
+// down) and whose mode, given or the default, goes the other way is said;
+// names that say nothing, or both, are not.
+func TestModeNotices(t *testing.T) {
+	for _, tc := range []struct {
+		objective Objective
+		want      string
+	}{
+		{Objective{Metric: "val_acc"}, `objective val_acc reads like a metric to maximise, but objective.mode defaults to "min": the sweep looks for the trials with the lowest val_acc (set mode = "max" if higher is better)`},
+		{Objective{Metric: "val_acc", Mode: "max"}, ""},
+		{Objective{Metric: "val_loss"}, ""},
+		{Objective{Metric: "val_loss", Mode: "min"}, ""},
+		{Objective{Metric: "test/loss", Mode: "max"}, `objective test/loss reads like a metric to minimise, but objective.mode is "max": the sweep looks for the trials with the highest test/loss (set mode = "min" if that is not what you want)`},
+		{Objective{Metric: "Accuracy", Mode: "min"}, `objective Accuracy reads like a metric to maximise, but objective.mode is "min": the sweep looks for the trials with the lowest Accuracy`},
+		{Objective{Metric: "score"}, ""},
+		{Objective{Metric: "accumulated_steps"}, ""},
+		{Objective{Metric: "loss_acc_gap", Mode: "max"}, ""},
+		{Objective{Metrics: []string{"val_loss", "mAP"}}, `objective mAP reads like a metric to maximise, but objective.mode defaults to "min"`},
+		{Objective{Metrics: []string{"val_loss", "f1"}, Modes: []string{"min", "max"}}, ""},
+	} {
+		cfg := testConfig(t, 1)
+		cfg.Objective = tc.objective
+		got := strings.Join(cfg.Notices(), "\n")
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%+v: notices %q, want %q", tc.objective, got, tc.want)
+		}
+	}
+}
+
 // A command that names some varying parameters in no placeholder, whose
 // script (nor a file of its kind beside it) never mentions gotune, hears
 // which make no difference; one that passes them all, reads GOTUNE_CONFIG

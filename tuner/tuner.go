@@ -20,7 +20,9 @@ import (
 // each as a trial's training group, records every report, and lets the
 // scheduler stop weak trials early. Build it with New; run it with Fit.
 type Tuner struct {
-	cfg       Config
+	cfg Config
+	// notices are the config's, as given (Config.Notices).
+	notices   []string
 	train     trainer.TrainFunc
 	searcher  search.Searcher
 	scheduler schedulers.Scheduler
@@ -132,7 +134,7 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Tuner{cfg: cfg.withDefaults()}
+	t := &Tuner{cfg: cfg.withDefaults(), notices: cfg.Notices()}
 	for _, o := range opts {
 		o(t)
 	}
