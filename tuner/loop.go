@@ -45,6 +45,9 @@ type loop struct {
 	lastNext *schedulers.Capacity
 	// curves follows the first trials' objective (see watchCurves).
 	curves curveWatch
+	// toldUntimed: the sweep said that reports lack the scheduler's time
+	// attribute (see tellUntimed).
+	toldUntimed bool
 }
 
 // EventSearchExhausted is the experiment event recorded when the searcher
@@ -105,6 +108,11 @@ type trialRun struct {
 	// restarts counts the trial's recorded restarts, those of earlier runs
 	// of the sweep included (see trainer.Spec.Restarts).
 	restarts int
+	// timed: a report of this run carried the objective and the
+	// scheduler's time attribute; untimed counts those that carried the
+	// objective alone (see tellUntimed).
+	timed   bool
+	untimed int
 }
 
 func newLoop(t *Tuner, exp *storage.Experiment) *loop {
@@ -367,8 +375,12 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	tr.last = &search.Observation{Step: step, Score: score, Metrics: r.Metrics}
 	t.searcher.OnResult(tr.number, *tr.last)
 	if !hasProgress {
+		if tr.untimed++; tr.untimed >= untimedToTell {
+			l.tellUntimed(ctx, tr)
+		}
 		return trainer.Continue
 	}
+	tr.timed = true
 	d := l.result(tr, r.Iteration, schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics,
 		Checkpoint: r.CheckpointPath != "" || len(r.Checkpoint) > 0})
 	l.recordDecision(tr, d, progress)
@@ -388,6 +400,42 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 		return trainer.Pause
 	}
 	return trainer.Continue
+}
+
+// EventTimeAttrMissing is the experiment event recorded when a trial's
+// reports carry the objective but not the scheduler's time attribute, so
+// that the scheduler judges none of them (see tellUntimed).
+const EventTimeAttrMissing = "time_attr_missing"
+
+// untimedToTell is how many of a trial's reports carry the objective
+// without the scheduler's time attribute, and none with it, before the
+// sweep says so; a trial that ends with fewer says so at its end. A
+// script may print a line or two before its first step.
+const untimedToTell = 3
+
+// tellUntimed says once, as an EventTimeAttrMissing, that trial tr's
+// reports carry the objective without the scheduler's time attribute,
+// when none of them (in this run) had it and the scheduler needs it:
+// the scheduler never hears of such a report, so it stops no trial early
+// for it, and nothing else would say so.
+func (l *loop) tellUntimed(ctx context.Context, tr *trialRun) {
+	t := l.t
+	sc := t.cfg.Scheduler
+	if l.toldUntimed || tr.timed || tr.untimed == 0 || sc.Kind == "fifo" && sc.MaxT == 0 {
+		return
+	}
+	l.toldUntimed = true
+	how := fmt.Sprintf("report %s with it, or leave scheduler.time_attr out to count reports", sc.TimeAttr)
+	if t.cfg.Trainer.Metrics.Collects() {
+		how = fmt.Sprintf("[trainer.metrics] takes the step from a pattern's group named %s (or the file's field, or the name that step = names)", sc.TimeAttr)
+	}
+	times := fmt.Sprintf("%d times", tr.untimed)
+	if tr.untimed == 1 {
+		times = "once"
+	}
+	msg := fmt.Sprintf("trial %d reported %s %s without %s, the scheduler's time (scheduler.time_attr): the %s scheduler judges no such report, so it stops no trial early on them: %s",
+		tr.number, t.cfg.Objective.Metric, times, sc.TimeAttr, sc.Kind, how)
+	l.record(t.announce(ctx, l.exp.ID, EventTimeAttrMissing, msg, nil))
 }
 
 // onGroupEvent records a restart or a resize of a trial's group.
@@ -418,6 +466,7 @@ func (l *loop) onGroupEnd(ctx context.Context, ev event) {
 		tr.resumeDir, tr.resumeIter = sum.Checkpoint, sum.CheckpointIteration
 	}
 	tr.iterations = max(tr.iterations, sum.Iterations)
+	l.tellUntimed(ctx, tr)
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) && errors.Is(l.err, ErrObjectiveNeverReported):
 		// The sweep ends, FAILED, for want of the objective, which this

@@ -346,6 +346,75 @@ func TestFitFailsWhenNoTrialReportsTheObjective(t *testing.T) {
 	}
 }
 
+// A scheduler that needs a trial's time never hears of a report without
+// it: a trial whose reports carry the objective and never the time says
+// so, once, and how to give it; a report or two before the first step,
+// or a scheduler that needs no time, says nothing.
+func TestReportsWithoutTheSchedulersTimeAreTold(t *testing.T) {
+	asha := schedulers.Config{Kind: "asha", MaxT: 10, GracePeriod: 1}
+	for _, tc := range []struct {
+		name    string
+		script  string
+		metrics trainer.MetricsConfig
+		sched   schedulers.Config
+		want    string // "" for no notice
+	}{
+		{"collected lines without a step", `for v in 0.5 0.4 0.3 0.2; do echo "loss: $v"; done`, trainer.MetricsConfig{Output: true}, asha,
+			"trial 1 reported loss 3 times without step, the scheduler's time (scheduler.time_attr): the asha scheduler judges no such report, so it stops no trial early on them: [trainer.metrics] takes the step from a pattern's group named step"},
+		{"a trial that ends first", `echo "loss: 0.5"`, trainer.MetricsConfig{Output: true}, asha,
+			"trial 1 reported loss once without step"},
+		{"report lines without the time attribute", `for v in 0.5 0.4 0.3; do echo "@gotune {\"loss\": $v}"; done`, trainer.MetricsConfig{}, schedulers.Config{Kind: "asha", MaxT: 10, GracePeriod: 1, TimeAttr: "epoch"},
+			"without epoch, the scheduler's time (scheduler.time_attr): the asha scheduler judges no such report, so it stops no trial early on them: report epoch with it, or leave scheduler.time_attr out to count reports"},
+		{"collected lines with a step", `for s in 1 2 3 4; do echo "step=$s loss: 0.$s"; done`, trainer.MetricsConfig{Output: true}, asha, ""},
+		{"a line before the first step", `echo "loss: 0.9"; for s in 1 2 3 4; do echo "step=$s loss: 0.$s"; done`, trainer.MetricsConfig{Output: true}, asha, ""},
+		{"a scheduler that needs no time", `for v in 0.5 0.4 0.3 0.2; do echo "loss: $v"; done`, trainer.MetricsConfig{Output: true}, schedulers.Config{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 1)
+			cfg.Scheduler = tc.sched
+			cfg.Trainer = trainer.Config{Command: []string{"sh", "-c", tc.script}, Metrics: tc.metrics}
+			notices := &noticeRecorder{}
+			tu, err := New(cfg, WithObserver(notices))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tu.Fit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var told []string
+			for _, n := range notices.notices {
+				if strings.Contains(n, "scheduler.time_attr") {
+					told = append(told, n)
+				}
+			}
+			switch {
+			case tc.want == "" && len(told) > 0:
+				t.Errorf("told %q, want nothing", told)
+			case tc.want != "" && (len(told) != 1 || !strings.Contains(told[0], tc.want)):
+				t.Errorf("told %q, want once %q", told, tc.want)
+			}
+			db, err := storage.OpenReadOnly(cfg.Storage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			events, err := db.Events(context.Background(), cfg.Name, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := 0
+			for _, e := range events {
+				if e.Kind == EventTimeAttrMissing {
+					kinds++
+				}
+			}
+			if want := min(len(tc.want), 1); kinds != want {
+				t.Errorf("%d %s events, want %d", kinds, EventTimeAttrMissing, want)
+			}
+		})
+	}
+}
+
 // An unchanged script run without a [trainer.metrics] section: the
 // sweep's error quotes a line of the first trial's output that the default
 // pattern would read, the objective's own when one has it, and says how
