@@ -194,8 +194,10 @@ var lookedForFile = regexp.MustCompile(`os\.path\.(?:exists|isfile|isdir)\(|\.(?
 // and the sweep file's folder (or gotune's working directory) holds what
 // workdir lacks: a script written to run where its data lies, which gotune
 // runs in each trial's own folder. A missing relative file named in lines
-// that lies there is named; without a name, the folder's entries are.
-// It is "" otherwise.
+// that lies there is named; so is a relative path that leads there,
+// quoted in the traceback (quotedPathHint) or passed as an argument
+// (argumentPathHint); without a name, the folder's entries are. It is ""
+// otherwise.
 func (s Spec) missingFileHint(lines []string, workdir string) string {
 	for _, line := range slices.Backward(lines) {
 		m := missingFile.FindStringSubmatch(line)

@@ -65,10 +65,16 @@ func (c Config) modeNotices() []string {
 			notices = append(notices, fmt.Sprintf("objective %s reads like a metric to maximise, but objective.mode defaults to \"min\": the sweep looks for the trials with the lowest %s (set mode = \"max\" if higher is better)", metric, metric))
 		default:
 			notices = append(notices, fmt.Sprintf("objective %s reads like a metric to %s, but objective.mode is %q: the sweep looks for the trials with the %s %s (set mode = %q if that is not what you want)",
-				metric, map[string]string{"min": "minimise", "max": "maximise"}[want], mode, map[string]string{"min": "lowest", "max": "highest"}[mode], metric, want))
+				metric, modeWords[want].verb, mode, modeWords[mode].best, metric, want))
 		}
 	}
 	return notices
+}
+
+// modeWords say what a mode does: its verb, and the values it looks for.
+var modeWords = map[string]struct{ verb, best string }{
+	"min": {"minimise", "lowest"},
+	"max": {"maximise", "highest"},
 }
 
 // metricWords are the words of a metric's name that say which way it

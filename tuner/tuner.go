@@ -376,9 +376,11 @@ func (t *Tuner) objectiveMissing(ctx context.Context) error {
 	e := &ObjectiveMissingError{Metric: t.cfg.Objective.Metric, Seen: seen, Collected: t.cfg.Trainer.Metrics.Collects()}
 	if len(seen) == 0 && !e.Collected && t.cfg.Trainer.Command != nil {
 		// The first trials ran: one of them may print its metrics.
-		for n := 1; n <= unreadTrials && e.Unread == ""; n++ {
-			e.Unread, e.UnreadNames = trainer.UnreadMetrics(filepath.Join(t.TrialDir(n), "logs", "worker_0.log"), e.Metric)
-			e.UnreadTrial = n
+		for n := 1; n <= unreadTrials; n++ {
+			if line, names := trainer.UnreadMetrics(filepath.Join(t.TrialDir(n), "logs", "worker_0.log"), e.Metric); line != "" {
+				e.Unread, e.UnreadNames, e.UnreadTrial = line, names, n
+				break
+			}
 		}
 	}
 	return e
