@@ -22,7 +22,24 @@ const EventConfigNotice = "config_notice"
 // command never passes on. None when the settings hold no surprise.
 // c is the configuration as given (New's), before its defaults.
 func (c Config) Notices() []string {
-	return append(c.modeNotices(), c.withDefaults().searchNotices()...)
+	notices := append(c.modeNotices(), c.samplesNotices()...)
+	return append(notices, c.withDefaults().searchNotices()...)
+}
+
+// samplesNotices says, when search.num_samples is not set and the space
+// has a parameter that varies outside a grid, that one configuration is
+// drawn (as Ray Tune's num_samples defaults to 1): a sweep file that
+// forgets it runs one trial.
+func (c Config) samplesNotices() []string {
+	space := c.Search.Space
+	if c.Search.NumSamples != 0 || space == nil || len(c.Search.PointsToEvaluate) > 0 || !varies(space.WithoutGrid()) {
+		return nil
+	}
+	what := "one trial runs"
+	if space.GridSize() > 1 {
+		what = fmt.Sprintf("each of the %d grid cells runs once", space.GridSize())
+	}
+	return []string{fmt.Sprintf("search.num_samples is not set, so %s, with one configuration drawn from [search.space]: set num_samples to the number of configurations to try", what)}
 }
 
 // searchNotices are Notices' for the search: trials that all run one

@@ -78,6 +78,38 @@ func TestModeNotices(t *testing.T) {
 	}
 }
 
+// A space that varies outside a grid, with num_samples not set, says that
+// one configuration (per grid cell) is drawn.
+func TestUnsetSamplesNotice(t *testing.T) {
+	lr := searchspace.Param{Name: "lr", Domain: searchspace.Uniform{Low: 0, High: 1}}
+	grid := searchspace.Param{Name: "batch", Domain: searchspace.Grid{Values: []any{int64(32), int64(64)}}}
+	for _, tc := range []struct {
+		name    string
+		samples int
+		params  []searchspace.Param
+		want    string
+	}{
+		{"a random parameter", 0, []searchspace.Param{lr}, "search.num_samples is not set, so one trial runs, with one configuration drawn from [search.space]"},
+		{"a grid and a random parameter", 0, []searchspace.Param{grid, lr}, "search.num_samples is not set, so each of the 2 grid cells runs once"},
+		{"a grid alone", 0, []searchspace.Param{grid}, ""},
+		{"set to one", 1, []searchspace.Param{lr}, ""},
+		{"set", 8, []searchspace.Param{lr}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			space, err := searchspace.New(tc.params...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig(t, tc.samples)
+			cfg.Search.Space = space
+			got := strings.Join(cfg.Notices(), "\n")
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("notices %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // A command that names some varying parameters in no placeholder, whose
 // script (nor a file of its kind beside it) never mentions gotune, hears
 // which make no difference; one that passes them all, reads GOTUNE_CONFIG
