@@ -208,10 +208,7 @@ func (s Spec) missingFileHint(lines []string, workdir string) string {
 		if filepath.IsAbs(name) || exists(filepath.Join(workdir, name)) {
 			return ""
 		}
-		for _, p := range s.lookupPlaces() {
-			if p.dir == workdir || !exists(filepath.Join(p.dir, name)) {
-				continue
-			}
+		if _, p, ok := s.foundElsewhere(name, workdir); ok {
 			return fmt.Sprintf("\n  %s is in %s, but the command runs in %s (trainer.workdir): open it by its absolute path, or pass {%s}/%s as an argument, %s",
 				name, p.name, workdir, SweepDirPlaceholder, name, workdirFix)
 		}
@@ -262,17 +259,25 @@ func (s Spec) quotedPathHint(lines []string, workdir string) string {
 			if filepath.IsAbs(name) || strings.Contains(name, "://") {
 				continue
 			}
-			for _, p := range s.lookupPlaces() {
-				path := filepath.Join(p.dir, name)
-				if p.dir == workdir || !exists(path) {
-					continue
-				}
+			if path, p, ok := s.foundElsewhere(name, workdir); ok {
 				return fmt.Sprintf("\n  %s, quoted in the traceback, is %s from %s, but the command runs in %s (trainer.workdir), where it is %s: open it by its absolute path, or pass {%s}/%s as an argument, %s",
 					name, path, p.name, workdir, filepath.Join(workdir, name), SweepDirPlaceholder, name, workdirFix)
 			}
 		}
 	}
 	return ""
+}
+
+// foundElsewhere finds the relative path name from the places gotune
+// looks in (see lookupPlaces) other than workdir: where it leads from the
+// first that has it, and that place; ok is false when none has it.
+func (s Spec) foundElsewhere(name, workdir string) (path string, p place, ok bool) {
+	for _, p := range s.lookupPlaces() {
+		if path := filepath.Join(p.dir, name); p.dir != workdir && exists(path) {
+			return path, p, true
+		}
+	}
+	return "", place{}, false
 }
 
 // downloadFailed finds, in a failed worker's last lines, a data set that
@@ -304,11 +309,7 @@ func (s Spec) argumentPathHint(lines []string, workdir string) string {
 		if value == "" || filepath.IsAbs(value) {
 			continue
 		}
-		for _, p := range s.lookupPlaces() {
-			path := filepath.Join(p.dir, value)
-			if p.dir == workdir || !exists(path) {
-				continue
-			}
+		if path, p, ok := s.foundElsewhere(value, workdir); ok {
 			return fmt.Sprintf("\n  the argument %s names %s from %s, but the command runs in %s (trainer.workdir), where it names %s: an argument other than the script reaches the command as written: pass {%s}/%s, %s",
 				arg, path, p.name, workdir, filepath.Join(workdir, value), SweepDirPlaceholder, value, workdirFix)
 		}

@@ -14,7 +14,9 @@ import (
 )
 
 // Settings that make every trial (or every grid cell's trials) run one
-// configuration are said, and only those.
+// configuration are said, and so is a space that varies outside a grid
+// with num_samples not set (one configuration per grid cell is drawn);
+// only those.
 func TestConfigNotices(t *testing.T) {
 	lr := searchspace.Param{Name: "lr", Domain: searchspace.Uniform{Low: 0, High: 1}}
 	grid := searchspace.Param{Name: "batch", Domain: searchspace.Grid{Values: []any{int64(32), int64(64)}}}
@@ -33,6 +35,10 @@ func TestConfigNotices(t *testing.T) {
 		{"grid once", 1, []searchspace.Param{grid}, ""},
 		{"grid and a random parameter", 4, []searchspace.Param{grid, lr}, ""},
 		{"random parameter", 4, []searchspace.Param{lr}, ""},
+		{"random parameter, samples not set", 0, []searchspace.Param{lr}, "search.num_samples is not set, so one trial runs, with one configuration drawn from [search.space]"},
+		{"grid and a random parameter, samples not set", 0, []searchspace.Param{grid, lr}, "search.num_samples is not set, so each of the 2 grid cells runs once"},
+		{"grid alone, samples not set", 0, []searchspace.Param{grid}, ""},
+		{"random parameter once", 1, []searchspace.Param{lr}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			space, err := searchspace.New(tc.params...)
@@ -75,38 +81,6 @@ func TestModeNotices(t *testing.T) {
 		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 			t.Errorf("%+v: notices %q, want %q", tc.objective, got, tc.want)
 		}
-	}
-}
-
-// A space that varies outside a grid, with num_samples not set, says that
-// one configuration (per grid cell) is drawn.
-func TestUnsetSamplesNotice(t *testing.T) {
-	lr := searchspace.Param{Name: "lr", Domain: searchspace.Uniform{Low: 0, High: 1}}
-	grid := searchspace.Param{Name: "batch", Domain: searchspace.Grid{Values: []any{int64(32), int64(64)}}}
-	for _, tc := range []struct {
-		name    string
-		samples int
-		params  []searchspace.Param
-		want    string
-	}{
-		{"a random parameter", 0, []searchspace.Param{lr}, "search.num_samples is not set, so one trial runs, with one configuration drawn from [search.space]"},
-		{"a grid and a random parameter", 0, []searchspace.Param{grid, lr}, "search.num_samples is not set, so each of the 2 grid cells runs once"},
-		{"a grid alone", 0, []searchspace.Param{grid}, ""},
-		{"set to one", 1, []searchspace.Param{lr}, ""},
-		{"set", 8, []searchspace.Param{lr}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			space, err := searchspace.New(tc.params...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := testConfig(t, tc.samples)
-			cfg.Search.Space = space
-			got := strings.Join(cfg.Notices(), "\n")
-			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
-				t.Errorf("notices %q, want %q", got, tc.want)
-			}
-		})
 	}
 }
 
