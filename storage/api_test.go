@@ -250,6 +250,11 @@ func TestEvents(t *testing.T) {
 	if _, err := db.RecentEvents(ctx, "e", 0, 0); err == nil {
 		t.Error("RecentEvents of 0 events: no error")
 	}
+	// The experiment's own events: none of a trial, none of another
+	// experiment.
+	if own, err := db.ExperimentEvents(ctx, "e"); err != nil || len(own) != 1 || own[0].Message != "experiment-wide" || own[0].Trial != 0 {
+		t.Errorf("experiment events %+v, %v; want the one note", own, err)
+	}
 	// A queued event commits in order, before the write made after it.
 	if err := db.QueueEvent(0, f.trials[0].ID(), EventDecision, "queued", nil); err != nil {
 		t.Fatal(err)

@@ -139,7 +139,19 @@ func (db *DB) RecentEvents(ctx context.Context, exp string, trial, n int) ([]Eve
 	return db.events(ctx, exp, trial, n)
 }
 
-// events reads the latest n events (0: all) of exp, or of its trial.
+// ExperimentEvents returns the events of experiment exp that are of no
+// trial (Event.Trial 0: notices, resumes, an exhausted search), in the
+// order they happened; it reads only those, however many trials it has.
+func (db *DB) ExperimentEvents(ctx context.Context, exp string) ([]Event, error) {
+	return db.events(ctx, exp, experimentOnly, 0)
+}
+
+// experimentOnly is the trial number that asks events for the events of
+// no trial.
+const experimentOnly = -1
+
+// events reads the latest n events (0: all) of exp, or of its trial (of
+// none: experimentOnly).
 func (db *DB) events(ctx context.Context, exp string, trial, n int) ([]Event, error) {
 	e, err := db.experimentRecord(ctx, exp)
 	if err != nil {
@@ -154,7 +166,10 @@ func (db *DB) events(ctx context.Context, exp string, trial, n int) ([]Event, er
 		// would sort all of them) reads about n rows.
 		filter = `+v.experiment_id = ?1`
 	}
-	if trial != 0 {
+	switch {
+	case trial == experimentOnly:
+		filter += ` AND v.trial_id IS NULL`
+	case trial != 0:
 		filter += ` AND v.trial_id = (SELECT id FROM trials WHERE experiment_id = ?1 AND number = ?2)`
 		args = append(args, trial)
 	}

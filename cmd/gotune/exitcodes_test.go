@@ -177,7 +177,8 @@ dataset = "` + dataset + `"
 		}, inStderr: []string{"already running"}},
 		{name: "unknown experiment", code: 2, args: func(*testing.T) []string { return []string{"trials", "--db", done, "nope"} }, inStderr: []string{`"nope"`, "not found"}},
 		{name: "unknown trial", code: 2, args: func(*testing.T) []string { return []string{"show", "--db", done, "e", "99"} }, inStderr: []string{"trial 99", "not found"}},
-		{name: "an experiment without its trial", code: 2, args: func(*testing.T) []string { return []string{"show", "--db", done, "e"} }, inStderr: []string{"(gotune show e 1)", "gotune trials e lists its trials"}},
+		{name: "an experiment without its trial", code: 2, args: func(*testing.T) []string { return []string{"stack", "--db", done, "e"} }, inStderr: []string{"(gotune stack e 1)", "gotune trials e lists its trials"}},
+		{name: "an unknown experiment without a trial", code: 2, args: func(*testing.T) []string { return []string{"show", "--db", done, "nope"} }, inStderr: []string{`"nope"`, "not found"}},
 		{name: "a trial that is not a number", code: 2, args: func(*testing.T) []string { return []string{"show", "--db", done, "e", "x"} }, inStderr: []string{`"x"`}},
 		{name: "missing database", code: 2, args: func(t *testing.T) []string {
 			return []string{"ls", "--db", filepath.Join(t.TempDir(), "none.db")}

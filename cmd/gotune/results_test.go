@@ -85,6 +85,7 @@ func resultsFixture(t *testing.T) string {
 	must(db.FinishTrial(ctx, t3.ID(), storage.TrialError, "worker 0 exited with status 1"))
 	_, err = db.CreateTrial(ctx, exp.ID, 4, map[string]any{"lr": 0.05, "hidden": 64, "act": "tanh"})
 	must(err)
+	must(db.AddEvent(ctx, exp.ID, 0, "config_notice", "objective val_acc reads like a metric to maximise", nil))
 
 	other, err := db.CreateExperiment(ctx, "other", "acc", "max", nil)
 	must(err)
@@ -122,6 +123,8 @@ func TestResultsGolden(t *testing.T) {
 		{"show.txt", []string{"show", "digits", "1"}},
 		{"show_restarted.txt", []string{"show", "digits", "2"}},
 		{"show.json", []string{"show", "digits", "2", "--json"}},
+		{"show_experiment.txt", []string{"show", "digits"}},
+		{"show_experiment.json", []string{"show", "other", "--json"}},
 		{"query.txt", []string{"query", "SELECT experiment, trial_id, status, iterations, best_metric, error FROM trials_v ORDER BY experiment, trial_id"}},
 		{"query.json", []string{"query", "--json", "SELECT name, trials, best FROM experiments_v ORDER BY name"}},
 		{"query.csv", []string{"query", "--csv", "SELECT trial_id, iteration, json_extract(metrics_json, '$.val_loss') AS val_loss FROM reports_v WHERE experiment = 'digits' ORDER BY trial_id, iteration"}},
@@ -182,7 +185,7 @@ func TestResultsCommandErrors(t *testing.T) {
 		{"query without SQL", []string{"query"}, 2, []string{"takes one argument"}},
 		{"show of a missing trial", []string{"show", "digits", "9"}, 2, []string{"trial 9", "not found"}},
 		{"show of a trial that is no number", []string{"show", "digits", "x"}, 2, []string{"trial number"}},
-		{"show with one argument", []string{"show", "digits"}, 2, []string{"two arguments"}},
+		{"show with three arguments", []string{"show", "digits", "1", "2"}, 2, []string{"two arguments"}},
 		{"trials with an unknown status", []string{"trials", "digits", "--status", "done"}, 2, []string{"DONE", "TERMINATED"}},
 		{"trials with a negative limit", []string{"trials", "digits", "--limit", "-1"}, 2, []string{"--limit"}},
 		{"trials with a negative offset", []string{"trials", "digits", "--offset", "-1"}, 2, []string{"--offset"}},

@@ -20,10 +20,13 @@ import (
 func showCommand(dbFlag cli.Flag) *cli.Command {
 	return &cli.Command{
 		Name:      "show",
-		Usage:     "show one trial: params, every report, events, workers, checkpoints",
-		ArgsUsage: "EXPERIMENT TRIAL",
+		Usage:     "show one trial: params, every report, events, workers, checkpoints; or, without TRIAL, the experiment: its status, best trial and events",
+		ArgsUsage: "EXPERIMENT [TRIAL]",
 		Flags:     []cli.Flag{dbFlag, &cli.BoolFlag{Name: "json", Usage: "print one JSON object"}},
 		Action: func(c *cli.Context) error {
+			if c.NArg() == 1 {
+				return showExperiment(c, c.Args().First())
+			}
 			name, number, err := trialArgs(c)
 			if err != nil {
 				return err
