@@ -443,6 +443,19 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 	}
 }
 
+// A pattern of its own with groups name and value reads a metric per
+// match, named by the text of name, as Katib's metric filters do.
+func TestNameAndValuePattern(t *testing.T) {
+	pt, err := compilePattern(`\{metricName: (?P<name>[\w|-]+), metricValue: (?P<value>[-+\w.]+)\}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, ok := pt.match("INFO {metricName: epoch, metricValue: 3};{metricName: accuracy, metricValue: 0.9800};{metricName: loss, metricValue: nan}", "epoch")
+	if !ok || obs.step == nil || *obs.step != 3 || len(obs.metrics) != 2 || obs.metrics["accuracy"] != 0.98 || !math.IsNaN(obs.metrics["loss"]) {
+		t.Errorf("match: %v %+v", ok, obs)
+	}
+}
+
 // FuzzPatternMatch: any line matched by the default pattern yields named
 // metrics whose values are the numbers written in the line, each with the
 // word of letters (or none) that comes before its name in the line.
