@@ -210,7 +210,8 @@ func stoppedFromOutside(err error) bool {
 // output followed it, and the end of the log. For a process of this node
 // that ran in the folder dir of spec's trial, a missing file it names
 // there that lies beside the sweep file is pointed out (see
-// Spec.missingFileHint).
+// Spec.missingFileHint), and so is an interpreter that lacks a module the
+// worker imports (see Spec.interpreterHint).
 func exitFailure(rank int, p *workers.Process, err error, spec Spec, dir string) error {
 	var b strings.Builder
 	var quoted []string // the traceback and the log's end after it, or the log's end
@@ -247,6 +248,7 @@ func exitFailure(rank int, p *workers.Process, err error, spec Spec, dir string)
 			dir, _ = os.Getwd()
 		}
 		b.WriteString(spec.missingFileHint(quoted, dir))
+		b.WriteString(spec.interpreterHint(quoted))
 	}
 	var ee *workers.ExitError
 	if errors.As(err, &ee) {
