@@ -195,10 +195,10 @@ var lookedForFile = regexp.MustCompile(`os\.path\.(?:exists|isfile|isdir)\(|\.(?
 // workdir lacks: a script written to run where its data lies, which gotune
 // runs in each trial's own folder. A missing relative file named in lines
 // that lies there is named; so is a relative path that leads there,
-// quoted in the traceback (quotedPathHint) or passed as an argument
-// (argumentPathHint); without a name, the folder's entries are. It is ""
-// otherwise.
-func (s Spec) missingFileHint(lines []string, workdir string) string {
+// quoted in the traceback (quotedPathHint) or passed as an argument of
+// argv, the command as launched (argumentPathHint); without a name, the
+// folder's entries are. It is "" otherwise.
+func (s Spec) missingFileHint(lines []string, workdir string, argv []string) string {
 	for _, line := range slices.Backward(lines) {
 		m := missingFile.FindStringSubmatch(line)
 		if m == nil {
@@ -217,7 +217,7 @@ func (s Spec) missingFileHint(lines []string, workdir string) string {
 	if hint := s.quotedPathHint(lines, workdir); hint != "" {
 		return hint
 	}
-	if hint := s.argumentPathHint(lines, workdir); hint != "" {
+	if hint := s.argumentPathHint(lines, workdir, argv); hint != "" {
 		return hint
 	}
 	if !slices.ContainsFunc(lines, lookedForFile.MatchString) {
@@ -286,18 +286,14 @@ var downloadFailed = regexp.MustCompile(`[Dd]ownload`)
 
 // argumentPathHint is missingFileHint's for a failure that names no
 // missing file but says that the worker looked for one (see
-// lookedForFile) or tried to download one, while an argument after the
-// script (or an option's value after "=") is a relative path that leads
+// lookedForFile) or tried to download one, while an argument of argv
+// after the script (or an option's value after "=") is a relative path that leads
 // to an existing file or folder from the sweep file's folder (or gotune's
 // working directory), and so elsewhere from workdir: pytorch/examples'
 // dcgan given --dataroot=../data, which makes that folder where it runs
 // before it tries to download. It is "" otherwise.
-func (s Spec) argumentPathHint(lines []string, workdir string) string {
+func (s Spec) argumentPathHint(lines []string, workdir string, argv []string) string {
 	if !slices.ContainsFunc(lines, func(l string) bool { return lookedForFile.MatchString(l) || downloadFailed.MatchString(l) }) {
-		return ""
-	}
-	argv, _, err := s.expandCommand()
-	if err != nil {
 		return ""
 	}
 	script, _ := findCommandFile(argv, workdir, s.PathBase, ".")

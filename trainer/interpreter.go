@@ -30,12 +30,12 @@ const importProbeTimeout = 20 * time.Second
 var imports sync.Map
 
 // interpreterHint is what the failure of a worker adds when lines say
-// that its Python found no module X and the command's program is a
+// that its Python found no module X and its program, as launched, is a
 // Python interpreter: which interpreter ran (the program as found in
 // gotune's PATH, since pyenv, conda and virtual environments each put
 // their own first), and another of the same name on this node that
 // imports X, when one does. It is "" otherwise.
-func (s Spec) interpreterHint(lines []string) string {
+func interpreterHint(lines []string, program string) string {
 	var module string
 	for _, line := range slices.Backward(lines) {
 		if m := noModule.FindStringSubmatch(line); m != nil {
@@ -43,10 +43,9 @@ func (s Spec) interpreterHint(lines []string) string {
 			break
 		}
 	}
-	if module == "" || len(s.Command) == 0 || !strings.HasPrefix(filepath.Base(s.Command[0]), "python") {
+	if module == "" || !strings.HasPrefix(filepath.Base(program), "python") {
 		return ""
 	}
-	program := s.Command[0]
 	ran, err := exec.LookPath(program)
 	if err != nil {
 		return ""
@@ -59,10 +58,11 @@ func (s Spec) interpreterHint(lines []string) string {
 	seen := map[string]bool{resolved(ran): true}
 	for _, dir := range append(filepath.SplitList(os.Getenv("PATH")), interpreterDirs...) {
 		other := filepath.Join(dir, filepath.Base(program))
-		if !filepath.IsAbs(other) || seen[resolved(other)] || !isExecutable(other) {
+		real := resolved(other)
+		if !filepath.IsAbs(other) || seen[real] || !isExecutable(other) {
 			continue
 		}
-		seen[resolved(other)] = true
+		seen[real] = true
 		if canImport(other, module) {
 			return fmt.Sprintf("\n  %s is %s, which cannot import %s; %s can: name it in trainer.command ([%q, …]), or run gotune where %s is that one",
 				program, where, module, other, other, filepath.Base(program))
@@ -86,6 +86,8 @@ func isExecutable(path string) bool {
 }
 
 // canImport reports whether the Python interpreter at path imports module.
+// It runs path itself, links and all: a virtual environment's python is a
+// link whose target, run directly, is the system's.
 func canImport(path, module string) bool {
 	key := resolved(path) + "\x00" + module
 	if ok, found := imports.Load(key); found {

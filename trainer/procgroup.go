@@ -105,7 +105,7 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 		}
 	}
 	pg.mu.Unlock()
-	go pg.watch(rank, p, spec.Dir, hooks)
+	go pg.watch(rank, p, spec, hooks)
 	return p, nil
 }
 
@@ -123,9 +123,9 @@ func startAll(n int, launch func(rank int)) {
 	wg.Wait()
 }
 
-// watch waits for rank's process p, which runs in the folder dir, to
-// end, and fails the attempt when it ended badly.
-func (pg *procGroup) watch(rank int, p *workers.Process, dir string, hooks procHooks) {
+// watch waits for rank's process p, launched by launch, to end, and
+// fails the attempt when it ended badly.
+func (pg *procGroup) watch(rank int, p *workers.Process, launch workers.LaunchSpec, hooks procHooks) {
 	defer pg.wg.Done()
 	<-p.Done()
 	var explain error
@@ -144,7 +144,7 @@ func (pg *procGroup) watch(rank int, p *workers.Process, dir string, hooks procH
 	if explain != nil {
 		cause = fmt.Errorf("worker %d: %w", rank, explain)
 	} else {
-		cause = exitFailure(rank, p, err, pg.a.r.spec, dir)
+		cause = exitFailure(rank, p, err, pg.a.r.spec, launch)
 	}
 	pg.mu.Lock()
 	if stoppedFromOutside(err) {
@@ -207,12 +207,12 @@ func stoppedFromOutside(err error) bool {
 
 // exitFailure describes a worker process that ended badly, quoting its
 // log: its last Python traceback, which holds the cause even when ordinary
-// output followed it, and the end of the log. For a process of this node
-// that ran in the folder dir of spec's trial, a missing file it names
-// there that lies beside the sweep file is pointed out (see
+// output followed it, and the end of the log. For a command's process of
+// this node, launched by launch for spec's trial, a missing file it names
+// that lies beside the sweep file is pointed out (see
 // Spec.missingFileHint), and so is an interpreter that lacks a module the
-// worker imports (see Spec.interpreterHint).
-func exitFailure(rank int, p *workers.Process, err error, spec Spec, dir string) error {
+// worker imports (see interpreterHint).
+func exitFailure(rank int, p *workers.Process, err error, spec Spec, launch workers.LaunchSpec) error {
 	var b strings.Builder
 	var quoted []string // the traceback and the log's end after it, or the log's end
 	fmt.Fprintf(&b, "worker %d (pid %d) %v", rank, p.Pid(), err)
@@ -243,12 +243,13 @@ func exitFailure(rank int, p *workers.Process, err error, spec Spec, dir string)
 		quoted = tail[max(0, len(tail)-quotedTail):]
 		quoteLines(&b, quoted)
 	}
-	if p.Node() == "" {
+	if p.Node() == "" && spec.Command != nil {
+		dir := launch.Dir
 		if dir == "" {
 			dir, _ = os.Getwd()
 		}
-		b.WriteString(spec.missingFileHint(quoted, dir))
-		b.WriteString(spec.interpreterHint(quoted))
+		b.WriteString(spec.missingFileHint(quoted, dir, launch.Args))
+		b.WriteString(interpreterHint(quoted, launch.Args[0]))
 	}
 	var ee *workers.ExitError
 	if errors.As(err, &ee) {
