@@ -25,7 +25,7 @@ var interpreterDirs = []string{"/usr/bin", "/usr/local/bin"}
 // importProbeTimeout bounds one interpreter's try at importing a module.
 const importProbeTimeout = 20 * time.Second
 
-// imports caches whether an interpreter (by its resolved path) imports a
+// imports caches whether an interpreter (by interpreterID) imports a
 // module, "path\x00module" to bool: every trial of a sweep fails alike.
 var imports sync.Map
 
@@ -55,14 +55,14 @@ func interpreterHint(lines []string, program string) string {
 	if !strings.Contains(program, "/") {
 		where = fmt.Sprintf("%s here (the first in gotune's PATH)", ran)
 	}
-	seen := map[string]bool{resolved(ran): true}
+	seen := map[string]bool{interpreterID(ran): true}
 	for _, dir := range append(filepath.SplitList(os.Getenv("PATH")), interpreterDirs...) {
 		other := filepath.Join(dir, filepath.Base(program))
-		real := resolved(other)
-		if !filepath.IsAbs(other) || seen[real] || !isExecutable(other) {
+		id := interpreterID(other)
+		if !filepath.IsAbs(other) || seen[id] || !isExecutable(other) {
 			continue
 		}
-		seen[real] = true
+		seen[id] = true
 		if canImport(other, module) {
 			return fmt.Sprintf("\n  %s is %s, which cannot import %s; %s can: name it in trainer.command ([%q, …]), or run gotune where %s is that one",
 				program, where, module, other, other, filepath.Base(program))
@@ -72,12 +72,17 @@ func interpreterHint(lines []string, program string) string {
 		program, where, module, filepath.Base(program), module)
 }
 
-// resolved is path with its symbolic links followed, or path itself.
-func resolved(path string) string {
-	if r, err := filepath.EvalSymlinks(path); err == nil {
-		return r
+// interpreterID tells interpreters apart: path with the links of its
+// folder followed (/bin/python3 is /usr/bin/python3 where /bin links to
+// /usr/bin), but not its own. A virtual environment's python is a link to
+// the system's, and yet another interpreter: it finds the environment's
+// packages by the folder it is run from.
+func interpreterID(path string) string {
+	dir := filepath.Dir(path)
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
 	}
-	return path
+	return filepath.Join(dir, filepath.Base(path))
 }
 
 func isExecutable(path string) bool {
@@ -86,10 +91,8 @@ func isExecutable(path string) bool {
 }
 
 // canImport reports whether the Python interpreter at path imports module.
-// It runs path itself, links and all: a virtual environment's python is a
-// link whose target, run directly, is the system's.
 func canImport(path, module string) bool {
-	key := resolved(path) + "\x00" + module
+	key := interpreterID(path) + "\x00" + module
 	if ok, found := imports.Load(key); found {
 		return ok.(bool)
 	}

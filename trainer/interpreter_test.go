@@ -54,3 +54,29 @@ func TestInterpreterThatLacksAModule(t *testing.T) {
 		})
 	}
 }
+
+// TestInterpreterOfAVirtualEnvironment: a virtual environment's python3 is
+// a link to the system's, and yet another interpreter, with packages of
+// its own: when it lacks a module the system's has, the hint names the
+// system's.
+func TestInterpreterOfAVirtualEnvironment(t *testing.T) {
+	root := t.TempDir()
+	venv, system := filepath.Join(root, "venv", "bin"), filepath.Join(root, "usr", "bin")
+	os.MkdirAll(venv, 0o755)
+	os.MkdirAll(system, 0o755)
+	// Run by its link in the environment, it lacks the module; run as
+	// the system's, it imports it.
+	script := "#!/bin/sh\ncase \"$0\" in */venv/*)\n  [ \"$1\" = -c ] && exit 1\n  echo 'Traceback (most recent call last):' >&2\n  echo \"ModuleNotFoundError: No module named 'gotune_test_venv_mod'\" >&2\n  exit 1;;\nesac\n[ \"$1\" = -c ] && [ \"$2\" = 'import gotune_test_venv_mod' ] && exit 0\nexit 1\n"
+	os.WriteFile(filepath.Join(system, "python3"), []byte(script), 0o755)
+	if err := os.Symlink(filepath.Join(system, "python3"), filepath.Join(venv, "python3")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", venv+string(filepath.ListSeparator)+system+string(filepath.ListSeparator)+os.Getenv("PATH"))
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"python3", "train.py"}
+	_, err := Run(context.Background(), spec, &collect{})
+	want := "python3 is " + filepath.Join(venv, "python3") + " here (the first in gotune's PATH), which cannot import gotune_test_venv_mod; " + filepath.Join(system, "python3") + " can"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Run: %v\nwant the hint %q", err, want)
+	}
+}
