@@ -126,14 +126,15 @@ func (m MetricsConfig) validate() error {
 // unreadScanBytes is how much of a worker's log UnreadMetrics reads.
 const unreadScanBytes = 1 << 20
 
-// UnreadMetrics reads the log at logPath, of a worker that printed no
-// report line and had no [trainer.metrics] section to read its output,
-// for what DefaultPattern would read there: the first line that gives
-// metric, else the first that gives any metric, with the names it gives,
-// sorted. line is "" when none does or the log cannot be read; gotune's
-// own lines in the log do not count. It reads the log's first MiB.
-func UnreadMetrics(logPath, metric string) (line string, names []string) {
-	f, err := os.Open(logPath)
+// UnreadMetrics reads rank 0's log in the folder logDir (Spec.LogDir)
+// of a group that printed no report line and had no [trainer.metrics]
+// section to read its output, for what DefaultPattern would read there:
+// the first line that gives metric, else the first that gives any metric,
+// with the names it gives, sorted. line is "" when none does or the log
+// cannot be read; gotune's own lines in the log do not count. It reads
+// the log's first MiB.
+func UnreadMetrics(logDir, metric string) (line string, names []string) {
+	f, err := os.Open(workerLog(logDir, 0))
 	if err != nil {
 		return "", nil
 	}

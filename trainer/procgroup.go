@@ -307,7 +307,12 @@ func (a *attempt) logPath(rank int) string {
 	if a.r.spec.LogDir == "" {
 		return ""
 	}
-	return filepath.Join(a.r.spec.LogDir, fmt.Sprintf("worker_%d.log", rank))
+	return workerLog(a.r.spec.LogDir, rank)
+}
+
+// workerLog is rank's log file in the folder logDir (Spec.LogDir).
+func workerLog(logDir string, rank int) string {
+	return filepath.Join(logDir, fmt.Sprintf("worker_%d.log", rank))
 }
 
 // checkpointDir creates rank's scratch folder for checkpoints, waiting for

@@ -37,7 +37,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		Failure:         tc.Failure,
 		KillTimeout:     tc.Kill(),
 		Placer:          managerPlacer{m: t.manager, req: t.groupRequest(tr.number), trial: tr.number, watch: t.gpus, db: t.db, trialID: tr.record.ID()},
-		LogDir:          filepath.Join(t.TrialDir(tr.number), "logs"),
+		LogDir:          t.logDir(tr.number),
 		TrialDir:        absPath(t.TrialDir(tr.number)),
 		Checkpoints:     tr.ckpts,
 		ScratchDir:      tr.ckpts.dir.ScratchDir(),
@@ -146,6 +146,11 @@ func (t *Tuner) checkpointRoot() string {
 // no folder behind.
 func (t *Tuner) TrialDir(number int) string {
 	return filepath.Join(t.checkpointRoot(), t.cfg.Name, fmt.Sprintf("trial_%d", number))
+}
+
+// logDir is the folder of trial number's workers' logs (trainer.Spec.LogDir).
+func (t *Tuner) logDir(number int) string {
+	return filepath.Join(t.TrialDir(number), "logs")
 }
 
 // experimentFolders are the experiment's folders on disk: its trials'.

@@ -377,7 +377,7 @@ func (t *Tuner) objectiveMissing(ctx context.Context) error {
 	if len(seen) == 0 && !e.Collected && t.cfg.Trainer.Command != nil {
 		// The first trials ran: one of them may print its metrics.
 		for n := 1; n <= unreadTrials; n++ {
-			if line, names := trainer.UnreadMetrics(filepath.Join(t.TrialDir(n), "logs", "worker_0.log"), e.Metric); line != "" {
+			if line, names := trainer.UnreadMetrics(t.logDir(n), e.Metric); line != "" {
 				e.Unread, e.UnreadNames, e.UnreadTrial = line, names, n
 				break
 			}
