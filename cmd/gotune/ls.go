@@ -31,7 +31,7 @@ func lsCommand(dbFlag cli.Flag) *cli.Command {
 			if c.Bool("json") {
 				out := make([]experimentJSON, len(exps))
 				for i, e := range exps {
-					out[i] = experimentJSON{e.Name, e.Status, e.Metric, e.Mode, e.CreatedAt, e.Trials, storage.NumberPtr(e.Best)}
+					out[i] = toExperimentJSON(e)
 				}
 				return writeJSON(c.App.Writer, out)
 			}
@@ -44,6 +44,11 @@ func lsCommand(dbFlag cli.Flag) *cli.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+// toExperimentJSON is e in --json output.
+func toExperimentJSON(e *storage.Experiment) experimentJSON {
+	return experimentJSON{e.Name, e.Status, e.Metric, e.Mode, e.CreatedAt, e.Trials, storage.NumberPtr(e.Best)}
 }
 
 // experimentJSON is an experiment in `ls --json`, with experiments_v's columns.

@@ -206,12 +206,9 @@ func latestUsage(ctx context.Context, db *storage.DB, exp string, workers []stor
 
 func (r *trialRecord) json() showJSON {
 	out := showJSON{Experiment: r.exp.Name, Metric: r.exp.Metric, Mode: r.exp.Mode, trialJSON: toTrialJSON(r.trial),
-		Reports: []reportJSON{}, Events: []eventJSON{}, Workers: []workerJSON{}, Checkpoints: []checkpointJSON{}}
+		Reports: []reportJSON{}, Events: eventsJSON(r.events), Workers: []workerJSON{}, Checkpoints: []checkpointJSON{}}
 	for _, x := range r.reports {
 		out.Reports = append(out.Reports, reportJSON{x.Iteration, x.Time, storage.Numbers(x.Metrics)})
-	}
-	for _, e := range r.events {
-		out.Events = append(out.Events, eventJSON{e.Time, e.Kind, e.Message, e.Data})
 	}
 	for _, w := range r.workers {
 		out.Workers = append(out.Workers, workerJSON{w.Attempt, w.Rank, w.Node, w.PID, w.Status, w.StepRate, w.LogPath, w.UpdatedAt, r.usage[w.ID]})
@@ -256,12 +253,7 @@ func (r *trialRecord) print(w io.Writer) {
 			fmt.Fprintln(tw)
 		}
 	})
-	section(w, "events", len(r.events), func(tw io.Writer) {
-		fmt.Fprintln(tw, "TIME\tKIND\tMESSAGE\tDATA")
-		for _, e := range r.events {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", formatTime(e.Time), e.Kind, e.Message, orDash(len(e.Data) > 0, eventData(e.Data)))
-		}
-	})
+	printEvents(w, r.events)
 	section(w, "workers", len(r.workers), func(tw io.Writer) {
 		fmt.Fprintln(tw, "ATTEMPT\tRANK\tNODE\tPID\tSTATUS\tSTEPS/S\tCPU\tRSS\tGPU\tLOG")
 		for _, x := range r.workers {
@@ -284,6 +276,25 @@ func (r *trialRecord) print(w io.Writer) {
 		fmt.Fprintln(tw, "ITER\tKEPT\tPATH\tMETRICS")
 		for _, ck := range r.checkpoints {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ck.Iteration, orDash(ck.Kept(), "yes"), ck.Path, formatMetrics(ck.Metrics))
+		}
+	})
+}
+
+// eventsJSON is events in --json output, an empty array when none.
+func eventsJSON(events []storage.Event) []eventJSON {
+	out := []eventJSON{}
+	for _, e := range events {
+		out = append(out, eventJSON{e.Time, e.Kind, e.Message, e.Data})
+	}
+	return out
+}
+
+// printEvents prints events as the section "events" of show's output.
+func printEvents(w io.Writer, events []storage.Event) {
+	section(w, "events", len(events), func(tw io.Writer) {
+		fmt.Fprintln(tw, "TIME\tKIND\tMESSAGE\tDATA")
+		for _, e := range events {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", formatTime(e.Time), e.Kind, e.Message, orDash(len(e.Data) > 0, eventData(e.Data)))
 		}
 	})
 }

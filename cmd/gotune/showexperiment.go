@@ -88,13 +88,9 @@ func loadExperiment(c *cli.Context, db *storage.DB, name string) (*experimentRec
 
 func (r *experimentRecord) json() experimentShowJSON {
 	e := r.exp
-	out := experimentShowJSON{experimentJSON: experimentJSON{e.Name, e.Status, e.Metric, e.Mode, e.CreatedAt, e.Trials, storage.NumberPtr(e.Best)},
-		ByStatus: r.byStatus, Events: []eventJSON{}}
+	out := experimentShowJSON{experimentJSON: toExperimentJSON(e), ByStatus: r.byStatus, Events: eventsJSON(r.events)}
 	if r.best != nil {
 		out.BestTrial = &r.best.Number
-	}
-	for _, ev := range r.events {
-		out.Events = append(out.Events, eventJSON{ev.Time, ev.Kind, ev.Message, ev.Data})
 	}
 	return out
 }
@@ -120,11 +116,6 @@ func (r *experimentRecord) print(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "best        none: no trial has reported %s\n", e.Metric)
 	}
-	section(w, "events", len(r.events), func(tw io.Writer) {
-		fmt.Fprintln(tw, "TIME\tKIND\tMESSAGE\tDATA")
-		for _, ev := range r.events {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", formatTime(ev.Time), ev.Kind, ev.Message, orDash(len(ev.Data) > 0, eventData(ev.Data)))
-		}
-	})
+	printEvents(w, r.events)
 	fmt.Fprintf(w, "\ngotune trials %s lists the trials; gotune show %s TRIAL shows one\n", shellQuote(e.Name), shellQuote(e.Name))
 }
