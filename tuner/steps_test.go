@@ -55,11 +55,7 @@ func TestSnapshotScriptKilledMidEpochRecordsEveryEpochOnce(t *testing.T) {
 			if tr := res.Trials[0]; tr.Status != storage.TrialTerminated {
 				t.Fatalf("trial 1 ended %s: %s", tr.Status, tr.Error)
 			}
-			db, err := storage.OpenReadOnly(cfg.Storage)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db := openResults(t, cfg)
 			reps, err := db.Reports(context.Background(), cfg.Name, 1)
 			if err != nil {
 				t.Fatal(err)

@@ -393,12 +393,7 @@ func TestReportsWithoutTheSchedulersTimeAreTold(t *testing.T) {
 			case tc.want != "" && (len(told) != 1 || !strings.Contains(told[0], tc.want)):
 				t.Errorf("told %q, want once %q", told, tc.want)
 			}
-			db, err := storage.OpenReadOnly(cfg.Storage)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			events, err := db.Events(context.Background(), cfg.Name, 0)
+			events, err := openResults(t, cfg).Events(context.Background(), cfg.Name, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
