@@ -45,9 +45,10 @@ func (s fixedSource) Uint64() uint64 { return uint64(s) }
 
 // A trial that draws the neighbour move gets an untried neighbour of
 // the best trial, or of the next good trial once the best one's were all
-// tried, or then of a running trial next to a good one; one that does
-// not, BOHB, and good trials whose neighbours were all tried keep the
-// draw.
+// tried, or then of a running trial next to a good one, or then of one
+// of the best trials far from the best one; one that does not, BOHB,
+// and a history whose good and far trials' neighbours were all tried
+// keep the draw.
 func TestTPESuggestNeighbour(t *testing.T) {
 	space := mustSpace(t,
 		searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 31}},
@@ -83,10 +84,23 @@ func TestTPESuggestNeighbour(t *testing.T) {
 	isUntriedNeighbour := func(s *TPE, got, of map[string]any) bool {
 		return slices.ContainsFunc(untried(s, of), func(n map[string]any) bool { return reflect.DeepEqual(n, got) })
 	}
-	tryAllNeighbours := func(s *TPE, cfg map[string]any) {
-		for _, n := range untried(s, cfg) {
-			s.suggested.add(n)
+	tryAllNeighbours := func(s *TPE, cfgs ...map[string]any) {
+		for _, cfg := range cfgs {
+			for _, n := range untried(s, cfg) {
+				s.suggested.add(n)
+			}
 		}
+	}
+	// farTrials returns the first n of the trials after the best in
+	// ranked that differ from it in both parameters (see farFrom).
+	farTrials := func(ranked []map[string]any, n int) []map[string]any {
+		var out []map[string]any
+		for _, cfg := range ranked[1:] {
+			if len(out) < n && cfg["a"] != ranked[0]["a"] && cfg["b"] != ranked[0]["b"] {
+				out = append(out, cfg)
+			}
+		}
+		return out
 	}
 	// draw fits TPE and returns its own draw for the next trial and
 	// what suggestNeighbour makes of it with r.
@@ -108,8 +122,16 @@ func TestTPESuggestNeighbour(t *testing.T) {
 		t.Errorf("without the move drawn: %v, want TPE's own draw %v", got, drawn)
 	}
 	tryAllNeighbours(s, ranked[0])
+	far := farTrials(ranked, 1)
+	if len(far) == 0 || len(untried(s, far[0])) == 0 {
+		t.Fatalf("no trial far from the best %v with an untried neighbour to test with", ranked[0])
+	}
+	if _, got := draw(s, move); !isUntriedNeighbour(s, got, far[0]) {
+		t.Errorf("every neighbour of the only good trial tried: %v, want an untried neighbour of the best trial far from it %v", got, far[0])
+	}
+	tryAllNeighbours(s, far...)
 	if drawn, got := draw(s, move); !reflect.DeepEqual(drawn, got) {
-		t.Errorf("every neighbour of the only good trial tried: %v, want TPE's own draw %v", got, drawn)
+		t.Errorf("every neighbour of the good trial and of the far one tried: %v, want TPE's own draw %v", got, drawn)
 	}
 	bohb, _ := history(TPEStartupTrials, tpeWidenDraws(bohbBandwidthFactor))
 	if drawn, got := draw(bohb, move); !reflect.DeepEqual(drawn, got) {
@@ -130,8 +152,13 @@ func TestTPESuggestNeighbour(t *testing.T) {
 		t.Errorf("the best trial's neighbours tried: %v, want an untried neighbour of the second best %v", got, ranked[1])
 	}
 	tryAllNeighbours(s, ranked[1])
+	far = farTrials(ranked, 2)
+	if _, got := draw(s, move); !slices.ContainsFunc(far, func(f map[string]any) bool { return isUntriedNeighbour(s, got, f) }) {
+		t.Errorf("every neighbour of both good trials tried: %v, want an untried neighbour of one of the best two trials far from the best %v", got, far)
+	}
+	tryAllNeighbours(s, far...)
 	if drawn, got := draw(s, move); !reflect.DeepEqual(drawn, got) {
-		t.Errorf("every neighbour of both good trials tried: %v, want TPE's own draw %v", got, drawn)
+		t.Errorf("every neighbour of both good trials and of the best two far ones tried: %v, want TPE's own draw %v", got, drawn)
 	}
 
 	// Once every good trial's neighbours were tried, a running trial next
@@ -151,22 +178,22 @@ func TestTPESuggestNeighbour(t *testing.T) {
 		t.Errorf("both good trials' neighbours tried: %v, want an untried neighbour of the running trial %v next to the second best", got, running)
 	}
 	s, ranked = history(2 * TPEStartupTrials)
-	var far map[string]any
+	var apart map[string]any
 	for a := range int64(31) {
 		for _, b := range []any{"x", "y", "z"} {
 			cfg := map[string]any{"a": a, "b": b}
-			if far == nil && !s.suggested.has(cfg) && !isUntriedNeighbour(s, cfg, ranked[0]) && !isUntriedNeighbour(s, cfg, ranked[1]) {
-				far = cfg
+			if apart == nil && !s.suggested.has(cfg) && !isUntriedNeighbour(s, cfg, ranked[0]) && !isUntriedNeighbour(s, cfg, ranked[1]) {
+				apart = cfg
 			}
 		}
 	}
-	if err := s.Replay(len(s.h.trial)+1, far); err != nil {
+	if err := s.Replay(len(s.h.trial)+1, apart); err != nil {
 		t.Fatal(err)
 	}
-	tryAllNeighbours(s, ranked[0])
-	tryAllNeighbours(s, ranked[1])
+	tryAllNeighbours(s, ranked[0], ranked[1])
+	tryAllNeighbours(s, farTrials(ranked, 2)...)
 	if drawn, got := draw(s, move); !reflect.DeepEqual(drawn, got) {
-		t.Errorf("both good trials' neighbours tried, %v running: %v, want TPE's own draw %v", far, got, drawn)
+		t.Errorf("the good and far trials' neighbours tried, %v running: %v, want TPE's own draw %v", apart, got, drawn)
 	}
 
 	// While trials run, at most half as many as have finished, every
@@ -187,6 +214,66 @@ func TestTPESuggestNeighbour(t *testing.T) {
 	suggest(TPEStartupTrials/2 - len(s.pending) + 1)
 	if drawn, got := draw(s, stay); !reflect.DeepEqual(drawn, got) {
 		t.Errorf("%d running of %d finished: %v, want TPE's own draw %v", len(s.pending), len(s.h.trial), got, drawn)
+	}
+}
+
+// Of the good trials, those far from the best one (different in more
+// than three quarters of the parameters) are searched around before
+// those near it: a local search in another basin comes before a second
+// one in the best trial's.
+func TestTPESearchesFarGoodTrialsFirst(t *testing.T) {
+	space := mustSpace(t,
+		searchspace.Param{Name: "a", Domain: searchspace.RandInt{Low: 0, High: 31}},
+		searchspace.Param{Name: "b", Domain: searchspace.Choice{Values: []any{"x", "y", "z"}}},
+	)
+	s := mustTPE(t, space, 5)
+	// 30 finished trials make 3 good ones: the best, one a step from it
+	// (same b) and one far from it (a and b both differ).
+	best := map[string]any{"a": int64(15), "b": "y"}
+	near := map[string]any{"a": int64(16), "b": "y"}
+	far := map[string]any{"a": int64(3), "b": "z"}
+	history := []map[string]any{best, near, far}
+	// The worse 27, none a neighbour of the three.
+	for _, b := range []string{"x", "z"} {
+		for a := int64(20); a <= 30; a++ {
+			history = append(history, map[string]any{"a": a, "b": b})
+		}
+	}
+	for a := int64(7); a <= 11; a++ {
+		history = append(history, map[string]any{"a": a, "b": "x"})
+	}
+	for i, cfg := range history {
+		trial := i + 1
+		if err := s.Replay(trial, cfg); err != nil {
+			t.Fatal(err)
+		}
+		obs := Observation{Step: 1, Score: float64(i)}
+		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &obs})
+	}
+	if n := tpeGamma(len(s.h.trial)); n != 3 {
+		t.Fatalf("%d good trials, want 3", n)
+	}
+	neighbourOf := func(got, of map[string]any) bool {
+		da := got["a"].(int64) - of["a"].(int64)
+		return da == 0 && got["b"] != of["b"] || (da == 1 || da == -1) && got["b"] == of["b"]
+	}
+	move := rand.New(fixedSource(0))
+	next := func() map[string]any {
+		cfg, xs := map[string]any{}, make([]float64, 2)
+		s.suggestJoint(rand.New(fixedSource(7)), cfg, xs)
+		s.suggestNeighbour(move, cfg, xs)
+		s.suggested.add(cfg)
+		return cfg
+	}
+	// best has 4 neighbours (a 14 and 16, b x and z); near, one of them,
+	// is tried.
+	for range 3 {
+		if got := next(); !neighbourOf(got, best) {
+			t.Fatalf("%v, want a neighbour of the best trial %v first", got, best)
+		}
+	}
+	if got := next(); !neighbourOf(got, far) {
+		t.Errorf("the best trial's neighbours tried: %v, want a neighbour of the good trial far from it %v before one of %v near it", got, far, near)
 	}
 }
 
