@@ -161,21 +161,25 @@ func TestTPESuggestNeighbour(t *testing.T) {
 		t.Errorf("every neighbour of both good trials and of the best two far ones tried: %v, want TPE's own draw %v", got, drawn)
 	}
 
-	// Once every good trial's neighbours were tried, a running trial next
-	// to one of them is searched around in turn; one next to no good trial
-	// is not.
+	// Once every good and far trial's neighbours were tried, a running
+	// trial next to a good one is searched around in turn; one next to no
+	// good trial is not.
 	s, ranked = history(2 * TPEStartupTrials)
 	running := untried(s, ranked[1])[0]
 	if err := s.Replay(len(s.h.trial)+1, running); err != nil {
 		t.Fatal(err)
 	}
-	tryAllNeighbours(s, ranked[0])
-	tryAllNeighbours(s, ranked[1])
+	tryAllNeighbours(s, ranked[0], ranked[1])
 	if len(untried(s, running)) == 0 {
 		t.Fatalf("the running trial %v has no untried neighbour to test with", running)
 	}
+	far = farTrials(ranked, 2)
+	if _, got := draw(s, move); !slices.ContainsFunc(far, func(f map[string]any) bool { return isUntriedNeighbour(s, got, f) }) {
+		t.Errorf("both good trials' neighbours tried, %v running: %v, want an untried neighbour of one of the best two trials far from the best %v first", running, got, far)
+	}
+	tryAllNeighbours(s, far...)
 	if _, got := draw(s, move); !isUntriedNeighbour(s, got, running) {
-		t.Errorf("both good trials' neighbours tried: %v, want an untried neighbour of the running trial %v next to the second best", got, running)
+		t.Errorf("the good and far trials' neighbours tried: %v, want an untried neighbour of the running trial %v next to the second best", got, running)
 	}
 	s, ranked = history(2 * TPEStartupTrials)
 	var apart map[string]any

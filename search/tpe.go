@@ -45,9 +45,9 @@ const tpeCandidates = 24
 //     the suggestions (all while trials run, once the model has enough
 //     results) are a good trial's most promising untried neighbour (the
 //     best trial's while it has one, then those of the good trials far
-//     from it, then the rest; once the good trials' are all tried, a
-//     running neighbour's, then those of the best trials far from the
-//     best) instead of the best draw (see suggestNeighbour).
+//     from it, then the rest; once the good trials' are all tried, those
+//     of the best trials far from the best, then a running neighbour's)
+//     instead of the best draw (see suggestNeighbour).
 //   - Kernel widths follow Optuna's univariate heuristic with
 //     consider_endpoints (each parameter's gap to the neighbouring
 //     values, the domain's bounds included), and a kernel's density has
@@ -430,21 +430,21 @@ func (t *TPE) neighbourShare() float64 {
 // with a neighbour of a good trial, in a finite space without repeats,
 // with one objective and no conditional parameters (BOHB, which draws
 // from widened kernels to explore, keeps its own suggestion): of the
-// good trials, best first, the first with a neighbour not suggested
-// before gives its neighbour with the largest log l − log g. A
+// good trials, best first but for those far from the best one, which
+// come right after it (see farFirst), the first with a neighbour not
+// suggested before gives its neighbour with the largest log l − log g. A
 // neighbour differs from its trial in one parameter: an integer or
 // quantised range's next value up or down, or another of a choice's
 // values; a log-scaled range, or one of more than maxNeighbourLevels
 // values, has none. When every good trial's neighbours were suggested,
-// the running trials that are a good trial's neighbours (the best
-// trial's first, then in trial order) give theirs in turn: a step further
-// in a direction the search is already taking, before its results are
-// in. When theirs were too, the good trials are local optima of what was
-// tried, and the best trials far from the best one (see farFrom), as
-// many as there are good trials, give theirs: local searches in other
-// basins. When theirs were too, the suggestion stays: TPE's own draw
-// goes on from there. Of the good trials, those far from the best one
-// come right after it (see farFirst).
+// the good trials are local optima of what was tried, and the best
+// trials far from the best one (see farFrom), as many as there are good
+// trials, give theirs: local searches in other basins. When theirs were
+// too, the running trials that are a good trial's neighbours (the best
+// trial's first, then in trial order) give theirs in turn: a step
+// further in a direction the search is already taking, before its
+// results are in. When theirs were too, the suggestion stays: TPE's own
+// draw goes on from there.
 //
 // TPE's draws from l land near good trials, but on a grid of a few
 // levels the nearest untried configuration is often a step in one
@@ -468,17 +468,20 @@ func (t *TPE) neighbourShare() float64 {
 // good trial's neighbours, gained with 32 synchronous after 100 trials
 // (112 to 133) and lost after 200 (288 to 256).
 //
-// Going on from the best trials far from the best, once every other
-// neighbour was tried, and searching around the good trials far from
-// the best before those near it, took the runs at the optimum after 200
-// trials from 296 to 305 one at a time, 294 to 318 with 8 synchronous,
-// 314 to 315 with 8 asynchronous, 288 to 306 with 32 synchronous and 255
-// to 263 with 32 asynchronous (seeds 0–59; on seeds 60–119, 300 to 313,
-// 283 to 307, 298 to 302, 266 to 282 and 259 to 262), most on Rosenbrock,
-// whose valley holds the search; against the same setting without it a
-// run with it ends lower in 50.1–52.9% of pairs after 200 trials and
-// 49.5–51.1% after 100. The far trials alone, the good ones in their
-// old order, gained less with 32 synchronous (296 and 272 after 200).
+// Going on from the best trials far from the best once the good ones'
+// neighbours were tried, before the running trials', and searching
+// around the good trials far from the best before those near it, took
+// the runs at the optimum after 200 trials from 296 to 305 one at a
+// time, 294 to 317 with 8 synchronous, 314 to 323 with 8 asynchronous,
+// 288 to 312 with 32 synchronous and 255 to 267 with 32 asynchronous
+// (seeds 0–59; on seeds 60–119, 300 to 313, 283 to 314, 298 to 303, 266
+// to 291 and 259 to 264), most on Rosenbrock, whose valley holds a local
+// search; against the same setting without it, a run with it ends lower
+// in 50.5–53.7% of pairs after 200 trials and 49.2–51.7% after 100.
+// The far trials after the running ones' neighbours instead gained less
+// with trials at once (306, 315 and 263 after 200 with 32 synchronous, 8
+// and 32 asynchronous, seeds 0–59), and with the good ones in their old
+// order, less with 32 synchronous (296).
 func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 	if t.suggested == nil || len(t.objs) > 1 || t.conditional || t.l.widen > 1 || len(t.h.best) == 0 || r.Float64() >= t.neighbourShare() {
 		return
@@ -490,6 +493,21 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 			return
 		}
 	}
+	// Every good trial is a local optimum of what was tried: the best
+	// trials of other basins are searched around next.
+	best := t.h.point(t.h.best[0], make([]float64, len(t.params)))
+	far := 0
+	for _, id := range t.h.best[1:] {
+		if far == len(good) {
+			break
+		}
+		if t.farFrom(best, t.h.point(id, at)) {
+			far++
+			if t.untriedNeighbour(at, cfg, xs) {
+				return
+			}
+		}
+	}
 	running := t.runningTrials()
 	for _, id := range good {
 		t.h.point(id, at)
@@ -497,21 +515,6 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 			if x := t.pending[trial]; t.isNeighbour(x, at) && t.untriedNeighbour(x, cfg, xs) {
 				return
 			}
-		}
-	}
-	// Every good trial is a local optimum of what was tried: the best
-	// trials of other basins are searched around next.
-	best := t.h.point(t.h.best[0], make([]float64, len(t.params)))
-	far := 0
-	for _, id := range t.h.best[1:] {
-		if !t.farFrom(best, t.h.point(id, at)) {
-			continue
-		}
-		if far++; far > len(good) {
-			return
-		}
-		if t.untriedNeighbour(at, cfg, xs) {
-			return
 		}
 	}
 }
