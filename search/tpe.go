@@ -478,10 +478,9 @@ func (t *TPE) neighbourShare() float64 {
 // to 291 and 259 to 264), most on Rosenbrock, whose valley holds a local
 // search; against the same setting without it, a run with it ends lower
 // in 50.5–53.7% of pairs after 200 trials and 49.2–51.7% after 100.
-// The far trials after the running ones' neighbours instead gained less
-// with trials at once (306, 315 and 263 after 200 with 32 synchronous, 8
-// and 32 asynchronous, seeds 0–59), and with the good ones in their old
-// order, less with 32 synchronous (296).
+// With the far trials after the running ones' neighbours instead, the
+// runs with trials at once gained less (306, 315 and 263 after 200
+// trials with 32 synchronous, 8 and 32 asynchronous, seeds 0–59).
 func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 	if t.suggested == nil || len(t.objs) > 1 || t.conditional || t.l.widen > 1 || len(t.h.best) == 0 || r.Float64() >= t.neighbourShare() {
 		return
@@ -501,7 +500,7 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 		if far == len(good) {
 			break
 		}
-		if t.farFrom(best, t.h.point(id, at)) {
+		if farFrom(best, t.h.point(id, at)) {
 			far++
 			if t.untriedNeighbour(at, cfg, xs) {
 				return
@@ -529,7 +528,7 @@ func (t *TPE) farFirst(good []int32) []int32 {
 	order[0] = good[0]
 	var near []int32
 	for _, id := range good[1:] {
-		if t.farFrom(best, t.h.point(id, at)) {
+		if farFrom(best, t.h.point(id, at)) {
 			order = append(order, id)
 		} else {
 			near = append(near, id)
@@ -541,7 +540,7 @@ func (t *TPE) farFirst(good []int32) []int32 {
 // farFrom reports whether the model-space point x differs from best in
 // more than three quarters of the parameters: a point of another basin
 // than best's rather than a step or two from it.
-func (t *TPE) farFrom(best, x []float64) bool {
+func farFrom(best, x []float64) bool {
 	differ := 0
 	for i := range best {
 		if x[i] != best[i] {
