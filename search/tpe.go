@@ -493,10 +493,11 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 		}
 	}
 	// Every good trial is a local optimum of what was tried: the best
-	// trials of other basins are searched around next.
+	// trials of other basins are searched around next, of the tpeWindow
+	// best, so that the cost stays flat however long the history.
 	best := t.h.point(t.h.best[0], make([]float64, len(t.params)))
 	far := 0
-	for _, id := range t.h.best[1:] {
+	for _, id := range t.h.best[1:min(len(t.h.best), tpeWindow)] {
 		if far == len(good) {
 			break
 		}
