@@ -485,7 +485,8 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 	if t.suggested == nil || len(t.objs) > 1 || t.conditional || t.l.widen > 1 || len(t.h.best) == 0 || r.Float64() >= t.neighbourShare() {
 		return
 	}
-	good := t.farFirst(t.h.best[:tpeGamma(len(t.h.trial))])
+	best := t.h.point(t.h.best[0], make([]float64, len(t.params)))
+	good := t.farFirst(t.h.best[:tpeGamma(len(t.h.trial))], best)
 	at := make([]float64, len(t.params))
 	for _, id := range good {
 		if t.untriedNeighbour(t.h.point(id, at), cfg, xs) {
@@ -495,7 +496,6 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 	// Every good trial is a local optimum of what was tried: the best
 	// trials of other basins are searched around next, of the tpeWindow
 	// best, so that the cost stays flat however long the history.
-	best := t.h.point(t.h.best[0], make([]float64, len(t.params)))
 	far := 0
 	for _, id := range t.h.best[1:min(len(t.h.best), tpeWindow)] {
 		if far == len(good) {
@@ -520,10 +520,10 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 }
 
 // farFirst returns the good trials, best first, in the order
-// suggestNeighbour searches around them: the best one, then those far
-// from it (see farFrom), then the rest, each group best first.
-func (t *TPE) farFirst(good []int32) []int32 {
-	best := t.h.point(good[0], make([]float64, len(t.params)))
+// suggestNeighbour searches around them: the best one (whose model-space
+// point is best), then those far from it (see farFrom), then the rest,
+// each group best first.
+func (t *TPE) farFirst(good []int32, best []float64) []int32 {
 	at := make([]float64, len(t.params))
 	order := make([]int32, 1, len(good))
 	order[0] = good[0]

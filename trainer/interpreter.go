@@ -58,8 +58,11 @@ func interpreterHint(lines []string, program string) string {
 	seen := map[string]bool{interpreterID(ran): true}
 	for _, dir := range append(filepath.SplitList(os.Getenv("PATH")), interpreterDirs...) {
 		other := filepath.Join(dir, filepath.Base(program))
+		if !filepath.IsAbs(other) {
+			continue
+		}
 		id := interpreterID(other)
-		if !filepath.IsAbs(other) || seen[id] || !isExecutable(other) {
+		if seen[id] || !isExecutable(other) {
 			continue
 		}
 		seen[id] = true
