@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/gotune/gotune/schedulers"
 	"github.com/gotune/gotune/search"
@@ -113,6 +115,9 @@ type trialRun struct {
 	// objective alone (see tellUntimed).
 	timed   bool
 	untimed int
+	// stepLike names a metric of this run's reports that looks like a
+	// step (see stepLikeName), for tellUntimed to offer; "" for none.
+	stepLike string
 }
 
 func newLoop(t *Tuner, exp *storage.Experiment) *loop {
@@ -360,6 +365,9 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	t := l.t
 	tr.iterations = r.Iteration
 	tr.lastStep = t.stepOf(r.Metrics, tr.lastStep)
+	if !tr.timed && tr.stepLike == "" {
+		tr.stepLike = stepLikeName(r.Metrics, t.cfg.Scheduler.TimeAttr)
+	}
 	t.observer.OnReport(tr.number, r)
 	value, score, ok := t.score(r.Metrics)
 	if !ok {
@@ -426,8 +434,13 @@ func (l *loop) tellUntimed(ctx context.Context, tr *trialRun) {
 	}
 	l.toldUntimed = true
 	how := fmt.Sprintf("report %s with it, or leave scheduler.time_attr out to count reports", sc.TimeAttr)
-	if t.cfg.Trainer.Metrics.Collects() {
+	switch collects := t.cfg.Trainer.Metrics.Collects(); {
+	case collects && tr.stepLike != "":
+		how = fmt.Sprintf("its reports carry %s: step = %q in [trainer.metrics] takes the step from it", tr.stepLike, tr.stepLike)
+	case collects:
 		how = fmt.Sprintf("[trainer.metrics] takes the step from a pattern's group named %s (or the file's field, or the name that step = names)", sc.TimeAttr)
+	case tr.stepLike != "":
+		how = fmt.Sprintf("its reports carry %s: scheduler.time_attr = %q counts progress by it; or report %s, or leave scheduler.time_attr out to count reports", tr.stepLike, tr.stepLike, sc.TimeAttr)
 	}
 	times := fmt.Sprintf("%d times", tr.untimed)
 	if tr.untimed == 1 {
@@ -436,6 +449,28 @@ func (l *loop) tellUntimed(ctx context.Context, tr *trialRun) {
 	msg := fmt.Sprintf("trial %d reported %s %s without %s, the scheduler's time (scheduler.time_attr): the %s scheduler judges no such report, so it stops no trial early on them: %s",
 		tr.number, t.cfg.Objective.Metric, times, sc.TimeAttr, sc.Kind, how)
 	l.record(t.announce(ctx, l.exp.ID, EventTimeAttrMissing, msg, nil))
+}
+
+// stepLikeNames are the metric names, in lower case, that scripts commonly
+// give their step or epoch under.
+var stepLikeNames = []string{"epoch", "step", "global_step", "iter", "iteration"}
+
+// stepLikeName returns the name of a metric in metrics, other than
+// timeAttr, that looks like a step: one of stepLikeNames in any case
+// ("Epoch" in "Train Epoch: 1"), with a whole, non-negative value. It
+// returns "" when none does, or several do.
+func stepLikeName(metrics map[string]float64, timeAttr string) string {
+	found := ""
+	for name, v := range metrics {
+		if name == timeAttr || !slices.Contains(stepLikeNames, strings.ToLower(name)) || v < 0 || v != math.Trunc(v) {
+			continue
+		}
+		if found != "" {
+			return ""
+		}
+		found = name
+	}
+	return found
 }
 
 // onGroupEvent records a restart or a resize of a trial's group.

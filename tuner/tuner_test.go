@@ -363,6 +363,10 @@ func TestReportsWithoutTheSchedulersTimeAreTold(t *testing.T) {
 			"trial 1 reported loss 3 times without step, the scheduler's time (scheduler.time_attr): the asha scheduler judges no such report, so it stops no trial early on them: [trainer.metrics] takes the step from a pattern's group named step"},
 		{"a trial that ends first", `echo "loss: 0.5"`, trainer.MetricsConfig{Output: true}, asha,
 			"trial 1 reported loss once without step"},
+		{"collected lines whose step has another name", `for e in 1 2 3; do echo "Train Epoch: $e Loss: 0.$e"; echo "Test set: Average loss: 0.$e"; done`, trainer.MetricsConfig{Output: true}, asha,
+			`trial 1 reported loss 3 times without step, the scheduler's time (scheduler.time_attr): the asha scheduler judges no such report, so it stops no trial early on them: its reports carry Epoch: step = "Epoch" in [trainer.metrics] takes the step from it`},
+		{"report lines whose time has another name", `for i in 1 2 3; do echo "@gotune {\"loss\": 0.$i, \"iter\": $i}"; done`, trainer.MetricsConfig{}, schedulers.Config{Kind: "asha", MaxT: 10, GracePeriod: 1, TimeAttr: "epoch"},
+			`without epoch, the scheduler's time (scheduler.time_attr): the asha scheduler judges no such report, so it stops no trial early on them: its reports carry iter: scheduler.time_attr = "iter" counts progress by it; or report epoch, or leave scheduler.time_attr out to count reports`},
 		{"report lines without the time attribute", `for v in 0.5 0.4 0.3; do echo "@gotune {\"loss\": $v}"; done`, trainer.MetricsConfig{}, schedulers.Config{Kind: "asha", MaxT: 10, GracePeriod: 1, TimeAttr: "epoch"},
 			"without epoch, the scheduler's time (scheduler.time_attr): the asha scheduler judges no such report, so it stops no trial early on them: report epoch with it, or leave scheduler.time_attr out to count reports"},
 		{"collected lines with a step", `for s in 1 2 3 4; do echo "step=$s loss: 0.$s"; done`, trainer.MetricsConfig{Output: true}, asha, ""},
@@ -550,6 +554,27 @@ func TestTrialsRunningWhenTheObjectiveIsMissingEndStopped(t *testing.T) {
 	for _, e := range events {
 		if e.Kind == storage.EventInterrupt {
 			t.Errorf("trial 3 has an interrupt event (%q): nothing resumes a FAILED sweep's trial", e.Message)
+		}
+	}
+}
+
+func TestStepLikeName(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		metrics  map[string]float64
+		timeAttr string
+		want     string
+	}{
+		{"an epoch in any case", map[string]float64{"Epoch": 1, "Loss": 0.7}, "step", "Epoch"},
+		{"a global step", map[string]float64{"global_step": 300, "loss": 0.7}, "epoch", "global_step"},
+		{"the time attribute itself", map[string]float64{"epoch": 1, "loss": 0.7}, "epoch", ""},
+		{"a fraction", map[string]float64{"epoch": 1.5, "loss": 0.7}, "step", ""},
+		{"a negative value", map[string]float64{"iter": -1, "loss": 0.7}, "step", ""},
+		{"two candidates", map[string]float64{"epoch": 1, "iter": 300}, "step", ""},
+		{"none", map[string]float64{"loss": 0.7, "Accuracy": 245}, "step", ""},
+	} {
+		if got := stepLikeName(tc.metrics, tc.timeAttr); got != tc.want {
+			t.Errorf("%s: stepLikeName(%v, %q) = %q, want %q", tc.name, tc.metrics, tc.timeAttr, got, tc.want)
 		}
 	}
 }
