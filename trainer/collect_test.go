@@ -426,6 +426,9 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"    (1): BatchNorm2d(512, eps=1e-05, momentum=0.1, affine=True)", "step=<nil> "},
 		{"    (relu): LeakyReLU(negative_slope=0.2, inplace=True)", "step=<nil> "},
 		{"Result(loss=0.3, acc=0.9)", "step=<nil> acc=0.9 loss=0.3 "},
+		// A seed, as dcgan echoes it, is an argument.
+		{"Random Seed:  1", "step=<nil> "},
+		{"manual_seed=42 loss=0.5 seeds=3", "step=<nil> loss=0.5 seeds=3 "},
 		{"(epoch 2): loss=0.3", "step=<nil> loss=0.3 "},
 	}
 	for _, tc := range cases {

@@ -171,6 +171,13 @@ func UnreadMetrics(logDir, metric string) (line string, names []string) {
 // metric from them, their pairs being arguments.
 var reprLine = regexp.MustCompile(`^(?:Namespace\(|\([\w.]+\): [A-Za-z_][\w.]*\()`)
 
+// isSeed reports whether a pair's name is a random seed's ("Seed" in
+// dcgan's "Random Seed: 1", "manual_seed=42"): DefaultPattern reads no
+// metric from it, a seed being an argument a script echoes, not a result.
+func isSeed(name string) bool {
+	return strings.HasSuffix(strings.ToLower(name), "seed")
+}
+
 // pattern is a compiled output pattern.
 type pattern struct {
 	text string
@@ -230,7 +237,7 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 	}
 	put := func(name, text string) bool {
 		v, ok := parseNumber(text)
-		if !ok || name == "" {
+		if !ok || name == "" || pt.text == DefaultPattern && isSeed(name) {
 			return false
 		}
 		if name == stepKey {
