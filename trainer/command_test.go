@@ -199,6 +199,18 @@ func TestCommandFailures(t *testing.T) {
 			[]string{"exited with status 2", "cannot parse --lr"}},
 		{"exits midway", []string{os.Args[0], testCommandArg, "--steps=5", "--exit-at=3"}, 1,
 			[]string{"exited with status 4"}},
+		// Failures no restart can fix, as Python writes them.
+		{"a module it cannot import", pythonFailure(t, "Traceback (most recent call last):", `  File "train.py", line 2, in <module>`,
+			"ModuleNotFoundError: No module named 'matplotlib'", "closing the loader"), 0,
+			[]string{"ModuleNotFoundError", "not restarted: a ModuleNotFoundError fails every attempt alike"}},
+		{"torchrun's prefix", pythonFailure(t, "[rank0]: Traceback (most recent call last):", `[rank0]:   File "train.py", line 9, in <module>`,
+			"[rank0]: ImportError: cannot import name 'ddp' from 'torch.nn'"), 0,
+			[]string{"not restarted: an ImportError"}},
+		{"a script that does not compile", pythonFailure(t, `  File "train.py", line 3`, "    def f(:", "          ^", "SyntaxError: invalid syntax"), 0,
+			[]string{"SyntaxError: invalid syntax", "not restarted: a SyntaxError"}},
+		{"another exception", pythonFailure(t, "Traceback (most recent call last):", `  File "train.py", line 20, in <module>`,
+			"RuntimeError: DataLoader worker (pid 123) is killed by signal: Killed."), 1,
+			[]string{"RuntimeError: DataLoader worker"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,6 +232,16 @@ func TestCommandFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pythonFailure is a command that writes lines to stderr, as a failing
+// Python script does, and exits with status 1.
+func pythonFailure(t *testing.T, lines ...string) []string {
+	out := filepath.Join(t.TempDir(), "stderr.txt")
+	if err := os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"sh", "-c", `cat "$0" >&2; exit 1`, out}
 }
 
 func TestCommandStopLeavesNoProcess(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -251,11 +252,46 @@ func exitFailure(rank int, p *workers.Process, err error, spec Spec, launch work
 		b.WriteString(spec.missingFileHint(quoted, dir, launch.Args))
 		b.WriteString(interpreterHint(quoted, launch.Args[0]))
 	}
+	// The line that names the exception: the traceback's last, or the
+	// log's (Python prints a script's own SyntaxError without a heading).
+	var last string
+	if tb := p.Traceback(); tb != nil {
+		last = tb.Lines[len(tb.Lines)-1]
+	} else if len(tail) > 0 {
+		last = tail[len(tail)-1]
+	}
+	unfixable := unfixableException(last)
+	if unfixable != "" && spec.Failure.MaxFailures != 0 {
+		article := "a"
+		if strings.ContainsRune("AEIOU", rune(unfixable[0])) {
+			article = "an"
+		}
+		fmt.Fprintf(&b, "\n  not restarted: %s %s fails every attempt alike, since a restart runs the same code in the same environment", article, unfixable)
+	}
+	var failure error = errors.New(b.String())
 	var ee *workers.ExitError
 	if errors.As(err, &ee) {
-		return &workerExit{msg: b.String(), exit: ee}
+		failure = &workerExit{msg: b.String(), exit: ee}
 	}
-	return errors.New(b.String())
+	if unfixable != "" {
+		return Permanent(failure)
+	}
+	return failure
+}
+
+// unfixableExceptionLine matches a Python exception line that no restart
+// can fix (after torchrun's "[rank0]: ", if any): a module that cannot be
+// imported, or code that does not compile.
+var unfixableExceptionLine = regexp.MustCompile(`^(?:\[[^\]]*\]:\s*)?(ModuleNotFoundError|ImportError|SyntaxError|IndentationError|TabError)(?::|$)`)
+
+// unfixableException returns the class of the exception that line, the
+// last of a failed Python worker's traceback or log, names when no
+// restart can fix it, else "".
+func unfixableException(line string) string {
+	if m := unfixableExceptionLine.FindStringSubmatch(line); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // workerExit is a worker process's bad exit, with its status.
