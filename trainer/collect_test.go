@@ -89,6 +89,27 @@ func TestCollectedOutputMakesOneReportPerStep(t *testing.T) {
 	}
 }
 
+// xgboostPatterns read XGBoost's evaluation lines, as the
+// README gives them: the round in brackets is the step, and each
+// tab-separated name:value pair a metric.
+var xgboostPatterns = []string{`^\[(?P<step>\d+)\]`, `\t(?P<name>[\w-]+):(?P<value>[-+\d.eE]+)`}
+
+// TestXGBoostRoundsAreSteps: XGBoost's lines, read by the README's
+// patterns, make one report per round, its step the round's number.
+func TestXGBoostRoundsAreSteps(t *testing.T) {
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", `for i in 0 1 2; do printf '[%d]\ttrain-logloss:0.4%d\teval-logloss:0.5%d\n' $i $i $i; done`}
+	spec.Metrics = MetricsConfig{Patterns: xgboostPatterns}
+	sink := &collect{}
+	if _, err := Run(context.Background(), spec, sink); err != nil {
+		t.Fatal(err)
+	}
+	want := "0:train-logloss=0.4,eval-logloss=0.5, 1:train-logloss=0.41,eval-logloss=0.51, 2:train-logloss=0.42,eval-logloss=0.52, "
+	if got := stepSeries(sink.results, "step", "train-logloss", "eval-logloss"); got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestCollectedStepsAfterResume: a resumed run (Spec.LastStep) records
 // only the steps after the last recorded one, and a line without a step
 // (MNIST's test line) belongs to the step its source saw last.
