@@ -149,7 +149,11 @@ func list(args any, names string) ([]any, error) {
 		return nil, fmt.Errorf("want an array [%s], got %s", names, typeName(args))
 	}
 	if len(xs) != n {
-		return nil, fmt.Errorf("want an array [%s] of %d numbers, got %d elements", names, n, len(xs))
+		noun := "elements"
+		if len(xs) == 1 {
+			noun = "element"
+		}
+		return nil, fmt.Errorf("want an array [%s] of %d numbers, got %d %s", names, n, len(xs), noun)
 	}
 	return xs, nil
 }

@@ -75,7 +75,7 @@ func TestParseErrors(t *testing.T) {
 		{"mixed grid", map[string]any{"grid": []any{true, "a"}}, "grid values must all be numbers"},
 		{"choice of arrays", map[string]any{"choice": []any{[]any{1.0}}}, "choice values must be numbers, strings or booleans, got an array"},
 		{"choice not an array", map[string]any{"choice": "relu"}, "want an array of values, got a string"},
-		{"one bound", map[string]any{"uniform": []any{1.0}}, "2 numbers, got 1 elements"},
+		{"one bound", map[string]any{"uniform": []any{1.0}}, "want an array [low, high] of 2 numbers, got 1 element"},
 		{"string bounds", map[string]any{"uniform": []any{"a", "b"}}, "[low, high] must be numbers, got a string"},
 		{"unknown kind", map[string]any{"gaussian": []any{0.0, 1.0}}, "gaussian: unknown domain (want one of choice, grid, loguniform"},
 		{"two kinds", map[string]any{"uniform": []any{0.0, 1.0}, "choice": []any{1.0}}, "exactly one key"},
