@@ -242,9 +242,17 @@ func TestStepReportedBeforeTheNextBegins(t *testing.T) {
 		{"loss per batch", []string{"train_loss"},
 			"echo 'epoch 1 train 0.9'; sleep 0.3; echo 'epoch 1 train 0.8'; echo 'epoch 2 train 0.7'; sleep 1.5; echo 'epoch 2 train 0.6'; echo 'epoch 3 train 0.5'",
 			"1:train_loss=0.8, 2:train_loss=0.6, 3:train_loss=0.5, ", ""},
+		// The late metric is a report of its own at its step (see
+		// TestLateMetricsOfTheLastStep).
 		{"metric after its step", []string{"val_loss"},
 			"echo 'epoch 1 val 0.5'; wait 1; echo 'epoch 1 train 0.9'; echo 'epoch 2 val 0.4'; sleep 1.5; echo 'epoch 2 train 0.8'",
-			"1:val_loss=0.5, 2:val_loss=0.4,train_loss=0.8, ", "skipped 1 reports with epoch 1 to 1"},
+			"1:val_loss=0.5, 1:train_loss=0.9, 2:val_loss=0.4,train_loss=0.8, ", ""},
+		{"objective after its step", []string{"val_loss"},
+			"echo 'epoch 1 val 0.5'; wait 1; echo 'epoch 1 val 0.45'; echo 'epoch 2 val 0.4'",
+			"1:val_loss=0.5, 2:val_loss=0.4, ", "skipped 1 reports with epoch 1 to 1"},
+		{"metric after a later step", []string{"val_loss"},
+			"echo 'epoch 1 val 0.5'; wait 1; echo 'epoch 2 val 0.4'; wait 2; echo 'epoch 1 train 0.9'",
+			"1:val_loss=0.5, 2:val_loss=0.4, ", "skipped 1 reports with epoch 1 to 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -276,6 +284,51 @@ wait() { i=0; until [ -e "$d/got_$1" ]; do i=$((i+1)); [ $i -gt 400 ] && { : > "
 				t.Errorf("skipped reports told %q, want %q", skipped, tc.skipped)
 			}
 		})
+	}
+}
+
+// TestLateMetricsOfTheLastStep: metrics that come for the last step
+// recorded, after it was, and that it lacks (Hugging Face's Trainer
+// prints its run's summary seconds after the last epoch's evaluation) are
+// a report of their own at that step; the lines a restarted attempt
+// prints again, the late ones among them, are skipped. (A late metric
+// that the step holds already is skipped: see
+// TestStepReportedBeforeTheNextBegins.)
+func TestLateMetricsOfTheLastStep(t *testing.T) {
+	defer func(q time.Duration) { collectQuietMin = q }(collectQuietMin)
+	collectQuietMin = 500 * time.Millisecond
+	dir := t.TempDir()
+	spec := commandSpec(t, 1)
+	// wait N waits for the trial's Nth report.
+	spec.Command = []string{"sh", "-c", `
+d=$1
+wait() { i=0; until [ -e "$d/report_$1" ]; do i=$((i+1)); [ $i -gt 400 ] && { : > "$d/gave_up_$1"; return; }; sleep 0.05; done; }
+echo 'epoch 1 val 0.5'; wait 1; echo 'epoch 2 val 0.4'; wait 2
+echo 'summary train_runtime=12.5 epoch=2'; echo 'epoch 3 val 0.3'; wait 3
+if [ ! -e "$d/died" ]; then : > "$d/died"; kill -9 $$; fi
+echo 'epoch 4 val 0.2'`, "sh", dir}
+	spec.Metrics = MetricsConfig{Patterns: []string{`epoch (?P<epoch>\d+) val (?P<val_loss>\S+)`, `train_runtime=(?P<train_runtime>\S+) epoch=(?P<epoch>\d+)`}, Step: "epoch"}
+	spec.StepKey = "epoch"
+	spec.Objectives = []string{"val_loss"}
+	spec.Failure.MaxFailures = 1
+	sink := &collect{on: func(r Result) Action {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("report_%d", r.Iteration)), nil, 0o644)
+		return Continue
+	}}
+	sum, err := Run(context.Background(), spec, sink)
+	if err != nil || sum.Restarts != 1 {
+		t.Fatalf("Run: %+v, %v", sum, err)
+	}
+	want := "1:val_loss=0.5, 2:val_loss=0.4, 2:train_runtime=12.5, 3:val_loss=0.3, 4:val_loss=0.2, "
+	if got := stepSeries(sink.results, "epoch", "val_loss", "train_runtime"); got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+	if gaveUp, _ := filepath.Glob(filepath.Join(dir, "gave_up_*")); len(gaveUp) > 0 {
+		t.Errorf("the script waited in vain for reports %v", gaveUp)
+	}
+	skipped := sink.causes(EventReportsSkipped)
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "the restarted workers redid steps") {
+		t.Errorf("skipped reports told %q, want only the steps the restart redid", skipped)
 	}
 }
 
@@ -447,6 +500,9 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"    (1): BatchNorm2d(512, eps=1e-05, momentum=0.1, affine=True)", "step=<nil> "},
 		{"    (relu): LeakyReLU(negative_slope=0.2, inplace=True)", "step=<nil> "},
 		{"Result(loss=0.3, acc=0.9)", "step=<nil> acc=0.9 loss=0.3 "},
+		// A printed dict (Hugging Face's Trainer logs) or JSON object.
+		{"{'loss': 0.6931, 'grad_norm': 1.23, 'learning_rate': 4.5e-05, 'epoch': 0.5}", "step=<nil> epoch=0.5 grad_norm=1.23 learning_rate=4.5e-05 loss=0.6931 "},
+		{`{"step": 7, "val_loss": 0.25, "model": "resnet", "nested": {"acc": 0.9}}`, "step=7 acc=0.9 val_loss=0.25 "},
 		// A seed, as dcgan echoes it, is an argument.
 		{"Random Seed:  1", "step=<nil> "},
 		{"manual_seed=42 loss=0.5 seeds=3", "step=<nil> loss=0.5 seeds=3 "},
@@ -484,7 +540,7 @@ func TestNameAndValuePattern(t *testing.T) {
 // metrics whose values are the numbers written in the line, each with the
 // word of letters (or none) that comes before its name in the line.
 func FuzzPatternMatch(f *testing.F) {
-	for _, s := range []string{"epoch=3 loss=0.41", "loss: 0.5 test loss: 0.1", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", ""} {
+	for _, s := range []string{"epoch=3 loss=0.41", "{'loss': 0.69, 'epoch': 0.5}", `{"val_loss": 1e-3}`, "loss: 0.5 test loss: 0.1", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", ""} {
 		f.Add(s)
 	}
 	pt, err := compilePattern(DefaultPattern)

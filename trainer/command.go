@@ -215,6 +215,11 @@ type collator struct {
 	closed                bool
 	done                  chan struct{}
 	rank0                 *workers.Process
+	// lastCollected is the step of the last collected report this attempt
+	// delivered, nil before one, and collectedNames the metrics delivered
+	// at it (see amends). Only the delivering goroutine uses them.
+	lastCollected  *float64
+	collectedNames map[string]bool
 }
 
 // lineReport is one of rank 0's reports waiting to be delivered.
@@ -447,19 +452,46 @@ func (c *collator) deliverOne(rep *lineReport, shards []string, complete bool, r
 		removeAll(shards)
 		shards = nil
 	}
-	if rep.collected {
+	key := c.a.r.spec.StepKey
+	step, stepped := rep.metrics[key]
+	if rep.collected && stepped && c.a.r.lastStep != nil && c.a.r.lastStep.Key == key && step <= c.a.r.lastStep.Value && !c.amends(step, rep.metrics) {
 		// A collected step at or below the last recorded one is work
 		// redone (a metrics file read again, a script started over) or a
 		// line that came late (see attempt.skipOutOfOrder).
-		key := c.a.r.spec.StepKey
-		if step, ok := rep.metrics[key]; ok && c.a.r.lastStep != nil && c.a.r.lastStep.Key == key && step <= c.a.r.lastStep.Value {
-			c.a.skipOutOfOrder(key, step)
-			return
-		}
+		c.a.skipOutOfOrder(key, step)
+		return
 	}
 	if _, err := c.a.deliver(rep.metrics, shards); err != nil {
 		c.a.fail(err)
+		return
 	}
+	if rep.collected && stepped {
+		if c.lastCollected == nil || *c.lastCollected != step {
+			c.lastCollected, c.collectedNames = &step, map[string]bool{}
+		}
+		for name := range rep.metrics {
+			c.collectedNames[name] = true
+		}
+	}
+}
+
+// amends reports whether collected metrics at step add to the last step
+// this attempt delivered, as a report of their own at that step: they
+// came after it was recorded, and name none of its metrics (Hugging
+// Face's Trainer prints its run's summary, with the last epoch, seconds
+// after that epoch's evaluation). A late metric that the step holds
+// already, or one for an earlier step or a step a restarted attempt
+// redoes, is no addition.
+func (c *collator) amends(step float64, metrics map[string]float64) bool {
+	if c.lastCollected == nil || *c.lastCollected != step {
+		return false
+	}
+	for name := range metrics {
+		if name != c.a.r.spec.StepKey && c.collectedNames[name] {
+			return false
+		}
+	}
+	return true
 }
 
 // close delivers what is left once every worker is gone, and waits for it.

@@ -15,8 +15,8 @@ import (
 )
 
 // metricsSweeps are sweeps over the stand-ins in testdata/metrics, which
-// print the lines of nanoGPT's train.py and pytorch/examples' mnist/main.py
-// and write TensorBoard event files, with the [trainer.metrics] sections
+// print the lines of nanoGPT's train.py, pytorch/examples' mnist/main.py
+// and Hugging Face's Trainer and write TensorBoard event files, with the [trainer.metrics] sections
 // the README shows for them; SCRIPT is the stand-in's path. steps are the
 // steps an undisturbed trial records, in order.
 var metricsSweeps = []struct {
@@ -73,6 +73,27 @@ patterns = [
   'Test set: Average loss: (?P<test_loss>[\w.+-]+), Accuracy: (?P<correct>\d+)/\d+ \((?P<accuracy>\d+)%\)',
 ]
 `, []float64{1, 2, 3, 4, 5, 6}},
+	{"hf_trainer", "hf_trainer_like.py", "epoch", `
+[objective]
+metric = "eval_loss"
+mode = "min"
+
+[search.space]
+learning_rate = { loguniform = [1e-5, 1e-1] }
+
+[scheduler]
+kind = "asha"
+max_t = 4
+grace_period = 1
+reduction_factor = 2
+
+[trainer]
+command = ["python3", "SCRIPT", "--learning_rate={learning_rate}", "--num_train_epochs=4"]
+
+[trainer.metrics]
+output = true
+step = "epoch"
+`, []float64{0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4}},
 	{"tensorboard", "tb_like.py", "step", `
 [objective]
 metric = "loss/val"
