@@ -503,6 +503,10 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		// A printed dict (Hugging Face's Trainer logs) or JSON object.
 		{"{'loss': 0.6931, 'grad_norm': 1.23, 'learning_rate': 4.5e-05, 'epoch': 0.5}", "step=<nil> epoch=0.5 grad_norm=1.23 learning_rate=4.5e-05 loss=0.6931 "},
 		{`{"step": 7, "val_loss": 0.25, "model": "resnet", "nested": {"acc": 0.9}}`, "step=7 acc=0.9 val_loss=0.25 "},
+		// Thousands separators: not a metric's text, and not its first digits.
+		{"tokens per iteration will be: 16,384", "step=<nil> "},
+		{"samples: 1,234,567.5 loss: 0.5", "step=<nil> loss=0.5 "},
+		{`{"a":100,"b":200} c: 1,2`, "step=<nil> a=100 b=200 c=1 "},
 		// A seed, as dcgan echoes it, is an argument.
 		{"Random Seed:  1", "step=<nil> "},
 		{"manual_seed=42 loss=0.5 seeds=3", "step=<nil> loss=0.5 seeds=3 "},
