@@ -89,6 +89,8 @@ type collector struct {
 	gave     bool // a source gave a metric
 	finished bool
 	told     bool
+	// toldStepless: checkStepless has told of lines without a step.
+	toldStepless bool
 
 	stop       chan struct{}
 	done       sync.WaitGroup
@@ -215,6 +217,9 @@ func (c *collector) line(text string) {
 		}
 		c.matched[i]++
 		ambiguous = append(ambiguous, c.checkNames(obs, text)...)
+		if cause := c.checkStepless(outputSource, obs, text); cause != "" {
+			ambiguous = append(ambiguous, cause)
+		}
 		c.observe(outputSource, obs, true)
 	}
 	c.mu.Unlock()
@@ -249,12 +254,56 @@ func (c *collector) checkNames(obs observation, line string) []string {
 	return causes
 }
 
+// checkStepless returns, on a trial's first attempt and once in it, the
+// cause of the EventMetricsAmbiguous that obs, read from line without a
+// step, gives rise to: a metric that lines without a step give a second
+// time after the step they join had every objective. A script that
+// prints its loss while it trains and the epoch only on the epoch's own
+// last line looks so: those lines are the next epoch's, but count as the
+// one before (and keep it from being reported before the next ends).
+// Called with mu held.
+func (c *collector) checkStepless(source string, obs observation, line string) string {
+	objectives := c.a.r.spec.Objectives
+	if obs.step != nil || c.toldStepless || c.a.number != 1 || len(objectives) == 0 {
+		return ""
+	}
+	step, ok := c.current[source]
+	p := c.pending[step]
+	if !ok || p == nil || !p.holds(objectives) {
+		return ""
+	}
+	if p.afterWhole == nil {
+		p.afterWhole = map[string]int{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(obs.metrics)) {
+		if p.afterWhole[name]++; p.afterWhole[name] == 2 {
+			c.toldStepless = true
+			return fmt.Sprintf("lines that give no %[1]s, such as %[2]q, gave %[3]s again after %[1]s %[4]g had %[5]s: they count as %[1]s %[4]g's, which is reported only when the next %[1]s begins; if the script prints them during the next %[1]s (a loss while it trains, before the line that gives the %[1]s), give their pattern a group named %[1]s",
+				c.stepKey, line, name, step, strings.Join(objectives, ", "))
+		}
+	}
+	return ""
+}
+
 // pendingStep is what the sources gave of a step not yet emitted.
 type pendingStep struct {
 	metrics  map[string]float64
 	repeated bool          // an objective was given twice (a loss per batch)
 	added    time.Time     // when a live source last added to it
 	quiet    time.Duration // how long it waits for more when it holds the objectives (see ready)
+	// afterWhole counts, per metric, the lines without a step that gave it
+	// once the step had every objective (see checkStepless).
+	afterWhole map[string]int
+}
+
+// holds reports whether p has every one of objectives.
+func (p *pendingStep) holds(objectives []string) bool {
+	for _, name := range objectives {
+		if _, ok := p.metrics[name]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // observe adds what a source gave and emits the steps that are ready:
@@ -323,8 +372,7 @@ func (c *collector) observe(source string, obs observation, live bool) {
 // not been quiet long enough, wait says how long it has left.
 func (c *collector) ready(p *pendingStep, now time.Time) (ok bool, wait time.Duration) {
 	objectives := c.a.r.spec.Objectives
-	lacks := func(name string) bool { _, ok := p.metrics[name]; return !ok }
-	if !c.early || len(objectives) == 0 || slices.ContainsFunc(objectives, lacks) {
+	if !c.early || len(objectives) == 0 || !p.holds(objectives) {
 		return false, 0
 	}
 	wait = p.quiet - now.Sub(p.added)

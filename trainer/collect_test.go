@@ -287,6 +287,41 @@ wait() { i=0; until [ -e "$d/got_$1" ]; do i=$((i+1)); [ $i -gt 400 ] && { : > "
 	}
 }
 
+// TestSteplessLinesAfterTheObjectiveAreTold: lines without a step that
+// give a metric a second time after the step they join had its objective
+// (a loss printed while the next epoch trains, when the epoch comes only
+// on its last line) are told once; a line that gives the objective itself
+// (MNIST's test line), once after it, or before it (an epoch's heading
+// first) are not.
+func TestSteplessLinesAfterTheObjectiveAreTold(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		objective    string
+		want         string // what the one event says; "" for none
+	}{
+		{"the epoch on its last line", `for e in 1 2 3; do echo "loss: 0.9$e"; echo "loss: 0.8$e"; echo "step: $e val_loss: 0.5$e"; done`, "val_loss",
+			`lines that give no step, such as "loss: 0.82", gave loss again after step 1 had val_loss: they count as step 1's`},
+		{"MNIST's test line", `for e in 1 2 3; do echo "step: $e train_loss: 0.9$e"; echo "step: $e train_loss: 0.8$e"; echo "test_loss: 0.5$e"; done`, "test_loss", ""},
+		{"one line after the objective", `for e in 1 2 3; do echo "step: $e train_loss: 0.9$e"; echo "test_loss: 0.5$e"; done`, "train_loss", ""},
+		{"the epoch's heading first", `for e in 1 2 3; do echo "step: $e"; echo "loss: 0.9$e"; echo "loss: 0.8$e"; echo "val_loss: 0.5$e"; done`, "val_loss", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := commandSpec(t, 1)
+			spec.Command = []string{"sh", "-c", tc.script}
+			spec.Metrics = MetricsConfig{Output: true}
+			spec.Objectives = []string{tc.objective}
+			sink := runCollecting(t, spec)
+			told := sink.causes(EventMetricsAmbiguous)
+			switch {
+			case tc.want == "" && len(told) > 0:
+				t.Errorf("told %q, want nothing", told)
+			case tc.want != "" && (len(told) != 1 || !strings.Contains(told[0], tc.want)):
+				t.Errorf("told %q, want once %q", told, tc.want)
+			}
+		})
+	}
+}
+
 // TestLateMetricsOfTheLastStep: metrics that come for the last step
 // recorded, after it was, and that it lacks (Hugging Face's Trainer
 // prints its run's summary seconds after the last epoch's evaluation) are
