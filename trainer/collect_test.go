@@ -562,6 +562,24 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 	}
 }
 
+// TestColouredLinesAreRead: a line's terminal escape sequences (a script
+// that colours its output, a link) are not part of what patterns read.
+func TestColouredLinesAreRead(t *testing.T) {
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", `for s in 1 2; do printf '\033[1mstep\033[0m=%d \033[32mloss\033[0m: 0.%d \033]8;;http://x\033\\val_loss\033]8;;\033\\=0.4%d\n' $s $s $s; done`}
+	spec.Metrics = MetricsConfig{Output: true}
+	sink := runCollecting(t, spec)
+	want := "1:loss=0.1,val_loss=0.41, 2:loss=0.2,val_loss=0.42, "
+	if got := stepSeries(sink.results, "step", "loss", "val_loss"); got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+	for _, r := range sink.results {
+		if len(r.Metrics) != 3 {
+			t.Errorf("report %d: metrics %v, want step, loss and val_loss", r.Iteration, r.Metrics)
+		}
+	}
+}
+
 // A pattern of its own with groups name and value reads a metric per
 // match, named by the text of name, as Katib's metric filters do.
 func TestNameAndValuePattern(t *testing.T) {

@@ -150,7 +150,7 @@ func UnreadMetrics(logDir, metric string) (line string, names []string) {
 	sc := bufio.NewScanner(io.LimitReader(f, unreadScanBytes))
 	sc.Buffer(nil, unreadScanBytes)
 	for sc.Scan() {
-		text := strings.TrimSpace(sc.Text())
+		text := strings.TrimSpace(withoutEscapes(sc.Text()))
 		if strings.HasPrefix(text, "gotune: ") {
 			continue
 		}
@@ -174,6 +174,22 @@ func UnreadMetrics(logDir, metric string) (line string, names []string) {
 // pytorch/examples' dcgan does at its start: DefaultPattern reads no
 // metric from them, their pairs being arguments.
 var reprLine = regexp.MustCompile(`^(?:Namespace\(|\([\w.]+\): [A-Za-z_][\w.]*\()`)
+
+// terminalEscape matches a terminal's escape sequences: CSI (colours,
+// cursor moves: "\x1b[32m") and OSC (titles, links: "\x1b]8;;url\x1b\\")
+// ones.
+var terminalEscape = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)`)
+
+// withoutEscapes is line without its terminal escape sequences, which a
+// script that colours its output puts between a metric's name and its
+// value ("\x1b[32mloss\x1b[0m: 0.5"): patterns read the text a terminal
+// shows.
+func withoutEscapes(line string) string {
+	if !strings.Contains(line, "\x1b") {
+		return line
+	}
+	return terminalEscape.ReplaceAllString(line, "")
+}
 
 // isSeed reports whether a pair's name is a random seed's ("Seed" in
 // dcgan's "Random Seed: 1", "manual_seed=42"): DefaultPattern reads no
