@@ -289,7 +289,7 @@ func printFront(w io.Writer, objectives []storage.Objective, front []frontJSON) 
 	for i, o := range objectives {
 		names[i] = fmt.Sprintf("%s (%s)", o.Metric, o.Mode)
 	}
-	fmt.Fprintf(w, "pareto front of %d trials over %s\n", len(front), strings.Join(names, ", "))
+	fmt.Fprintf(w, "pareto front of %s over %s\n", plural(len(front), "trial"), strings.Join(names, ", "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "TRIAL\tSTATUS\t%s\tPARAMS\n", strings.ToUpper(strings.Join(metricNames(objectives), "\t")))
 	for _, f := range front {

@@ -74,7 +74,7 @@ func removalQuestion(path string, exps []*storage.Experiment) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Remove from %s, with their checkpoints and files in %s:\n", path, filepath.Join(filepath.Dir(path), "checkpoints"))
 	for _, e := range exps {
-		fmt.Fprintf(&b, "  %s (%s, %d trials)\n", e.Name, e.Status, e.Trials)
+		fmt.Fprintf(&b, "  %s (%s, %s)\n", e.Name, e.Status, plural(e.Trials, "trial"))
 	}
 	b.WriteString("[y/N] ")
 	return b.String()

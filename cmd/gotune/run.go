@@ -394,7 +394,7 @@ func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result, listAll stri
 	metric := cfg.Objective.Metric
 	trials, front := shownAfterRun(res.Trials), shownAfterRun(res.Front)
 	ranked := rankTrials(trials, cfg.Objective.Mode)
-	fmt.Fprintf(w, "\n%s: %d trials", res.Experiment, len(trials))
+	fmt.Fprintf(w, "\n%s: %s", res.Experiment, plural(len(trials), "trial"))
 	counts := map[string]int{}
 	for _, t := range trials {
 		counts[t.Status]++
@@ -411,7 +411,7 @@ func printSummary(w io.Writer, cfg tuner.Config, res *tuner.Result, listAll stri
 		for i, m := range o.Metrics {
 			names[i] = fmt.Sprintf("%s (%s)", m, o.Modes[i])
 		}
-		fmt.Fprintf(w, "; the Pareto front over %s has %d trials:\n", strings.Join(names, ", "), len(front))
+		fmt.Fprintf(w, "; the Pareto front over %s has %s:\n", strings.Join(names, ", "), plural(len(front), "trial"))
 		printTrialTable(w, front, onFront)
 		fmt.Fprintf(w, "their objectives: gotune best %s\n", res.Experiment)
 		return

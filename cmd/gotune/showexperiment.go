@@ -103,7 +103,7 @@ func (r *experimentRecord) print(w io.Writer) {
 			counts = append(counts, fmt.Sprintf("%d %s", n, status))
 		}
 	}
-	trials := fmt.Sprintf("%d trials", e.Trials)
+	trials := plural(e.Trials, "trial")
 	if len(counts) > 0 {
 		trials += ": " + strings.Join(counts, ", ")
 	}
