@@ -209,7 +209,7 @@ func (c *collector) line(text string) {
 	if len(c.last) > unmatchedLines {
 		c.last = c.last[1:]
 	}
-	text = withoutEscapes(text)
+	text = shownText(text)
 	var ambiguous []string
 	for i, pt := range c.patterns {
 		obs, ok := pt.match(text, c.stepKey)

@@ -579,6 +579,22 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 	}
 }
 
+// TestShownText: patterns read a line as a terminal shows it.
+func TestShownText(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"loss: 0.5", "loss: 0.5"},
+		{"\x1b[32mloss\x1b[0m: 0.5", "loss: 0.5"},
+		{"\rEpoch 1: 50%|#  | 1/2 [loss=0.9]\rEpoch 1: 100%|##| 2/2 [loss=0.8]", "Epoch 1: 100%|##| 2/2 [loss=0.8]"},
+		{"Epoch 1: 100%|##| 2/2 [loss=0.8]\r          \repoch: 1 val_loss: 0.5", "epoch: 1 val_loss: 0.5"},
+		{"loss: 0.5\r", "loss: 0.5\r"},
+		{"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ acc=0.9", "link acc=0.9"},
+	} {
+		if got := shownText(tc.line); got != tc.want {
+			t.Errorf("shownText(%q) = %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}
+
 // TestColouredLinesAreRead: a line's terminal escape sequences (a script
 // that colours its output, a link) are not part of what patterns read.
 func TestColouredLinesAreRead(t *testing.T) {

@@ -150,7 +150,7 @@ func UnreadMetrics(logDir, metric string) (line string, names []string) {
 	sc := bufio.NewScanner(io.LimitReader(f, unreadScanBytes))
 	sc.Buffer(nil, unreadScanBytes)
 	for sc.Scan() {
-		text := strings.TrimSpace(withoutEscapes(sc.Text()))
+		text := strings.TrimSpace(shownText(sc.Text()))
 		if strings.HasPrefix(text, "gotune: ") {
 			continue
 		}
@@ -180,15 +180,21 @@ var reprLine = regexp.MustCompile(`^(?:Namespace\(|\([\w.]+\): [A-Za-z_][\w.]*\(
 // ones.
 var terminalEscape = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)`)
 
-// withoutEscapes is line without its terminal escape sequences, which a
-// script that colours its output puts between a metric's name and its
-// value ("\x1b[32mloss\x1b[0m: 0.5"): patterns read the text a terminal
-// shows.
-func withoutEscapes(line string) string {
-	if !strings.Contains(line, "\x1b") {
-		return line
+// shownText is line as a terminal shows it, which is what patterns read:
+// without its escape sequences, which a script that colours its output
+// puts between a metric's name and its value ("\x1b[32mloss\x1b[0m: 0.5"),
+// and from its last carriage return on, since a progress bar that
+// rewrites itself ("\rEpoch 1: 50%|… loss=0.9\rEpoch 1: 100%|… loss=0.8")
+// ends its line with its last state, or clears it for the next line to
+// follow on the same one.
+func shownText(line string) string {
+	if strings.Contains(line, "\x1b") {
+		line = terminalEscape.ReplaceAllString(line, "")
 	}
-	return terminalEscape.ReplaceAllString(line, "")
+	if i := strings.LastIndexByte(strings.TrimRight(line, "\r"), '\r'); i >= 0 {
+		line = line[i+1:]
+	}
+	return line
 }
 
 // isSeed reports whether a pair's name is a random seed's ("Seed" in
