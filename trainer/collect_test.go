@@ -555,6 +555,10 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		// A printed dict (Hugging Face's Trainer logs) or JSON object.
 		{"{'loss': 0.6931, 'grad_norm': 1.23, 'learning_rate': 4.5e-05, 'epoch': 0.5}", "step=<nil> epoch=0.5 grad_norm=1.23 learning_rate=4.5e-05 loss=0.6931 "},
 		{`{"step": 7, "val_loss": 0.25, "model": "resnet", "nested": {"acc": 0.9}}`, "step=7 acc=0.9 val_loss=0.25 "},
+		// Values NumPy 2 or PyTorch wrap, as a dict of them prints.
+		{"{'val_loss': np.float64(0.25), 'epoch': np.int64(3)}", "step=<nil> epoch=3 val_loss=0.25 "},
+		{"{'val_loss': tensor(0.2500), 'val_acc': tensor(0.9100)}", "step=<nil> val_acc=0.91 val_loss=0.25 "},
+		{"loss: tensor(0.6931, grad_fn=<NllLossBackward0>)", "step=<nil> loss=0.6931 "},
 		// Thousands separators: not a metric's text, and not its first digits.
 		{"tokens per iteration will be: 16,384", "step=<nil> "},
 		{"samples: 1,234,567.5 loss: 0.5", "step=<nil> loss=0.5 "},

@@ -81,10 +81,12 @@ const DefaultStep = "step"
 // DefaultPattern reads name=value and name: value pairs, as Katib's StdOut
 // collector does: "epoch=3 loss=0.41", "accuracy: 0.93"; and the quoted
 // names of a printed dict or JSON object: "{'loss': 0.69, 'epoch': 0.5}",
-// as Hugging Face's Trainer logs, or {"val_loss": 0.25}. A number with
+// as Hugging Face's Trainer logs, or {"val_loss": 0.25}, a value's
+// NumPy or PyTorch wrapper aside ("np.float64(0.25)", "tensor(0.25)",
+// as a dict of them prints). A number with
 // thousands separators ("tokens per iteration will be: 16,384") is read
 // whole, to be refused (see parseNumber), not as its first digits.
-const DefaultPattern = `(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)['"]?\s*(?:=|:)\s*(?P<value>[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?))(?:[^\w.:]|$)`
+const DefaultPattern = `(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)['"]?\s*(?:=|:)\s*(?:(?:np|numpy)\.\w+\(|tensor\()?(?P<value>[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?))(?:[^\w.:]|$)`
 
 // Collects reports whether any source besides report lines is set.
 func (m MetricsConfig) Collects() bool {
