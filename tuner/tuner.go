@@ -462,7 +462,30 @@ func (e *ObjectiveMissingError) Error() string {
 	if len(e.Seen) == 0 {
 		return fmt.Sprintf("%v %q: no trial reported anything (a command reports with \"@gotune {...}\" lines on stdout, or a [trainer.metrics] section reads an unchanged script's output or files)", ErrObjectiveNeverReported, e.Metric)
 	}
+	if near := nearName(e.Metric, e.Seen); near != "" {
+		return fmt.Sprintf("%v %q; the reports carried %s, of which %q differs from it only in case or separators: set [objective] metric = %q", ErrObjectiveNeverReported, e.Metric, strings.Join(e.Seen, ", "), near, near)
+	}
 	return fmt.Sprintf("%v %q; the reports carried %s: check [objective] metric, and for an unchanged script the [trainer.metrics] section that reads it", ErrObjectiveNeverReported, e.Metric, strings.Join(e.Seen, ", "))
+}
+
+// nearName returns the one name of names that is metric but for case and
+// the separators _, -, / and . ("Accuracy" for "accuracy", "val/loss" for
+// "val_loss"), or "" when none or several are.
+func nearName(metric string, names []string) string {
+	fold := func(s string) string {
+		return strings.ToLower(strings.NewReplacer("_", "", "-", "", "/", "", ".", "").Replace(s))
+	}
+	near := ""
+	for _, name := range names {
+		if fold(name) != fold(metric) {
+			continue
+		}
+		if near != "" {
+			return ""
+		}
+		near = name
+	}
+	return near
 }
 
 func (e *ObjectiveMissingError) Unwrap() error { return ErrObjectiveNeverReported }

@@ -346,6 +346,27 @@ func TestFitFailsWhenNoTrialReportsTheObjective(t *testing.T) {
 	}
 }
 
+// The objective's name differs from a reported metric's only in case or
+// separators: the error names the metric to set.
+func TestFitNamesTheObjectiveItNearlyMatches(t *testing.T) {
+	for _, tc := range []struct{ metric, want string }{
+		{"LOSS", `no trial reported the objective "LOSS"; the reports carried loss, step, of which "loss" differs from it only in case or separators: set [objective] metric = "loss"`},
+		{"lo-ss", `of which "loss" differs`},
+		{"val_loss", `the reports carried loss, step: check [objective] metric`},
+	} {
+		cfg := testConfig(t, 2)
+		cfg.Objective.Metric = tc.metric
+		tu, err := New(cfg, WithTrainFunc(quadratic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tu.Fit(context.Background())
+		if !errors.Is(err, ErrObjectiveNeverReported) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one with %q", tc.metric, err, tc.want)
+		}
+	}
+}
+
 // A scheduler that needs a trial's time never hears of a report without
 // it: a trial whose reports carry the objective and never the time says
 // so, once, and how to give it; a report or two before the first step,
