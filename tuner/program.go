@@ -1,11 +1,13 @@
 package tuner
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/gotune/gotune/trainer"
 	"github.com/gotune/gotune/workers"
 )
 
@@ -57,6 +59,59 @@ func (c Config) checkProgram() error {
 		}
 	}
 	return fieldErr("trainer.command", "program %s is not in %s, or is not executable", prog, strings.Join(dirs, ", "))
+}
+
+// checkScript finds the script an interpreter's command runs (its first
+// argument that is no option and ends in .py or .sh) before any trial
+// starts, where the trials' workers will look for it (see
+// trainer.CommandFile): in a workdir shared by the trials, the sweep
+// file's folder or this process's working folder. A misspelt script
+// would otherwise fail every trial alike. A script named with a
+// placeholder, or a workdir with one other than {trial_dir} (which starts
+// empty), is left to each trial.
+func (c Config) checkScript() error {
+	prog, wd, base := c.Trainer.Command[0], c.Trainer.Workdir, c.Trainer.PathBase
+	if strings.Contains(prog, "/") || strings.Contains(strings.ReplaceAll(wd, "{"+trainer.TrialDirPlaceholder+"}", ""), "{") {
+		return nil // a script of its own (checkProgram), or a workdir per trial
+	}
+	script := ""
+	for _, arg := range c.Trainer.Command[1:] {
+		if !strings.HasPrefix(arg, "-") && (strings.HasSuffix(arg, ".py") || strings.HasSuffix(arg, ".sh")) {
+			script = arg
+			break
+		}
+	}
+	if script == "" || filepath.IsAbs(script) || strings.Contains(script, "{") {
+		return nil
+	}
+	var dirs []string
+	if wd != "" && !strings.Contains(wd, "{") {
+		if !filepath.IsAbs(wd) && base != "" {
+			wd = filepath.Join(base, wd)
+		}
+		dirs = append(dirs, wd)
+	}
+	if base != "" && !slices.Contains(dirs, base) {
+		dirs = append(dirs, base)
+	}
+	if wd, err := filepath.Abs("."); err == nil && !slices.Contains(dirs, wd) {
+		dirs = append(dirs, wd)
+	}
+	for _, dir := range dirs {
+		if fi, err := os.Stat(filepath.Join(dir, script)); err == nil && fi.Mode().IsRegular() {
+			return nil
+		}
+	}
+	var others string
+	if base != "" {
+		if names, _ := filepath.Glob(filepath.Join(base, "*"+filepath.Ext(script))); len(names) > 0 && len(names) <= 5 {
+			for i := range names {
+				names[i] = filepath.Base(names[i])
+			}
+			others = fmt.Sprintf(" (the sweep file's folder has %s)", strings.Join(names, ", "))
+		}
+	}
+	return fieldErr("trainer.command", "script %s is in none of %s%s: name it by its path from the sweep file's folder", script, strings.Join(dirs, ", "), others)
 }
 
 // NodePrograms are the programs that every node running the command's

@@ -18,6 +18,11 @@ func TestNewFindsTheCommandsProgram(t *testing.T) {
 	base := t.TempDir()
 	os.WriteFile(filepath.Join(base, "train.sh"), []byte("#!/bin/sh\n"), 0o755)
 	os.WriteFile(filepath.Join(base, "data.txt"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(base, "train.py"), []byte("print(1)\n"), 0o644)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name    string
 		command []string
@@ -35,6 +40,12 @@ func TestNewFindsTheCommandsProgram(t *testing.T) {
 		{"absolute, missing", []string{filepath.Join(base, "nope")}, "", nil, "does not exist"},
 		{"per-trial workdir", []string{"./made-by-setup.sh"}, "runs/{trial_dir}", nil, ""},
 		{"placeholder", []string{"{steps}"}, "", nil, ""},
+		{"a script beside the sweep file", []string{"python3", "train.py", "--lr=1"}, "", nil, ""},
+		{"a misspelt script", []string{"python3", "trian.py", "--lr=1"}, "", nil, "script trian.py is in none of " + base + ", " + wd + " (the sweep file's folder has train.py)"},
+		{"a shell's misspelt script", []string{"sh", "-e", "trian.sh"}, "", nil, "script trian.sh is in none of"},
+		{"a script in the workdir", []string{"python3", "train.py"}, ".", nil, ""},
+		{"a script in another workdir", []string{"python3", "train.py"}, "/", nil, ""},
+		{"a script by a placeholder", []string{"python3", "{trial_dir}/made.py"}, "", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, 1)

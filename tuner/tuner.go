@@ -185,6 +185,10 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 		if err := t.cfg.checkProgram(); err != nil {
 			return nil, err
 		}
+		// A cluster's nodes may hold a script this one lacks.
+		if err := t.cfg.checkScript(); err != nil && t.cluster == nil {
+			return nil, err
+		}
 	}
 	if t.cluster != nil && t.train != nil {
 		return nil, &ConfigError{Key: "trainer", Err: errors.New("a Go training function runs in this process and cannot use the cluster's nodes: register it with trainer.Register and use WithWorkerProcess")}
