@@ -62,7 +62,8 @@ func (c Config) checkProgram() error {
 }
 
 // checkScript finds the script an interpreter's command runs (its first
-// argument that is no option and ends in .py or .sh) before any trial
+// argument that is no option, holds no space (a shell's -c code) and ends
+// in .py or .sh) before any trial
 // starts, where the trials' workers will look for it (see
 // trainer.CommandFile): in a workdir shared by the trials, the sweep
 // file's folder or this process's working folder. A misspelt script
@@ -76,7 +77,7 @@ func (c Config) checkScript() error {
 	}
 	script := ""
 	for _, arg := range c.Trainer.Command[1:] {
-		if !strings.HasPrefix(arg, "-") && (strings.HasSuffix(arg, ".py") || strings.HasSuffix(arg, ".sh")) {
+		if !strings.HasPrefix(arg, "-") && !strings.ContainsAny(arg, " \t\n") && (strings.HasSuffix(arg, ".py") || strings.HasSuffix(arg, ".sh")) {
 			script = arg
 			break
 		}

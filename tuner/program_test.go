@@ -46,6 +46,7 @@ func TestNewFindsTheCommandsProgram(t *testing.T) {
 		{"a script in the workdir", []string{"python3", "train.py"}, ".", nil, ""},
 		{"a script in another workdir", []string{"python3", "train.py"}, "/", nil, ""},
 		{"a script by a placeholder", []string{"python3", "{trial_dir}/made.py"}, "", nil, ""},
+		{"a shell's code", []string{"sh", "-c", "cd sub && python3 train.py"}, "", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, 1)
