@@ -221,8 +221,8 @@ func exitFailure(rank int, p *workers.Process, err error, spec Spec, launch work
 	if p.LogPath() != "" {
 		where = fmt.Sprintf(" (%s)", p.LogPath())
 	}
-	tail := p.Tail()
-	if tb := p.Traceback(); tb != nil {
+	tail, tb := p.Tail(), p.Traceback()
+	if tb != nil {
 		fmt.Fprintf(&b, "; its last Python traceback%s:", where)
 		quoteLines(&b, tb.Lines[:1])
 		if tb.Omitted > 0 {
@@ -255,7 +255,7 @@ func exitFailure(rank int, p *workers.Process, err error, spec Spec, launch work
 	// The line that names the exception: the traceback's last, or the
 	// log's (Python prints a script's own SyntaxError without a heading).
 	var last string
-	if tb := p.Traceback(); tb != nil {
+	if tb != nil {
 		last = tb.Lines[len(tb.Lines)-1]
 	} else if len(tail) > 0 {
 		last = tail[len(tail)-1]
