@@ -38,21 +38,10 @@ func (c Config) checkProgram() error {
 		}
 		return fieldErr("trainer.command", "program %s does not exist or is not executable", prog)
 	}
-	wd := c.Trainer.Workdir
-	if strings.Contains(wd, "{") {
+	if strings.Contains(c.Trainer.Workdir, "{") {
 		return nil
 	}
-	var dirs []string
-	switch {
-	case wd != "" && !filepath.IsAbs(wd) && c.Trainer.PathBase != "":
-		dirs = append(dirs, filepath.Join(c.Trainer.PathBase, wd))
-	case wd != "":
-		dirs = append(dirs, wd)
-	}
-	if c.Trainer.PathBase != "" && !slices.Contains(dirs, c.Trainer.PathBase) {
-		dirs = append(dirs, c.Trainer.PathBase)
-	}
-	dirs = append(dirs, ".")
+	dirs := c.lookupDirs()
 	for _, dir := range dirs {
 		if workers.Executable(filepath.Join(dir, prog)) == nil {
 			return nil
@@ -85,19 +74,7 @@ func (c Config) checkScript() error {
 	if script == "" || filepath.IsAbs(script) || strings.Contains(script, "{") {
 		return nil
 	}
-	var dirs []string
-	if wd != "" && !strings.Contains(wd, "{") {
-		if !filepath.IsAbs(wd) && base != "" {
-			wd = filepath.Join(base, wd)
-		}
-		dirs = append(dirs, wd)
-	}
-	if base != "" && !slices.Contains(dirs, base) {
-		dirs = append(dirs, base)
-	}
-	if wd, err := filepath.Abs("."); err == nil && !slices.Contains(dirs, wd) {
-		dirs = append(dirs, wd)
-	}
+	dirs := c.lookupDirs()
 	for _, dir := range dirs {
 		if fi, err := os.Stat(filepath.Join(dir, script)); err == nil && fi.Mode().IsRegular() {
 			return nil
@@ -113,6 +90,29 @@ func (c Config) checkScript() error {
 		}
 	}
 	return fieldErr("trainer.command", "script %s is in none of %s%s: name it by its path from the sweep file's folder", script, strings.Join(dirs, ", "), others)
+}
+
+// lookupDirs are the folders, in order, where a trial's worker finds the
+// command's program or script by a relative path (see
+// trainer.CommandFile): the workdir when the trials share it (it has no
+// placeholder; a relative one is in the sweep file's folder), the sweep
+// file's folder (PathBase), and this process's working folder, each once.
+func (c Config) lookupDirs() []string {
+	wd, base := c.Trainer.Workdir, c.Trainer.PathBase
+	var dirs []string
+	if wd != "" && !strings.Contains(wd, "{") {
+		if !filepath.IsAbs(wd) && base != "" {
+			wd = filepath.Join(base, wd)
+		}
+		dirs = append(dirs, wd)
+	}
+	if base != "" && !slices.Contains(dirs, base) {
+		dirs = append(dirs, base)
+	}
+	if cwd, err := filepath.Abs("."); err == nil && !slices.Contains(dirs, cwd) {
+		dirs = append(dirs, cwd)
+	}
+	return dirs
 }
 
 // NodePrograms are the programs that every node running the command's

@@ -186,8 +186,10 @@ func New(cfg Config, opts ...Option) (*Tuner, error) {
 			return nil, err
 		}
 		// A cluster's nodes may hold a script this one lacks.
-		if err := t.cfg.checkScript(); err != nil && t.cluster == nil {
-			return nil, err
+		if t.cluster == nil {
+			if err := t.cfg.checkScript(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if t.cluster != nil && t.train != nil {
