@@ -453,6 +453,9 @@ func (s *agentSession) drain(cause error) {
 		procs = append(procs, ap)
 	}
 	s.mu.Unlock()
+	// The head hears first, so that it places nothing here when these
+	// processes' exits free the node.
+	s.send(&agentpb.AgentMessage{Msg: &agentpb.AgentMessage_Leaving{Leaving: &agentpb.Leaving{}}})
 	s.a.cfg.Logf("agent: stopping: SIGTERM to %d worker processes, SIGKILL after %v", len(procs), grace)
 	deadline := time.After(grace)
 	for _, ap := range procs {

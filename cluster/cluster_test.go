@@ -419,6 +419,31 @@ func TestAgentLossAndRejoin(t *testing.T) {
 	}
 }
 
+// TestStoppingAgentTakesNoMoreWork stops an agent as SIGTERM does, with a
+// grace for its processes: the head takes its node out of placement before
+// their exits free it, so that no group is placed there only to be lost
+// when the agent leaves a moment later.
+func TestStoppingAgentTakesNoMoreWork(t *testing.T) {
+	h, logs := testHead(t, HeadConfig{})
+	stop, _ := testAgent(t, h, AgentConfig{Node: workers.Node{Name: "a"}, Host: "127.0.0.2", StopGrace: 30 * time.Second})
+	waitAgents(t, h, 1)
+	p, err := h.Launcher(0).Start(sh(`exec sleep 60`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go stop()
+	waitDone(t, p)
+	if errors.Is(p.Err(), workers.ErrNodeLost) {
+		t.Errorf("the process of a stopping agent ended with %v, want its own exit on SIGTERM", p.Err())
+	}
+	if !h.Manager().Lost(0) {
+		t.Error("the node of a stopping agent takes work once its process has exited")
+	}
+	if !logs.has("agent a is stopping: no more work goes to it") {
+		t.Errorf("the head did not say the agent is stopping: %q", logs.lines)
+	}
+}
+
 // A silent agent (stopped, or cut off) is lost after the timeout, though
 // its connection stays open.
 func TestSilentAgentIsLost(t *testing.T) {

@@ -325,6 +325,18 @@ func (h *Head) detach(s *session) {
 	}
 }
 
+// withdraw takes the node of a stopping agent's session out of placement
+// (Manager.LoseNode) while its processes finish, so that no group starts
+// there only to fail when the session ends.
+func (h *Head) withdraw(s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a := h.agents[s.node]; a != nil && a.session == s {
+		h.cfg.Manager.LoseNode(s.node)
+		h.logf("agent %s is stopping: no more work goes to it", s.name)
+	}
+}
+
 // live returns node index's current session, or an error wrapping
 // workers.ErrNodeLost.
 func (h *Head) live(index int) (*session, error) {
@@ -526,7 +538,7 @@ func (hs *headServer) GetFiles(req *agentpb.GetFilesRequest, stream agentpb.Head
 }
 
 // protocolVersion is the version of agent.proto both sides speak.
-const protocolVersion = 2
+const protocolVersion = 3
 
 // count writes n things, as in "1 agent" or "2 agents".
 func count(n int, thing string) string {

@@ -158,6 +158,8 @@ func (s *session) dispatch(m *agentpb.AgentMessage) error {
 		reply(s, s.stacks, msg.Stack.Id, msg.Stack)
 	case *agentpb.AgentMessage_Usage:
 		reply(s, s.usages, msg.Usage.Id, msg.Usage)
+	case *agentpb.AgentMessage_Leaving:
+		s.h.withdraw(s)
 	case *agentpb.AgentMessage_FetchFailed:
 		if f := s.takeFetch(msg.FetchFailed.Id); f != nil {
 			f.finish(peerError(msg.FetchFailed.Error))

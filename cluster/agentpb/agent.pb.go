@@ -55,6 +55,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Stack
 	//	*AgentMessage_Usage
 	//	*AgentMessage_Lacks
+	//	*AgentMessage_Leaving
 	Msg           isAgentMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -196,6 +197,15 @@ func (x *AgentMessage) GetLacks() *Lacks {
 	return nil
 }
 
+func (x *AgentMessage) GetLeaving() *Leaving {
+	if x != nil {
+		if x, ok := x.Msg.(*AgentMessage_Leaving); ok {
+			return x.Leaving
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Msg interface {
 	isAgentMessage_Msg()
 }
@@ -244,6 +254,10 @@ type AgentMessage_Lacks struct {
 	Lacks *Lacks `protobuf:"bytes,11,opt,name=lacks,proto3,oneof"`
 }
 
+type AgentMessage_Leaving struct {
+	Leaving *Leaving `protobuf:"bytes,12,opt,name=leaving,proto3,oneof"`
+}
+
 func (*AgentMessage_Join) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Heartbeat) isAgentMessage_Msg() {}
@@ -265,6 +279,8 @@ func (*AgentMessage_Stack) isAgentMessage_Msg() {}
 func (*AgentMessage_Usage) isAgentMessage_Msg() {}
 
 func (*AgentMessage_Lacks) isAgentMessage_Msg() {}
+
+func (*AgentMessage_Leaving) isAgentMessage_Msg() {}
 
 type HeadMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -922,6 +938,45 @@ func (x *Lacks) GetPrograms() []string {
 	return nil
 }
 
+// Leaving says the agent is stopping (it was sent SIGTERM): its processes
+// get SIGTERM next, and the head places no more work on its node. The
+// session ends once their exits are sent.
+type Leaving struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Leaving) Reset() {
+	*x = Leaving{}
+	mi := &file_agent_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Leaving) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Leaving) ProtoMessage() {}
+
+func (x *Leaving) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Leaving.ProtoReflect.Descriptor instead.
+func (*Leaving) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{9}
+}
+
 // Launch starts a worker process (see workers.LaunchSpec).
 type Launch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -951,7 +1006,7 @@ type Launch struct {
 
 func (x *Launch) Reset() {
 	*x = Launch{}
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1018,7 @@ func (x *Launch) String() string {
 func (*Launch) ProtoMessage() {}
 
 func (x *Launch) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1031,7 @@ func (x *Launch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Launch.ProtoReflect.Descriptor instead.
 func (*Launch) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Launch) GetId() uint64 {
@@ -1053,7 +1108,7 @@ type Input struct {
 
 func (x *Input) Reset() {
 	*x = Input{}
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1120,7 @@ func (x *Input) String() string {
 func (*Input) ProtoMessage() {}
 
 func (x *Input) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1133,7 @@ func (x *Input) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Input.ProtoReflect.Descriptor instead.
 func (*Input) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Input) GetKey() string {
@@ -1108,7 +1163,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1175,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1188,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Started) GetId() uint64 {
@@ -1170,7 +1225,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1237,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1250,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Output) GetId() uint64 {
@@ -1230,7 +1285,7 @@ type ControlData struct {
 
 func (x *ControlData) Reset() {
 	*x = ControlData{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1297,7 @@ func (x *ControlData) String() string {
 func (*ControlData) ProtoMessage() {}
 
 func (x *ControlData) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1310,7 @@ func (x *ControlData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlData.ProtoReflect.Descriptor instead.
 func (*ControlData) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ControlData) GetId() uint64 {
@@ -1287,7 +1342,7 @@ type Exited struct {
 
 func (x *Exited) Reset() {
 	*x = Exited{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1354,7 @@ func (x *Exited) String() string {
 func (*Exited) ProtoMessage() {}
 
 func (x *Exited) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1367,7 @@ func (x *Exited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exited.ProtoReflect.Descriptor instead.
 func (*Exited) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Exited) GetId() uint64 {
@@ -1356,7 +1411,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1423,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1436,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Signal) GetId() uint64 {
@@ -1416,7 +1471,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1483,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1496,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Release) GetId() uint64 {
@@ -1463,7 +1518,7 @@ type StackRequest struct {
 
 func (x *StackRequest) Reset() {
 	*x = StackRequest{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1530,7 @@ func (x *StackRequest) String() string {
 func (*StackRequest) ProtoMessage() {}
 
 func (x *StackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1543,7 @@ func (x *StackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StackRequest.ProtoReflect.Descriptor instead.
 func (*StackRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StackRequest) GetId() uint64 {
@@ -1520,7 +1575,7 @@ type StackReply struct {
 
 func (x *StackReply) Reset() {
 	*x = StackReply{}
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1587,7 @@ func (x *StackReply) String() string {
 func (*StackReply) ProtoMessage() {}
 
 func (x *StackReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1600,7 @@ func (x *StackReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StackReply.ProtoReflect.Descriptor instead.
 func (*StackReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StackReply) GetId() uint64 {
@@ -1595,7 +1650,7 @@ type UsageRequest struct {
 
 func (x *UsageRequest) Reset() {
 	*x = UsageRequest{}
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1662,7 @@ func (x *UsageRequest) String() string {
 func (*UsageRequest) ProtoMessage() {}
 
 func (x *UsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1675,7 @@ func (x *UsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRequest.ProtoReflect.Descriptor instead.
 func (*UsageRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UsageRequest) GetId() uint64 {
@@ -1651,7 +1706,7 @@ type UsageReply struct {
 
 func (x *UsageReply) Reset() {
 	*x = UsageReply{}
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1718,7 @@ func (x *UsageReply) String() string {
 func (*UsageReply) ProtoMessage() {}
 
 func (x *UsageReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1731,7 @@ func (x *UsageReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageReply.ProtoReflect.Descriptor instead.
 func (*UsageReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UsageReply) GetId() uint64 {
@@ -1724,7 +1779,7 @@ type PortRequest struct {
 
 func (x *PortRequest) Reset() {
 	*x = PortRequest{}
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1791,7 @@ func (x *PortRequest) String() string {
 func (*PortRequest) ProtoMessage() {}
 
 func (x *PortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1804,7 @@ func (x *PortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortRequest.ProtoReflect.Descriptor instead.
 func (*PortRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PortRequest) GetId() uint64 {
@@ -1770,7 +1825,7 @@ type PortReply struct {
 
 func (x *PortReply) Reset() {
 	*x = PortReply{}
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1837,7 @@ func (x *PortReply) String() string {
 func (*PortReply) ProtoMessage() {}
 
 func (x *PortReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1850,7 @@ func (x *PortReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortReply.ProtoReflect.Descriptor instead.
 func (*PortReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PortReply) GetId() uint64 {
@@ -1834,7 +1889,7 @@ type Fetch struct {
 
 func (x *Fetch) Reset() {
 	*x = Fetch{}
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1901,7 @@ func (x *Fetch) String() string {
 func (*Fetch) ProtoMessage() {}
 
 func (x *Fetch) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1914,7 @@ func (x *Fetch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fetch.ProtoReflect.Descriptor instead.
 func (*Fetch) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Fetch) GetId() uint64 {
@@ -1894,7 +1949,7 @@ type FetchFailed struct {
 
 func (x *FetchFailed) Reset() {
 	*x = FetchFailed{}
-	mi := &file_agent_proto_msgTypes[24]
+	mi := &file_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +1961,7 @@ func (x *FetchFailed) String() string {
 func (*FetchFailed) ProtoMessage() {}
 
 func (x *FetchFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[24]
+	mi := &file_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +1974,7 @@ func (x *FetchFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchFailed.ProtoReflect.Descriptor instead.
 func (*FetchFailed) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FetchFailed) GetId() uint64 {
@@ -1954,7 +2009,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_agent_proto_msgTypes[25]
+	mi := &file_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2021,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[25]
+	mi := &file_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2034,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FileChunk) GetPath() string {
@@ -2025,7 +2080,7 @@ type PutFilesReply struct {
 
 func (x *PutFilesReply) Reset() {
 	*x = PutFilesReply{}
-	mi := &file_agent_proto_msgTypes[26]
+	mi := &file_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2092,7 @@ func (x *PutFilesReply) String() string {
 func (*PutFilesReply) ProtoMessage() {}
 
 func (x *PutFilesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[26]
+	mi := &file_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2105,7 @@ func (x *PutFilesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFilesReply.ProtoReflect.Descriptor instead.
 func (*PutFilesReply) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{26}
+	return file_agent_proto_rawDescGZIP(), []int{27}
 }
 
 type GetFilesRequest struct {
@@ -2062,7 +2117,7 @@ type GetFilesRequest struct {
 
 func (x *GetFilesRequest) Reset() {
 	*x = GetFilesRequest{}
-	mi := &file_agent_proto_msgTypes[27]
+	mi := &file_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2129,7 @@ func (x *GetFilesRequest) String() string {
 func (*GetFilesRequest) ProtoMessage() {}
 
 func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[27]
+	mi := &file_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2142,7 @@ func (x *GetFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFilesRequest.ProtoReflect.Descriptor instead.
 func (*GetFilesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{27}
+	return file_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetFilesRequest) GetKey() string {
@@ -2101,7 +2156,7 @@ var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\x0fgotune.agent.v1\"\xe3\x04\n" +
+	"\vagent.proto\x12\x0fgotune.agent.v1\"\x99\x05\n" +
 	"\fAgentMessage\x12+\n" +
 	"\x04join\x18\x01 \x01(\v2\x15.gotune.agent.v1.JoinH\x00R\x04join\x12:\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1a.gotune.agent.v1.HeartbeatH\x00R\theartbeat\x124\n" +
@@ -2114,7 +2169,8 @@ const file_agent_proto_rawDesc = "" +
 	"\x05stack\x18\t \x01(\v2\x1b.gotune.agent.v1.StackReplyH\x00R\x05stack\x123\n" +
 	"\x05usage\x18\n" +
 	" \x01(\v2\x1b.gotune.agent.v1.UsageReplyH\x00R\x05usage\x12.\n" +
-	"\x05lacks\x18\v \x01(\v2\x16.gotune.agent.v1.LacksH\x00R\x05lacksB\x05\n" +
+	"\x05lacks\x18\v \x01(\v2\x16.gotune.agent.v1.LacksH\x00R\x05lacks\x124\n" +
+	"\aleaving\x18\f \x01(\v2\x18.gotune.agent.v1.LeavingH\x00R\aleavingB\x05\n" +
 	"\x03msg\"\xe4\x04\n" +
 	"\vHeadMessage\x124\n" +
 	"\awelcome\x18\x01 \x01(\v2\x18.gotune.agent.v1.WelcomeH\x00R\awelcome\x12:\n" +
@@ -2156,7 +2212,8 @@ const file_agent_proto_rawDesc = "" +
 	"\aRequire\x12\x1a\n" +
 	"\bprograms\x18\x01 \x03(\tR\bprograms\"#\n" +
 	"\x05Lacks\x12\x1a\n" +
-	"\bprograms\x18\x01 \x03(\tR\bprograms\"\xed\x01\n" +
+	"\bprograms\x18\x01 \x03(\tR\bprograms\"\t\n" +
+	"\aLeaving\"\xed\x01\n" +
 	"\x06Launch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12\x12\n" +
@@ -2252,7 +2309,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),    // 0: gotune.agent.v1.AgentMessage
 	(*HeadMessage)(nil),     // 1: gotune.agent.v1.HeadMessage
@@ -2263,63 +2320,65 @@ var file_agent_proto_goTypes = []any{
 	(*Heartbeat)(nil),       // 6: gotune.agent.v1.Heartbeat
 	(*Require)(nil),         // 7: gotune.agent.v1.Require
 	(*Lacks)(nil),           // 8: gotune.agent.v1.Lacks
-	(*Launch)(nil),          // 9: gotune.agent.v1.Launch
-	(*Input)(nil),           // 10: gotune.agent.v1.Input
-	(*Started)(nil),         // 11: gotune.agent.v1.Started
-	(*Output)(nil),          // 12: gotune.agent.v1.Output
-	(*ControlData)(nil),     // 13: gotune.agent.v1.ControlData
-	(*Exited)(nil),          // 14: gotune.agent.v1.Exited
-	(*Signal)(nil),          // 15: gotune.agent.v1.Signal
-	(*Release)(nil),         // 16: gotune.agent.v1.Release
-	(*StackRequest)(nil),    // 17: gotune.agent.v1.StackRequest
-	(*StackReply)(nil),      // 18: gotune.agent.v1.StackReply
-	(*UsageRequest)(nil),    // 19: gotune.agent.v1.UsageRequest
-	(*UsageReply)(nil),      // 20: gotune.agent.v1.UsageReply
-	(*PortRequest)(nil),     // 21: gotune.agent.v1.PortRequest
-	(*PortReply)(nil),       // 22: gotune.agent.v1.PortReply
-	(*Fetch)(nil),           // 23: gotune.agent.v1.Fetch
-	(*FetchFailed)(nil),     // 24: gotune.agent.v1.FetchFailed
-	(*FileChunk)(nil),       // 25: gotune.agent.v1.FileChunk
-	(*PutFilesReply)(nil),   // 26: gotune.agent.v1.PutFilesReply
-	(*GetFilesRequest)(nil), // 27: gotune.agent.v1.GetFilesRequest
+	(*Leaving)(nil),         // 9: gotune.agent.v1.Leaving
+	(*Launch)(nil),          // 10: gotune.agent.v1.Launch
+	(*Input)(nil),           // 11: gotune.agent.v1.Input
+	(*Started)(nil),         // 12: gotune.agent.v1.Started
+	(*Output)(nil),          // 13: gotune.agent.v1.Output
+	(*ControlData)(nil),     // 14: gotune.agent.v1.ControlData
+	(*Exited)(nil),          // 15: gotune.agent.v1.Exited
+	(*Signal)(nil),          // 16: gotune.agent.v1.Signal
+	(*Release)(nil),         // 17: gotune.agent.v1.Release
+	(*StackRequest)(nil),    // 18: gotune.agent.v1.StackRequest
+	(*StackReply)(nil),      // 19: gotune.agent.v1.StackReply
+	(*UsageRequest)(nil),    // 20: gotune.agent.v1.UsageRequest
+	(*UsageReply)(nil),      // 21: gotune.agent.v1.UsageReply
+	(*PortRequest)(nil),     // 22: gotune.agent.v1.PortRequest
+	(*PortReply)(nil),       // 23: gotune.agent.v1.PortReply
+	(*Fetch)(nil),           // 24: gotune.agent.v1.Fetch
+	(*FetchFailed)(nil),     // 25: gotune.agent.v1.FetchFailed
+	(*FileChunk)(nil),       // 26: gotune.agent.v1.FileChunk
+	(*PutFilesReply)(nil),   // 27: gotune.agent.v1.PutFilesReply
+	(*GetFilesRequest)(nil), // 28: gotune.agent.v1.GetFilesRequest
 }
 var file_agent_proto_depIdxs = []int32{
 	2,  // 0: gotune.agent.v1.AgentMessage.join:type_name -> gotune.agent.v1.Join
 	6,  // 1: gotune.agent.v1.AgentMessage.heartbeat:type_name -> gotune.agent.v1.Heartbeat
-	11, // 2: gotune.agent.v1.AgentMessage.started:type_name -> gotune.agent.v1.Started
-	12, // 3: gotune.agent.v1.AgentMessage.output:type_name -> gotune.agent.v1.Output
-	13, // 4: gotune.agent.v1.AgentMessage.control:type_name -> gotune.agent.v1.ControlData
-	14, // 5: gotune.agent.v1.AgentMessage.exited:type_name -> gotune.agent.v1.Exited
-	22, // 6: gotune.agent.v1.AgentMessage.port:type_name -> gotune.agent.v1.PortReply
-	24, // 7: gotune.agent.v1.AgentMessage.fetch_failed:type_name -> gotune.agent.v1.FetchFailed
-	18, // 8: gotune.agent.v1.AgentMessage.stack:type_name -> gotune.agent.v1.StackReply
-	20, // 9: gotune.agent.v1.AgentMessage.usage:type_name -> gotune.agent.v1.UsageReply
+	12, // 2: gotune.agent.v1.AgentMessage.started:type_name -> gotune.agent.v1.Started
+	13, // 3: gotune.agent.v1.AgentMessage.output:type_name -> gotune.agent.v1.Output
+	14, // 4: gotune.agent.v1.AgentMessage.control:type_name -> gotune.agent.v1.ControlData
+	15, // 5: gotune.agent.v1.AgentMessage.exited:type_name -> gotune.agent.v1.Exited
+	23, // 6: gotune.agent.v1.AgentMessage.port:type_name -> gotune.agent.v1.PortReply
+	25, // 7: gotune.agent.v1.AgentMessage.fetch_failed:type_name -> gotune.agent.v1.FetchFailed
+	19, // 8: gotune.agent.v1.AgentMessage.stack:type_name -> gotune.agent.v1.StackReply
+	21, // 9: gotune.agent.v1.AgentMessage.usage:type_name -> gotune.agent.v1.UsageReply
 	8,  // 10: gotune.agent.v1.AgentMessage.lacks:type_name -> gotune.agent.v1.Lacks
-	5,  // 11: gotune.agent.v1.HeadMessage.welcome:type_name -> gotune.agent.v1.Welcome
-	6,  // 12: gotune.agent.v1.HeadMessage.heartbeat:type_name -> gotune.agent.v1.Heartbeat
-	9,  // 13: gotune.agent.v1.HeadMessage.launch:type_name -> gotune.agent.v1.Launch
-	15, // 14: gotune.agent.v1.HeadMessage.signal:type_name -> gotune.agent.v1.Signal
-	13, // 15: gotune.agent.v1.HeadMessage.control:type_name -> gotune.agent.v1.ControlData
-	21, // 16: gotune.agent.v1.HeadMessage.port:type_name -> gotune.agent.v1.PortRequest
-	23, // 17: gotune.agent.v1.HeadMessage.fetch:type_name -> gotune.agent.v1.Fetch
-	16, // 18: gotune.agent.v1.HeadMessage.release:type_name -> gotune.agent.v1.Release
-	17, // 19: gotune.agent.v1.HeadMessage.stack:type_name -> gotune.agent.v1.StackRequest
-	19, // 20: gotune.agent.v1.HeadMessage.usage:type_name -> gotune.agent.v1.UsageRequest
-	7,  // 21: gotune.agent.v1.HeadMessage.require:type_name -> gotune.agent.v1.Require
-	3,  // 22: gotune.agent.v1.Join.node:type_name -> gotune.agent.v1.Node
-	4,  // 23: gotune.agent.v1.Node.gpus:type_name -> gotune.agent.v1.GPU
-	10, // 24: gotune.agent.v1.Launch.inputs:type_name -> gotune.agent.v1.Input
-	0,  // 25: gotune.agent.v1.Head.Session:input_type -> gotune.agent.v1.AgentMessage
-	25, // 26: gotune.agent.v1.Head.PutFiles:input_type -> gotune.agent.v1.FileChunk
-	27, // 27: gotune.agent.v1.Head.GetFiles:input_type -> gotune.agent.v1.GetFilesRequest
-	1,  // 28: gotune.agent.v1.Head.Session:output_type -> gotune.agent.v1.HeadMessage
-	26, // 29: gotune.agent.v1.Head.PutFiles:output_type -> gotune.agent.v1.PutFilesReply
-	25, // 30: gotune.agent.v1.Head.GetFiles:output_type -> gotune.agent.v1.FileChunk
-	28, // [28:31] is the sub-list for method output_type
-	25, // [25:28] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	9,  // 11: gotune.agent.v1.AgentMessage.leaving:type_name -> gotune.agent.v1.Leaving
+	5,  // 12: gotune.agent.v1.HeadMessage.welcome:type_name -> gotune.agent.v1.Welcome
+	6,  // 13: gotune.agent.v1.HeadMessage.heartbeat:type_name -> gotune.agent.v1.Heartbeat
+	10, // 14: gotune.agent.v1.HeadMessage.launch:type_name -> gotune.agent.v1.Launch
+	16, // 15: gotune.agent.v1.HeadMessage.signal:type_name -> gotune.agent.v1.Signal
+	14, // 16: gotune.agent.v1.HeadMessage.control:type_name -> gotune.agent.v1.ControlData
+	22, // 17: gotune.agent.v1.HeadMessage.port:type_name -> gotune.agent.v1.PortRequest
+	24, // 18: gotune.agent.v1.HeadMessage.fetch:type_name -> gotune.agent.v1.Fetch
+	17, // 19: gotune.agent.v1.HeadMessage.release:type_name -> gotune.agent.v1.Release
+	18, // 20: gotune.agent.v1.HeadMessage.stack:type_name -> gotune.agent.v1.StackRequest
+	20, // 21: gotune.agent.v1.HeadMessage.usage:type_name -> gotune.agent.v1.UsageRequest
+	7,  // 22: gotune.agent.v1.HeadMessage.require:type_name -> gotune.agent.v1.Require
+	3,  // 23: gotune.agent.v1.Join.node:type_name -> gotune.agent.v1.Node
+	4,  // 24: gotune.agent.v1.Node.gpus:type_name -> gotune.agent.v1.GPU
+	11, // 25: gotune.agent.v1.Launch.inputs:type_name -> gotune.agent.v1.Input
+	0,  // 26: gotune.agent.v1.Head.Session:input_type -> gotune.agent.v1.AgentMessage
+	26, // 27: gotune.agent.v1.Head.PutFiles:input_type -> gotune.agent.v1.FileChunk
+	28, // 28: gotune.agent.v1.Head.GetFiles:input_type -> gotune.agent.v1.GetFilesRequest
+	1,  // 29: gotune.agent.v1.Head.Session:output_type -> gotune.agent.v1.HeadMessage
+	27, // 30: gotune.agent.v1.Head.PutFiles:output_type -> gotune.agent.v1.PutFilesReply
+	26, // 31: gotune.agent.v1.Head.GetFiles:output_type -> gotune.agent.v1.FileChunk
+	29, // [29:32] is the sub-list for method output_type
+	26, // [26:29] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2339,6 +2398,7 @@ func file_agent_proto_init() {
 		(*AgentMessage_Stack)(nil),
 		(*AgentMessage_Usage)(nil),
 		(*AgentMessage_Lacks)(nil),
+		(*AgentMessage_Leaving)(nil),
 	}
 	file_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*HeadMessage_Welcome)(nil),
@@ -2359,7 +2419,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -119,7 +119,7 @@ func TestSlurmLauncher(t *testing.T) {
 		restarts += g.Restarts
 	}
 	if restarts != 1 {
-		t.Errorf("%d restarts, want 1 (the trial of cancelled job %s):\n%s", restarts, cancelled, r.out)
+		t.Errorf("%d restarts, want 1 (the trial of cancelled job %s):\n%s%s", restarts, cancelled, r.out, r.stderr)
 	}
 	if !strings.Contains(r.out, "restart with 2 workers from the checkpoint of iteration") {
 		t.Errorf("the restarted trial did not start from a checkpoint:\n%s", r.out)
