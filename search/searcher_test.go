@@ -389,6 +389,46 @@ func TestLimiter(t *testing.T) {
 	}
 }
 
+// TestLimiterResumes: a resumed experiment's replayed trials count against
+// the bound until they end, and a warm start reaches the inner searcher
+// (or says it cannot).
+func TestLimiterResumes(t *testing.T) {
+	inner := &recorder{}
+	l, err := NewLimiter(inner, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WarmStart([]PriorTrial{{Number: 1}}); !errors.Is(err, ErrNoWarmStart) {
+		t.Errorf("warm start of a searcher that cannot learn from it: %v, want ErrNoWarmStart", err)
+	}
+	for trial := 1; trial <= 2; trial++ {
+		if err := l.Replay(trial, map[string]any{"x": float64(trial)}); err != nil {
+			t.Fatalf("replay trial %d: %v", trial, err)
+		}
+	}
+	if _, err := l.Suggest(3); !errors.Is(err, ErrWait) {
+		t.Fatalf("with 2 replayed trials running: got %v, want ErrWait", err)
+	}
+	l.OnTrialEnd(2, TrialEnd{Status: TrialCompleted})
+	if _, err := l.Suggest(3); err != nil {
+		t.Fatalf("after replayed trial 2 ended: %v", err)
+	}
+	if inner.next != 3 {
+		t.Errorf("the inner searcher was asked %d times (2 replays, 1 suggestion), want 3", inner.next)
+	}
+
+	space := mustSpace(t, searchspace.Param{Name: "x", Domain: searchspace.Uniform{Low: 0, High: 1}})
+	tpe, err := NewTPE(space, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm, _ := NewLimiter(tpe, 2)
+	prior := []PriorTrial{{Number: 1, Config: map[string]any{"x": 0.5}, End: TrialEnd{Status: TrialCompleted, Last: &Observation{Step: 1, Score: 0.2}}}}
+	if err := warm.WarmStart(prior); err != nil {
+		t.Errorf("warm start through a limiter around TPE: %v", err)
+	}
+}
+
 // TestCMAESReadsARecentWindow: past historyWindow completed trials, the
 // sampler reads only the newest historyWindow of them, and the strategy
 // still moves generation after generation.

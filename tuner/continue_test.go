@@ -3,6 +3,7 @@ package tuner
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -262,6 +263,44 @@ func TestAnInterruptedRunLeavesNoEmptyFolders(t *testing.T) {
 	}
 	if len(left) > 0 {
 		t.Errorf("the interrupted run left %v", left)
+	}
+}
+
+// TestCheckpointRootRelative: a checkpoint root given relative to the
+// working folder holds the trials' folders, at the path it named when the
+// tuner was made, and a restart removes them from there.
+func TestCheckpointRootRelative(t *testing.T) {
+	ctx := context.Background()
+	work := t.TempDir()
+	t.Chdir(work)
+	cfg := testConfig(t, 2)
+	cfg.Storage = "gotune.db"
+	tu, err := New(cfg, WithTrainFunc(counting(2, nil)), WithCheckpointRoot("ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir()) // the root stays where it was named
+	if _, err := tu.Fit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step := filepath.Join(work, "ckpt", cfg.Name, "trial_1", "checkpoint_000002", "state.json")
+	if _, err := os.Stat(step); err != nil {
+		t.Fatalf("trial 1's last checkpoint under the root: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "checkpoints")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a checkpoints folder beside the database, with a root of its own given: %v", err)
+	}
+
+	cfg.Storage = filepath.Join(work, "gotune.db")
+	again, err := New(cfg, WithTrainFunc(counting(1, nil)), WithCheckpointRoot(filepath.Join(work, "ckpt")), WithRestart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Fit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(step); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the restart left the first run's checkpoint of step 2: %v", err)
 	}
 }
 
