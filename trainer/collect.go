@@ -62,8 +62,9 @@ type collector struct {
 	cfg      MetricsConfig
 	stepKey  string
 	patterns []*pattern
-	file     string // File resolved, "" for none
-	tbDir    string // TensorBoard resolved, "" for none
+	table    *columnTable // with DefaultPattern: the tables it does not read
+	file     string       // File resolved, "" for none
+	tbDir    string       // TensorBoard resolved, "" for none
 	emit     func(metrics map[string]float64)
 
 	mu       sync.Mutex
@@ -114,6 +115,7 @@ func newCollector(a *attempt, dir string, emit func(map[string]float64)) (*colle
 		texts := cfg.Patterns
 		if len(texts) == 0 {
 			texts = []string{DefaultPattern}
+			c.table = &columnTable{}
 		}
 		for _, t := range texts {
 			pt, err := compilePattern(t)
@@ -211,17 +213,26 @@ func (c *collector) line(text string) {
 	}
 	text = shownText(text)
 	var ambiguous []string
-	for i, pt := range c.patterns {
-		obs, ok := pt.match(text, c.stepKey)
-		if !ok {
-			continue
-		}
+	var matched bool
+	take := func(i int, obs observation) {
+		matched = true
 		c.matched[i]++
 		ambiguous = append(ambiguous, c.checkNames(obs, text)...)
 		if cause := c.checkStepless(outputSource, obs, text); cause != "" {
 			ambiguous = append(ambiguous, cause)
 		}
 		c.observe(outputSource, obs, true)
+	}
+	for i, pt := range c.patterns {
+		if obs, ok := pt.match(text, c.stepKey); ok {
+			take(i, obs)
+		}
+	}
+	if c.table != nil {
+		// Every line goes to the table, which needs a header's next line.
+		if obs, ok := c.table.read(text, c.stepKey); ok && !matched {
+			take(0, obs)
+		}
 	}
 	c.mu.Unlock()
 	for _, cause := range ambiguous {
@@ -495,7 +506,7 @@ func (c *collector) tellUnmatched(when string) {
 		}
 		what := fmt.Sprintf("metrics pattern %q", pt.text)
 		if pt.text == DefaultPattern {
-			what = "the default pattern (output = true: name=value and name: value pairs)"
+			what = "the default pattern (output = true: name=value and name: value pairs, and columns of numbers under a header of names)"
 		}
 		cause := fmt.Sprintf("%s matched none of rank 0's %d output lines %s", what, c.lines, when)
 		if len(c.last) > 0 {

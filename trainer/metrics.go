@@ -41,7 +41,9 @@ import (
 // restart (a file re-read, a script started over).
 type MetricsConfig struct {
 	// Output reads rank 0's stdout and stderr lines (all but report lines)
-	// with Patterns, or with DefaultPattern when Patterns is empty.
+	// with Patterns, or when Patterns is empty with DefaultPattern and as
+	// tables (a header of metric names over rows of numbers, as skorch and
+	// fastai print).
 	Output bool `toml:"output" json:"output,omitempty"`
 	// Patterns are Go regular expressions (regexp/syntax) matched against
 	// each of rank 0's output lines, every match of each in turn; setting
@@ -135,7 +137,8 @@ const unreadScanBytes = 1 << 20
 // UnreadMetrics reads rank 0's log in the folder logDir (Spec.LogDir)
 // of a group that printed no report line and had no [trainer.metrics]
 // section to read its output, for what DefaultPattern would read there:
-// the first line that gives metric, else the first that gives any metric,
+// (and columnTable, in the tables DefaultPattern does not read): the
+// first line that gives metric, else the first that gives any metric,
 // with the names it gives, sorted. line is "" when none does or the log
 // cannot be read; gotune's own lines in the log do not count. It reads
 // the log's first MiB.
@@ -149,14 +152,19 @@ func UnreadMetrics(logDir, metric string) (line string, names []string) {
 	if err != nil {
 		panic(err) // DefaultPattern is a constant
 	}
+	var table columnTable
 	sc := bufio.NewScanner(io.LimitReader(f, unreadScanBytes))
 	sc.Buffer(nil, unreadScanBytes)
 	for sc.Scan() {
-		text := strings.TrimSpace(shownText(sc.Text()))
+		shown := shownText(sc.Text())
+		text := strings.TrimSpace(shown)
 		if strings.HasPrefix(text, "gotune: ") {
 			continue
 		}
 		obs, ok := pt.match(text, "")
+		if row, isRow := table.read(shown, ""); isRow && !ok {
+			obs, ok = row, true
+		}
 		if !ok || len(obs.metrics) == 0 {
 			continue
 		}

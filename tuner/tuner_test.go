@@ -488,7 +488,7 @@ func TestFitSaysTheMetricsSectionReadNothing(t *testing.T) {
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if len(obs.got) != 1 || !strings.Contains(obs.got[0].Cause, "the default pattern (output = true: name=value and name: value pairs) matched none of rank 0's 1 output lines") {
+	if len(obs.got) != 1 || !strings.Contains(obs.got[0].Cause, "the default pattern (output = true: name=value and name: value pairs, and columns of numbers under a header of names) matched none of rank 0's 1 output lines") {
 		t.Errorf("events %+v, want one metrics_unmatched that names the default pattern in words", obs.got)
 	}
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // metricsSweeps are sweeps over the stand-ins in testdata/metrics, which
-// print the lines of nanoGPT's train.py, pytorch/examples' mnist/main.py
-// and Hugging Face's Trainer and write TensorBoard event files, with the [trainer.metrics] sections
+// print the lines of nanoGPT's train.py, pytorch/examples' mnist/main.py,
+// Hugging Face's Trainer and the tables of skorch and fastai, and write
+// TensorBoard event files, with the [trainer.metrics] sections
 // the README shows for them; SCRIPT is the stand-in's path. steps are the
 // steps an undisturbed trial records, in order.
 var metricsSweeps = []struct {
@@ -94,6 +95,48 @@ command = ["python3", "SCRIPT", "--learning_rate={learning_rate}", "--num_train_
 output = true
 step = "epoch"
 `, []float64{0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4}},
+	{"skorch", "skorch_like.py", "epoch", `
+[objective]
+metric = "valid_acc"
+mode = "max"
+
+[search.space]
+lr = { loguniform = [1e-3, 10] }
+
+[scheduler]
+kind = "asha"
+max_t = 8
+grace_period = 2
+reduction_factor = 2
+
+[trainer]
+command = ["python3", "SCRIPT", "--lr={lr}", "--max_epochs=8"]
+
+[trainer.metrics]
+output = true
+step = "epoch"
+`, []float64{1, 2, 3, 4, 5, 6, 7, 8}},
+	{"fastai", "fastai_like.py", "epoch", `
+[objective]
+metric = "valid_loss"
+mode = "min"
+
+[search.space]
+lr = { loguniform = [1e-5, 1e-1] }
+
+[scheduler]
+kind = "asha"
+max_t = 8
+grace_period = 2
+reduction_factor = 2
+
+[trainer]
+command = ["python3", "SCRIPT", "--lr={lr}", "--epochs=8"]
+
+[trainer.metrics]
+output = true
+step = "epoch"
+`, []float64{0, 1, 2, 3, 4, 5, 6, 7}},
 	{"tensorboard", "tb_like.py", "step", `
 [objective]
 metric = "loss/val"
