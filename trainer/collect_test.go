@@ -567,6 +567,18 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"Random Seed:  1", "step=<nil> "},
 		{"manual_seed=42 loss=0.5 seeds=3", "step=<nil> loss=0.5 seeds=3 "},
 		{"(epoch 2): loss=0.3", "step=<nil> loss=0.3 "},
+		// A line that begins with its epoch or step, as progress bars and
+		// headings print it.
+		{"Epoch 3: 100%|#####| 63/63 [00:00<00:00, 80.50it/s, v_num=0, train_loss=0.312]", "step=<nil> Epoch=3 train_loss=0.312 v_num=0 "},
+		{"Epoch 1/10", "step=<nil> Epoch=1 "},
+		{"Epoch 2", "step=<nil> Epoch=2 "},
+		{"step 250: train loss 2.0, val loss 2.1", "step=250 "},
+		{"Iteration 4, loss = 0.52", "step=<nil> Iteration=4 loss=0.52 "},
+		{"Step 1 of the plan", "step=<nil> "},
+		{"epochs 10", "step=<nil> "},
+		// Lightning's lines on its accelerators and its code quotes.
+		{"TPU available: False, using: 0 TPU cores", "step=<nil> "},
+		{"`Trainer.fit` stopped: `max_epochs=6` reached.", "step=<nil> "},
 	}
 	for _, tc := range cases {
 		obs, _ := pt.match(tc.line, "step")

@@ -85,7 +85,10 @@ const DefaultStep = "step"
 // names of a printed dict or JSON object: "{'loss': 0.69, 'epoch': 0.5}",
 // as Hugging Face's Trainer logs, or {"val_loss": 0.25}, a value's
 // NumPy or PyTorch wrapper aside ("np.float64(0.25)", "tensor(0.25)",
-// as a dict of them prints). A number with
+// as a dict of them prints). A line that begins with epoch, step, iter or
+// iteration and a whole number gives that too, named as written ("Epoch 3:
+// 100%|…" gives Epoch = 3; see stepHeading); a pair quoted as code
+// ("`max_epochs=6` reached") gives nothing. A number with
 // thousands separators ("tokens per iteration will be: 16,384") is read
 // whole, to be refused (see parseNumber), not as its first digits.
 const DefaultPattern = `(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)['"]?\s*(?:=|:)\s*(?:(?:np|numpy)\.\w+\(|tensor\()?(?P<value>[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?))(?:[^\w.:]|$)`
@@ -136,10 +139,11 @@ const unreadScanBytes = 1 << 20
 
 // UnreadMetrics reads rank 0's log in the folder logDir (Spec.LogDir)
 // of a group that printed no report line and had no [trainer.metrics]
-// section to read its output, for what DefaultPattern would read there:
-// (and columnTable, in the tables DefaultPattern does not read): the
-// first line that gives metric, else the first that gives any metric,
-// with the names it gives, sorted. line is "" when none does or the log
+// section to read its output, for what DefaultPattern (and columnTable,
+// in the tables DefaultPattern does not read) would read there: the first
+// line that gives metric, else the first that gives any metric besides a
+// heading's step ("Epoch 2"), else the first such heading, with the names
+// it gives, sorted. line is "" when none does or the log
 // cannot be read; gotune's own lines in the log do not count. It reads
 // the log's first MiB.
 func UnreadMetrics(logDir, metric string) (line string, names []string) {
@@ -153,6 +157,7 @@ func UnreadMetrics(logDir, metric string) (line string, names []string) {
 		panic(err) // DefaultPattern is a constant
 	}
 	var table columnTable
+	best := 0
 	sc := bufio.NewScanner(io.LimitReader(f, unreadScanBytes))
 	sc.Buffer(nil, unreadScanBytes)
 	for sc.Scan() {
@@ -168,9 +173,17 @@ func UnreadMetrics(logDir, metric string) (line string, names []string) {
 		if !ok || len(obs.metrics) == 0 {
 			continue
 		}
-		if _, has := obs.metrics[metric]; line == "" || has {
-			line, names = text, slices.Sorted(maps.Keys(obs.metrics))
-			if has {
+		// Better a line with the metric, then one with more than a
+		// heading's epoch ("Epoch 2").
+		rank := 1
+		if _, has := obs.metrics[metric]; has {
+			rank = 3
+		} else if len(obs.metrics) > 1 || !stepHeading.MatchString(text) {
+			rank = 2
+		}
+		if rank > best {
+			best, line, names = rank, text, slices.Sorted(maps.Keys(obs.metrics))
+			if rank == 3 {
 				break
 			}
 		}
@@ -181,9 +194,11 @@ func UnreadMetrics(logDir, metric string) (line string, names []string) {
 // reprLine finds the lines a script writes when it prints its parsed
 // arguments (print(args): "Namespace(lr=0.0002, niter=25)") or its model
 // (print(model): "(1): BatchNorm2d(512, eps=1e-05, momentum=0.1)"), as
-// pytorch/examples' dcgan does at its start: DefaultPattern reads no
-// metric from them, their pairs being arguments.
-var reprLine = regexp.MustCompile(`^(?:Namespace\(|\([\w.]+\): [A-Za-z_][\w.]*\()`)
+// pytorch/examples' dcgan does at its start, and Lightning's lines on the
+// accelerators it found ("TPU available: False, using: 0 TPU cores"):
+// DefaultPattern reads no metric from them, their pairs being arguments
+// or the machine's.
+var reprLine = regexp.MustCompile(`^(?:Namespace\(|\([\w.]+\): [A-Za-z_][\w.]*\(|[A-Z]PU available: )`)
 
 // terminalEscape matches a terminal's escape sequences: CSI (colours,
 // cursor moves: "\x1b[32m") and OSC (titles, links: "\x1b]8;;url\x1b\\")
@@ -254,14 +269,27 @@ type observation struct {
 	qualifiers map[string]string
 }
 
+// stepHeading matches, for DefaultPattern, a line that begins with a
+// step-like word and a whole number, as progress bars and headings print
+// their epoch or step: Lightning's "Epoch 3: 100%|…", Keras's "Epoch 1/10",
+// nanoGPT's "step 250: train loss …", scikit-learn's "Iteration 4, loss =
+// 0.52", PyTorch's Quickstart tutorial's "Epoch 2". Its groups are the
+// word and the number.
+var stepHeading = regexp.MustCompile(`^\s*((?i:epoch|step|iter|iteration))\s+(\d+)\s*(?::|,|/\s*\d+|$)`)
+
 // match reads line with pt: the metrics of every match, and a step when a
 // match gave one (the last). stepKey names the step.
 func (pt *pattern) match(line, stepKey string) (observation, bool) {
-	if pt.text == DefaultPattern && reprLine.MatchString(strings.TrimSpace(line)) {
+	isDefault := pt.text == DefaultPattern
+	if isDefault && reprLine.MatchString(strings.TrimSpace(line)) {
 		return observation{}, false
 	}
 	ms := pt.re.FindAllStringSubmatchIndex(line, -1)
-	if ms == nil {
+	var heading []int
+	if isDefault {
+		heading = stepHeading.FindStringSubmatchIndex(line)
+	}
+	if ms == nil && heading == nil {
 		return observation{}, false
 	}
 	obs := observation{metrics: map[string]float64{}}
@@ -273,7 +301,7 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 	}
 	put := func(name, text string) bool {
 		v, ok := parseNumber(text)
-		if !ok || name == "" || pt.text == DefaultPattern && isSeed(name) {
+		if !ok || name == "" || isDefault && isSeed(name) {
 			return false
 		}
 		if name == stepKey {
@@ -283,8 +311,16 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		obs.metrics[name] = v
 		return true
 	}
+	if heading != nil {
+		if name := line[heading[2]:heading[3]]; put(name, line[heading[4]:heading[5]]) {
+			obs.qualifiers = map[string]string{name: ""}
+		}
+	}
 	for _, m := range ms {
 		if pt.pairs {
+			if isDefault && m[2*pt.name] > 0 && line[m[2*pt.name]-1] == '`' {
+				continue // code a message quotes: "`max_epochs=6` reached"
+			}
 			if name := text(m, pt.name); put(name, text(m, pt.value)) {
 				if obs.qualifiers == nil {
 					obs.qualifiers = map[string]string{}

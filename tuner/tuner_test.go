@@ -447,6 +447,8 @@ func TestFitSaysWhichLinesAMetricsSectionWouldRead(t *testing.T) {
 			`no trial reported the objective "loss": no trial reported anything, but trial 1 printed lines such as "Test set: Average loss: 0.41, Accuracy: 9/10 (90%)", which [trainer.metrics] output = true would read (as Accuracy, loss): add that section`},
 		{"another metric's line", `echo 'epoch 1'; echo 'acc: 0.9'`,
 			`no trial reported anything, but trial 1 printed lines such as "acc: 0.9", which [trainer.metrics] output = true would read (as acc)`},
+		{"a heading's epoch alone", `echo 'Epoch 1'; echo 'done'`,
+			`no trial reported anything, but trial 1 printed lines such as "Epoch 1", which [trainer.metrics] output = true would read (as Epoch)`},
 		{"no metric at all", `echo 'done'`,
 			`no trial reported anything (a command reports with "@gotune {...}" lines on stdout, or a [trainer.metrics] section reads an unchanged script's output or files)`},
 	} {

@@ -16,9 +16,9 @@ import (
 
 // metricsSweeps are sweeps over the stand-ins in testdata/metrics, which
 // print the lines of nanoGPT's train.py, pytorch/examples' mnist/main.py,
-// Hugging Face's Trainer and the tables of skorch and fastai, and write
-// TensorBoard event files, with the [trainer.metrics] sections
-// the README shows for them; SCRIPT is the stand-in's path. steps are the
+// Hugging Face's Trainer, Lightning's progress bar and the tables of
+// skorch and fastai, and write TensorBoard event files, with the
+// [trainer.metrics] sections the README shows for them; SCRIPT is the stand-in's path. steps are the
 // steps an undisturbed trial records, in order.
 var metricsSweeps = []struct {
 	name, script string
@@ -137,6 +137,27 @@ command = ["python3", "SCRIPT", "--lr={lr}", "--epochs=8"]
 output = true
 step = "epoch"
 `, []float64{0, 1, 2, 3, 4, 5, 6, 7}},
+	{"lightning", "lightning_like.py", "Epoch", `
+[objective]
+metric = "val_loss"
+mode = "min"
+
+[search.space]
+lr = { loguniform = [1e-4, 1] }
+
+[scheduler]
+kind = "asha"
+max_t = 5
+grace_period = 1
+reduction_factor = 2
+
+[trainer]
+command = ["python3", "SCRIPT", "--lr={lr}", "--max_epochs=6"]
+
+[trainer.metrics]
+output = true
+step = "Epoch"
+`, []float64{0, 1, 2, 3, 4, 5}},
 	{"tensorboard", "tb_like.py", "step", `
 [objective]
 metric = "loss/val"
