@@ -111,19 +111,34 @@ func TestXGBoostRoundsAreSteps(t *testing.T) {
 }
 
 // TestQuickstartTutorialHeadings: PyTorch's Quickstart tutorial's lines,
-// read by the README's patterns: the "Epoch N" heading is the step, and
-// the loss and test lines after it join it.
+// read by the README's patterns, or by the default pattern with step =
+// "Epoch": the "Epoch N" heading is the step, and the loss and test lines
+// after it join it (with the default pattern, the test line's "Avg loss"
+// comes last and is its epoch's loss).
 func TestQuickstartTutorialHeadings(t *testing.T) {
-	spec := commandSpec(t, 1)
-	spec.Command = []string{"sh", "-c", `for e in 1 2; do printf 'Epoch %d\n-------------------------------\n' $e
+	script := `for e in 1 2; do printf 'Epoch %d\n-------------------------------\n' $e
 printf 'loss: 2.30%d000  [    0/60000]\nloss: 2.20%d000  [ 6400/60000]\n' $e $e
-printf 'Test Error: \n Accuracy: 7%d.3%%, Avg loss: 0.78%d000 \n\n' $e $e; done; echo 'Done!'`}
-	spec.Metrics = MetricsConfig{Step: "epoch", Patterns: []string{`^Epoch (?P<epoch>\d+)$`, `^loss: (?P<loss>[\d.]+)`, `Accuracy: (?P<accuracy>[\d.]+)%, Avg loss: (?P<test_loss>[\d.]+)`}}
-	spec.StepKey = "epoch"
-	sink := runCollecting(t, spec)
-	want := "1:loss=2.201,accuracy=71.3,test_loss=0.781, 2:loss=2.202,accuracy=72.3,test_loss=0.782, "
-	if got := stepSeries(sink.results, "epoch", "loss", "accuracy", "test_loss"); got != want {
-		t.Errorf("reports\n got %s\nwant %s", got, want)
+printf 'Test Error: \n Accuracy: 7%d.3%%, Avg loss: 0.78%d000 \n\n' $e $e; done; echo 'Done!'`
+	for _, tc := range []struct {
+		name    string
+		metrics MetricsConfig
+		want    string
+	}{
+		{"patterns", MetricsConfig{Step: "epoch", Patterns: []string{`^Epoch (?P<epoch>\d+)$`, `^loss: (?P<loss>[\d.]+)`, `Accuracy: (?P<accuracy>[\d.]+)%, Avg loss: (?P<test_loss>[\d.]+)`}},
+			"1:loss=2.201,accuracy=71.3,test_loss=0.781, 2:loss=2.202,accuracy=72.3,test_loss=0.782, "},
+		{"default pattern", MetricsConfig{Step: "Epoch", Output: true},
+			"1:loss=0.781,Accuracy=71.3, 2:loss=0.782,Accuracy=72.3, "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := commandSpec(t, 1)
+			spec.Command = []string{"sh", "-c", script}
+			spec.Metrics = tc.metrics
+			spec.StepKey = tc.metrics.Step
+			sink := runCollecting(t, spec)
+			if got := stepSeries(sink.results, tc.metrics.Step, "loss", "accuracy", "Accuracy", "test_loss"); got != tc.want {
+				t.Errorf("reports\n got %s\nwant %s", got, tc.want)
+			}
+		})
 	}
 }
 
