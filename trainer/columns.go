@@ -13,15 +13,14 @@ import (
 //	-------  ------------  -----------  ------------  ------
 //	      1        0.7064       0.5550        0.7064  0.0333
 //
-// A header is a line of two or more names, none twice, and nothing else. It counts
-// once the next line (rules of dashes and blank lines aside) is a row
-// under it, so that a line of plain words is not taken for one. A row's
-// every cell lies under a column of its own: its text overlaps the
-// column name's, as right- and left-aligned cells do (a blank cell
-// leaves its column out); in lines separated by tabs, cell i is column
-// i's. A row gives
-// a metric for each cell that is a number, named by its column, and needs
-// two of them; other cells (fastai's time "00:07", skorch's "+" of a
+// A header is a line of two or more names, none twice, and nothing else.
+// It counts once the next line (rules of dashes and blank lines aside) is
+// a row under it, so that a line of plain words is not taken for one. A
+// row's every cell lies under a column of its own: its text overlaps the
+// column name's, as right- and left-aligned cells do (a blank cell leaves
+// its column out); in lines separated by tabs, cell i is column i's. A row
+// gives a metric for each cell that is a number, named by its column, and
+// needs two of them; other cells (fastai's time "00:07", skorch's "+" of a
 // checkpoint) are skipped. The header holds for the rows after it, other
 // lines between them, until another header with its row replaces it.
 type columnTable struct {
