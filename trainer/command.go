@@ -99,13 +99,17 @@ func formatValue(v any) string {
 //     folder is copied here from another node (which may take longer than
 //     rank 0 takes to report again). At the group's first checkpoint, whose
 //     contributors are not known yet, it waits for the ranks that have
-//     handed over nothing until rank 0 prints its next report line, they
-//     exit, or firstShardWait passes. A rank that contributes to one checkpoint must contribute to
-//     every one, and must keep in step with rank 0 (as DDP ranks do through
-//     their collectives): its shard of a round comes before rank 0's report
-//     of the next round. When only rank 0 hands over checkpoints (the common case),
-//     reports are delivered as soon as rank 0 prints them, apart from that
-//     one short wait in groups of several workers.
+//     handed over nothing until they do, exit, or firstShardWait passes,
+//     or, for a rank on this node, until rank 0 prints its next report
+//     line. A rank on another node gets the whole wait: its lines come
+//     through its agent, and may reach gotune after rank 0's next one
+//     though printed before it. A rank that contributes to one checkpoint
+//     must contribute to every one, and must keep in step with rank 0 (as
+//     DDP ranks do through their collectives): its shard of a round comes
+//     before rank 0's report of the next round. When only rank 0 hands
+//     over checkpoints (the common case), reports are delivered as soon as
+//     rank 0 prints them, apart from that one short wait in groups of
+//     several workers.
 //   - A shard that arrives after its report was delivered is dropped with a
 //     warning in the rank's log, and a checkpoint missing a shard of a rank
 //     that contributes is not committed (the report is delivered without it).
@@ -119,7 +123,7 @@ type commandKind struct {
 
 // firstShardWait bounds how long the group's first checkpoint waits for
 // shards from ranks that have not handed over any yet, when rank 0 does not
-// print its next report line sooner.
+// print its next report line sooner (for ranks on this node).
 const firstShardWait = 500 * time.Millisecond
 
 func (k *commandKind) runAttempt(a *attempt) {
@@ -199,15 +203,18 @@ type collator struct {
 	a *attempt
 	n int
 
-	mu            sync.Mutex
-	cond          *sync.Cond
-	queue         []*lineReport    // rank 0's reports, not yet delivered
-	shards        []map[int]string // per rank: its shards by ordinal, waiting ("": refused)
-	handed        []int            // checkpoints handed over per rank
-	contributor   []bool
-	exitedRank    []bool
-	deliveredOrd  int // rank 0's last checkpoint ordinal delivered or dropped
-	firstWaitOver bool
+	mu           sync.Mutex
+	cond         *sync.Cond
+	queue        []*lineReport    // rank 0's reports, not yet delivered
+	shards       []map[int]string // per rank: its shards by ordinal, waiting ("": refused)
+	handed       []int            // checkpoints handed over per rank
+	contributor  []bool
+	exitedRank   []bool
+	remote       []bool // per rank: it runs on another node
+	deliveredOrd int    // rank 0's last checkpoint ordinal delivered or dropped
+	// firstWaitOver: firstShardWait has passed; movedOn: rank 0 printed a
+	// report line after its first checkpoint's.
+	firstWaitOver, movedOn bool
 	// delivering: run is handing a report to the attempt; drainOver: rank
 	// 0's exit stopped waiting for its reports (see exited).
 	delivering, drainOver bool
@@ -233,9 +240,10 @@ type lineReport struct {
 
 func newCollator(a *attempt, n int) *collator {
 	c := &collator{a: a, n: n, shards: make([]map[int]string, n), handed: make([]int, n),
-		contributor: make([]bool, n), exitedRank: make([]bool, n), done: make(chan struct{})}
+		contributor: make([]bool, n), exitedRank: make([]bool, n), remote: make([]bool, n), done: make(chan struct{})}
 	for r := range c.shards {
 		c.shards[r] = map[int]string{}
+		c.remote[r] = a.slots[r].Launcher != nil
 	}
 	c.cond = sync.NewCond(&c.mu)
 	return c
@@ -276,8 +284,8 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 	}
 	if c.handed[0] > 0 {
 		// Rank 0 has moved on past its first checkpoint: the other
-		// ranks have had a whole step to hand over theirs.
-		c.firstWaitOver = true
+		// ranks on this node have had a whole step to hand over theirs.
+		c.movedOn = true
 	}
 	rep := &lineReport{metrics: metrics}
 	if handed {
@@ -382,7 +390,7 @@ func (c *collator) ready(rep *lineReport) bool {
 		case has || c.exitedRank[r]:
 		case c.contributor[r]:
 			return false
-		case rep.ordinal == 1 && !c.firstWaitOver:
+		case rep.ordinal == 1 && !c.firstWaitOver && (c.remote[r] || !c.movedOn):
 			return false
 		}
 	}

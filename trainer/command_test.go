@@ -300,3 +300,29 @@ func TestErrorFileFolderWhileRunning(t *testing.T) {
 		t.Errorf("log folder after the run: %v, want none", err)
 	}
 }
+
+// TestFirstCheckpointWaitsForRanksElsewhere: rank 0's first checkpoint
+// waits for the shard of a rank that has handed over nothing yet until
+// rank 0 moves on, for a rank on this node, and until firstShardWait
+// passes, for a rank on another node, whose lines come through its agent
+// and may arrive after rank 0's next one though printed before it.
+func TestFirstCheckpointWaitsForRanksElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		remote, moved, timeout bool
+		ready                  bool
+	}{
+		{"this node, rank 0 not moved on", false, false, false, false},
+		{"this node, rank 0 moved on", false, true, false, true},
+		{"another node, rank 0 moved on", true, true, false, false},
+		{"another node, the wait over", true, true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &collator{n: 2, shards: []map[int]string{{}, {}}, contributor: make([]bool, 2), exitedRank: make([]bool, 2),
+				remote: []bool{false, tc.remote}, movedOn: tc.moved, firstWaitOver: tc.timeout}
+			if got := c.ready(&lineReport{ordinal: 1, dir: "ckpt"}); got != tc.ready {
+				t.Errorf("ready = %v, want %v", got, tc.ready)
+			}
+		})
+	}
+}
