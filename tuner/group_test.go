@@ -3,11 +3,13 @@ package tuner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gotune/gotune/search"
 	"github.com/gotune/gotune/searchspace"
@@ -133,11 +135,14 @@ func TestCommandPlaceholdersAreValidated(t *testing.T) {
 // events is an observer that records restarts.
 type events struct {
 	nopObserver
-	mu  sync.Mutex
-	got []trainer.Event
+	// slow is how long OnEvent takes, as a slow observer's might.
+	slow time.Duration
+	mu   sync.Mutex
+	got  []trainer.Event
 }
 
 func (e *events) OnEvent(_ int, ev trainer.Event) {
+	time.Sleep(e.slow)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.got = append(e.got, ev)
@@ -152,7 +157,9 @@ func TestProcessWorkersRestartFromCommittedCheckpoints(t *testing.T) {
 	cfg.Search.Space = space
 	cfg.Trainer.Failure.MaxFailures = 1
 	cfg.Trainer.Checkpoint = trainer.CheckpointConfig{NumToKeep: 1, ScoreAttribute: "loss"}
-	obs := &events{}
+	// An observer slow to take the restart: the restarted group's workers
+	// are recorded as its attempt's all the same.
+	obs := &events{slow: 300 * time.Millisecond}
 	tu, err := New(cfg, WithWorkerProcess("crashOnce"), WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +173,25 @@ func TestProcessWorkersRestartFromCommittedCheckpoints(t *testing.T) {
 	}
 	if len(obs.got) != 1 || obs.got[0].Kind != trainer.EventRestart || !strings.Contains(obs.got[0].Cause, "exited with status 7") {
 		t.Errorf("events %+v", obs.got)
+	}
+	// Each attempt's workers are recorded as its own: the failed one's
+	// ended, the restarted one's other processes.
+	ws, err := openResults(t, cfg).Workers(context.Background(), cfg.Name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range ws {
+		got = append(got, fmt.Sprintf("attempt %d rank %d", w.Attempt, w.Rank))
+	}
+	if strings.Join(got, ", ") != "attempt 0 rank 0, attempt 0 rank 1, attempt 1 rank 0, attempt 1 rank 1" {
+		t.Fatalf("workers recorded: %s; want both ranks of the failed attempt and of the restarted one", strings.Join(got, ", "))
+	}
+	for rank := range 2 {
+		failed, restarted := ws[rank], ws[2+rank]
+		if failed.Status == trainer.WorkerRunning || failed.PID == restarted.PID {
+			t.Errorf("rank %d: the failed attempt's worker is %s with pid %d, the restarted one's pid %d", rank, failed.Status, failed.PID, restarted.PID)
+		}
 	}
 	// The checkpoints are committed beside the database, in the trial's
 	// folder with its logs; loss is the objective (min), so the retention

@@ -64,8 +64,10 @@ type event struct {
 	// A report: result, answered on reply.
 	result *trainer.Result
 	reply  chan trainer.Action
-	// A restart or a resize of the trial's group.
-	group *trainer.Event
+	// A restart or a resize of the trial's group; recorded, when not nil,
+	// is closed once the loop has recorded it.
+	group    *trainer.Event
+	recorded chan struct{}
 	// Otherwise the group has ended, with summary and err.
 	summary trainer.Summary
 	err     error
@@ -161,6 +163,9 @@ func (l *loop) handle(ctx context.Context, ev event) {
 		ev.reply <- l.onReport(ctx, ev.trial, *ev.result)
 	case ev.group != nil:
 		l.onGroupEvent(ctx, ev.trial, *ev.group)
+		if ev.recorded != nil {
+			close(ev.recorded)
+		}
 	default:
 		l.running--
 		l.t.inspectors.drop(ev.trial.number)
@@ -348,9 +353,20 @@ func (s *sink) Report(ctx context.Context, r trainer.Result) (trainer.Action, er
 	return <-reply, nil
 }
 
-// Event passes a restart or a resize of the trial's group to the loop.
+// Event passes a restart or a resize of the trial's group to the loop. It
+// returns once a restart is recorded: the trial's restart count numbers
+// the attempt the new workers are recorded under (storage.SetWorker), so
+// they must not be queued before it, or they would overwrite the workers
+// of the attempt that failed.
 func (s *sink) Event(_ context.Context, e trainer.Event) error {
-	s.l.events <- event{trial: s.trial, group: &e}
+	ev := event{trial: s.trial, group: &e}
+	if e.Kind == trainer.EventRestart {
+		ev.recorded = make(chan struct{})
+	}
+	s.l.events <- ev
+	if ev.recorded != nil {
+		<-ev.recorded
+	}
 	return nil
 }
 

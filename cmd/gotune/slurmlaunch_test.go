@@ -47,6 +47,11 @@ func TestSlurmLauncher(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
+	defer func() {
+		if t.Failed() { // the launcher's lines on its jobs and agents
+			t.Logf("gotune run's stderr:\n%s", &stderr)
+		}
+	}()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
@@ -119,7 +124,7 @@ func TestSlurmLauncher(t *testing.T) {
 		restarts += g.Restarts
 	}
 	if restarts != 1 {
-		t.Errorf("%d restarts, want 1 (the trial of cancelled job %s):\n%s%s", restarts, cancelled, r.out, r.stderr)
+		t.Errorf("%d restarts, want 1 (the trial of cancelled job %s):\n%s", restarts, cancelled, r.out)
 	}
 	if !strings.Contains(r.out, "restart with 2 workers from the checkpoint of iteration") {
 		t.Errorf("the restarted trial did not start from a checkpoint:\n%s", r.out)
