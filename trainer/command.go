@@ -111,7 +111,8 @@ func formatValue(v any) string {
 //     rank 0 prints them, apart from that one short wait in groups of
 //     several workers.
 //   - A shard that arrives after its report was delivered is dropped with a
-//     warning in the rank's log, and a checkpoint missing a shard of a rank
+//     warning in the rank's log and an EventReportRefused, and a
+//     checkpoint missing a shard of a rank
 //     that contributes is not committed (the report is delivered without it).
 //   - A checkpoint or shard that is not a folder inside the rank's own
 //     GOTUNE_CHECKPOINT_DIR is refused (see takeOver) and left untouched; it
@@ -316,16 +317,19 @@ func (c *collator) addShard(rank int, p *workers.Process, dir string) {
 	c.mu.Unlock()
 	dir = c.takeOver(rank, p, dir)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	defer c.cond.Broadcast()
-	if j <= c.deliveredOrd {
-		if dir != "" {
-			p.Logf("warning: dropped checkpoint %s: rank 0's report it belongs with (its checkpoint %d) was already delivered; hand each checkpoint over before rank 0's next report", dir, j)
-			os.RemoveAll(dir)
-		}
-		return
+	late := j <= c.deliveredOrd
+	if !late {
+		c.shards[rank][j] = dir
 	}
-	c.shards[rank][j] = dir
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	if late && dir != "" {
+		// The checkpoint went without it: say so where the user looks.
+		msg := fmt.Sprintf("dropped checkpoint %s: rank 0's report it belongs with (its checkpoint %d) was already delivered, without it; hand each checkpoint over before rank 0's next report", dir, j)
+		p.Logf("warning: %s", msg)
+		c.a.refused(rank, msg)
+		os.RemoveAll(dir)
+	}
 }
 
 // takeOver is attempt.takeOver for a report line's checkpoint: it returns

@@ -326,3 +326,40 @@ func TestFirstCheckpointWaitsForRanksElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// TestLateShardIsTold: a rank that hands over its first shard after rank
+// 0's checkpoint went without it (past firstShardWait) has it dropped, and
+// the group says so in a report_refused event, not only in the rank's
+// log; its later shards join their checkpoints.
+func TestLateShardIsTold(t *testing.T) {
+	spec := commandSpec(t, 2)
+	spec.Command = []string{"sh", "-c", `
+hand() { d=$(mktemp -d "$GOTUNE_CHECKPOINT_DIR/c-XXXXXX"); echo "$1" > "$d/state_$RANK"; echo "@gotune {$2\"checkpoint\": \"$d\"}"; }
+if [ "$RANK" = 0 ]; then
+	hand 1 '"loss": 1, '; sleep 1.5; hand 2 '"loss": 0.5, '; sleep 1
+else
+	sleep 1; hand 1 ''; sleep 0.3; hand 2 ''
+fi`}
+	store := &testStore{dir: t.TempDir()}
+	spec.Checkpoints = store
+	sink := runCollecting(t, spec)
+	var told []string
+	for _, e := range sink.events {
+		if e.Kind == EventReportRefused {
+			told = append(told, e.Cause)
+		}
+	}
+	if len(told) != 1 || !strings.Contains(told[0], "worker 1: dropped checkpoint") || !strings.Contains(told[0], "its checkpoint 1") {
+		t.Errorf("report_refused events %q, want one for worker 1's late first shard", told)
+	}
+	for it, want := range map[int]string{1: "state_0", 2: "state_0 state_1"} {
+		entries, _ := os.ReadDir(filepath.Join(store.dir, fmt.Sprintf("checkpoint_%06d", it)))
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if got := strings.Join(names, " "); got != want {
+			t.Errorf("checkpoint %d holds %q, want %q", it, got, want)
+		}
+	}
+}
