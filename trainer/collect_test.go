@@ -586,6 +586,7 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		// headings print it.
 		{"Epoch 3: 100%|#####| 63/63 [00:00<00:00, 80.50it/s, v_num=0, train_loss=0.312]", "step=<nil> Epoch=3 train_loss=0.312 v_num=0 "},
 		{"Epoch 1/10", "step=<nil> Epoch=1 "},
+		{"1875/1875 [==============================] - 2s 1ms/step - loss: 0.2961 - accuracy: 0.9143 - val_loss: 0.1414 - val_accuracy: 0.9577", "step=<nil> accuracy=0.9143 loss=0.2961 val_accuracy=0.9577 val_loss=0.1414 "},
 		{"Epoch 2", "step=<nil> Epoch=2 "},
 		{"step 250: train loss 2.0, val loss 2.1", "step=250 "},
 		{"Iteration 4, loss = 0.52", "step=<nil> Iteration=4 loss=0.52 "},
