@@ -442,6 +442,10 @@ func TestStoppingAgentTakesNoMoreWork(t *testing.T) {
 	if !logs.has("agent a is stopping: no more work goes to it") {
 		t.Errorf("the head did not say the agent is stopping: %q", logs.lines)
 	}
+	until(t, "the agent to leave", func() bool { return logs.has("agent a left") })
+	if logs.has("agent a lost") {
+		t.Errorf("an agent that said it was stopping is called lost: %q", logs.lines)
+	}
 }
 
 // A silent agent (stopped, or cut off) is lost after the timeout, though

@@ -335,6 +335,9 @@ func (h *Head) withdraw(s *session) {
 		h.cfg.Manager.LoseNode(s.node)
 		h.logf("agent %s is stopping: no more work goes to it", s.name)
 	}
+	s.mu.Lock()
+	s.leaving = true
+	s.mu.Unlock()
 }
 
 // live returns node index's current session, or an error wrapping
@@ -444,7 +447,14 @@ func (hs *headServer) Session(stream agentpb.Head_SessionServer) error {
 	cause := context.Cause(s.ctx)
 	h.detach(s)
 	s.failAll(cause)
-	h.logf("agent %s lost: %v", s.name, cause)
+	s.mu.Lock()
+	left := s.leaving
+	s.mu.Unlock()
+	if left {
+		h.logf("agent %s left", s.name)
+	} else {
+		h.logf("agent %s lost: %v", s.name, cause)
+	}
 	return status.Error(codes.Unavailable, cause.Error())
 }
 

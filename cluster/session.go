@@ -33,6 +33,7 @@ type session struct {
 
 	mu      sync.Mutex
 	closed  bool
+	leaving bool // the agent said it is stopping (see Head.withdraw)
 	nextID  uint64
 	procs   map[uint64]*remoteProc
 	starts  map[uint64]chan *agentpb.Started
