@@ -137,11 +137,7 @@ func tableRow(header, row *tableLine, stepKey string) (observation, bool) {
 			continue
 		}
 		numbers++
-		if name := cols[col].text; name == stepKey {
-			obs.step = &v
-		} else {
-			obs.metrics[name] = v
-		}
+		obs.set(cols[col].text, stepKey, v)
 	}
 	if numbers < 2 {
 		return observation{}, false

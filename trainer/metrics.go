@@ -269,6 +269,17 @@ type observation struct {
 	qualifiers map[string]string
 }
 
+// set records v under name: as the step when name is stepKey, else as a
+// metric; it reports whether v became a metric.
+func (o *observation) set(name, stepKey string, v float64) bool {
+	if name == stepKey {
+		o.step = &v
+		return false
+	}
+	o.metrics[name] = v
+	return true
+}
+
 // stepHeading matches, for DefaultPattern, a line that begins with a
 // step-like word and a whole number, as progress bars and headings print
 // their epoch or step: Lightning's "Epoch 3: 100%|…", Keras's "Epoch 1/10",
@@ -304,12 +315,7 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		if !ok || name == "" || isDefault && isSeed(name) {
 			return false
 		}
-		if name == stepKey {
-			obs.step = &v
-			return false
-		}
-		obs.metrics[name] = v
-		return true
+		return obs.set(name, stepKey, v)
 	}
 	if heading != nil {
 		if name := line[heading[2]:heading[3]]; put(name, line[heading[4]:heading[5]]) {
@@ -402,11 +408,7 @@ func parseJSONRecord(line []byte, stepKey string) (observation, error) {
 		default:
 			continue
 		}
-		if k == stepKey {
-			obs.step = &f
-		} else {
-			obs.metrics[k] = f
-		}
+		obs.set(k, stepKey, f)
 	}
 	return obs, nil
 }
@@ -428,11 +430,7 @@ func parseCSVRecord(header []string, line []byte, stepKey string) (observation, 
 		if !ok {
 			continue
 		}
-		if header[i] == stepKey {
-			obs.step = &f
-		} else {
-			obs.metrics[header[i]] = f
-		}
+		obs.set(header[i], stepKey, f)
 	}
 	return obs, nil
 }
