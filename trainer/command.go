@@ -211,8 +211,7 @@ type collator struct {
 	handed       []int            // checkpoints handed over per rank
 	contributor  []bool
 	exitedRank   []bool
-	remote       []bool // per rank: it runs on another node
-	deliveredOrd int    // rank 0's last checkpoint ordinal delivered or dropped
+	deliveredOrd int // rank 0's last checkpoint ordinal delivered or dropped
 	// firstWaitOver: firstShardWait has passed; movedOn: rank 0 printed a
 	// report line after its first checkpoint's.
 	firstWaitOver, movedOn bool
@@ -241,10 +240,9 @@ type lineReport struct {
 
 func newCollator(a *attempt, n int) *collator {
 	c := &collator{a: a, n: n, shards: make([]map[int]string, n), handed: make([]int, n),
-		contributor: make([]bool, n), exitedRank: make([]bool, n), remote: make([]bool, n), done: make(chan struct{})}
+		contributor: make([]bool, n), exitedRank: make([]bool, n), done: make(chan struct{})}
 	for r := range c.shards {
 		c.shards[r] = map[int]string{}
-		c.remote[r] = a.slots[r].Launcher != nil
 	}
 	c.cond = sync.NewCond(&c.mu)
 	return c
@@ -394,7 +392,9 @@ func (c *collator) ready(rep *lineReport) bool {
 		case has || c.exitedRank[r]:
 		case c.contributor[r]:
 			return false
-		case rep.ordinal == 1 && !c.firstWaitOver && (c.remote[r] || !c.movedOn):
+		case rep.ordinal == 1 && !c.firstWaitOver && (c.a.slots[r].Launcher != nil || !c.movedOn):
+			// A rank on another node (its slot has a launcher) gets the
+			// whole wait.
 			return false
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gotune/gotune/workers"
 )
 
 // commandSpec runs the test binary's counter command with n workers.
@@ -318,8 +320,12 @@ func TestFirstCheckpointWaitsForRanksElsewhere(t *testing.T) {
 		{"another node, the wait over", true, true, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &collator{n: 2, shards: []map[int]string{{}, {}}, contributor: make([]bool, 2), exitedRank: make([]bool, 2),
-				remote: []bool{false, tc.remote}, movedOn: tc.moved, firstWaitOver: tc.timeout}
+			a := &attempt{slots: make([]Slot, 2)}
+			if tc.remote {
+				a.slots[1].Launcher = workers.LocalLauncher{Address: "127.0.0.2"}
+			}
+			c := &collator{a: a, n: 2, shards: []map[int]string{{}, {}}, contributor: make([]bool, 2), exitedRank: make([]bool, 2),
+				movedOn: tc.moved, firstWaitOver: tc.timeout}
 			if got := c.ready(&lineReport{ordinal: 1, dir: "ckpt"}); got != tc.ready {
 				t.Errorf("ready = %v, want %v", got, tc.ready)
 			}
