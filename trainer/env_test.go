@@ -115,8 +115,10 @@ echo '@gotune {"ok": 1}'`
 }
 
 func TestOutputCountsAsHeartbeat(t *testing.T) {
-	// Prints a line every 0.1 s for a second, then reports once.
-	script := `i=0; while [ $i -lt 10 ]; do echo "batch $i"; sleep 0.1; i=$((i + 1)); done; echo '@gotune {"ok": 1}'`
+	// Prints a line every 0.1 s for three seconds, then reports once. On a
+	// loaded machine the watchdog leaves late ticks out of the silence
+	// (see watchdog), so the silence lasts well beyond the timeout.
+	script := `i=0; while [ $i -lt 30 ]; do echo "batch $i"; sleep 0.1; i=$((i + 1)); done; echo '@gotune {"ok": 1}'`
 	for _, output := range []bool{false, true} {
 		spec := Spec{
 			Experiment: uniqueName(t), Trial: 1,
