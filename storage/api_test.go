@@ -294,7 +294,7 @@ func TestWorkersAndResourceSamples(t *testing.T) {
 	if err := db.RestartTrial(ctx, id, 0, "rank 1 died"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.SetWorker(ctx, id, WorkerRecord{Rank: 0, Node: "n2", PID: 200, Status: "RUNNING"}); err != nil {
+	if _, err := db.SetWorker(ctx, id, WorkerRecord{Attempt: 1, Rank: 0, Node: "n2", PID: 200, Status: "RUNNING"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.SetWorker(ctx, 999, WorkerRecord{Status: "RUNNING"}); err == nil {
@@ -433,6 +433,15 @@ func TestResumeState(t *testing.T) {
 	db.FinishTrial(ctx, f.trials[0].ID(), TrialTerminated, "")
 	db.RecordCheckpoint(ctx, f.trials[1].ID(), 1, "/ck/2/1", nil)
 	db.SetTrialStatus(ctx, f.trials[2].ID(), TrialPaused)
+	// Trial 2 ran attempts 0 and 2 (1 started no worker), trial 3 one.
+	for _, w := range []struct {
+		trial   int
+		attempt int
+	}{{1, 0}, {1, 2}, {1, 2}, {2, 0}} {
+		if _, err := db.SetWorker(ctx, f.trials[w.trial].ID(), WorkerRecord{Attempt: w.attempt, Status: "EXITED"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := db.SetTrialStatus(ctx, 999, TrialPaused); !errors.Is(err, ErrNotFound) {
 		t.Errorf("status of a missing trial: %v", err)
 	}
@@ -449,12 +458,12 @@ func TestResumeState(t *testing.T) {
 		if s.Checkpoint != nil {
 			ck = s.Checkpoint.Path
 		}
-		got = append(got, fmt.Sprintf("%s %d %s", s.Trial.Status, len(s.Reports), ck))
+		got = append(got, fmt.Sprintf("%s %d %s %d", s.Trial.Status, len(s.Reports), ck, s.Attempts))
 		if s.Unfinished() == (s.Trial.Status == TrialTerminated) {
 			t.Errorf("trial %d %s: unfinished %v", s.Trial.Number, s.Trial.Status, s.Unfinished())
 		}
 	}
-	if want := []string{"TERMINATED 1 -", "RUNNING 2 /ck/2/1", "PAUSED 0 -"}; !slices.Equal(got, want) {
+	if want := []string{"TERMINATED 1 - 0", "RUNNING 2 /ck/2/1 3", "PAUSED 0 - 1"}; !slices.Equal(got, want) {
 		t.Errorf("state %q, want %q", got, want)
 	}
 	if _, err := db.ResumeState(ctx, "nope"); !errors.Is(err, ErrNotFound) {

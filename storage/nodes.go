@@ -12,9 +12,10 @@ type WorkerRecord struct {
 	// ID is the worker's key in the database, set by SetWorker's return and
 	// by reads; ResourceSample.WorkerID refers to it.
 	ID int64
-	// Attempt is the trial's restart count when the worker was first
-	// recorded: 0 for the first run, 1 after the first restart, and so on.
-	// The store sets it.
+	// Attempt numbers the start of the trial's group the worker belongs
+	// to: 0 for the first, then one more at each start after it (a
+	// restart after a failure, a resize, a paused trial going on, a
+	// resumed sweep).
 	Attempt int
 	Rank    int
 	// Node names the machine the worker runs on.
@@ -34,15 +35,15 @@ type WorkerRecord struct {
 
 const upsertWorker = `
 INSERT INTO workers (trial_id, attempt, rank, node, pid, status, log_path, step_rate, started_at, updated_at)
-VALUES (?1, (SELECT restarts FROM trials WHERE id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
 ON CONFLICT (trial_id, attempt, rank) DO UPDATE SET
 	node = excluded.node, pid = excluded.pid, status = excluded.status,
 	log_path = excluded.log_path, step_rate = excluded.step_rate, updated_at = excluded.updated_at
 RETURNING id`
 
 // SetWorker records worker w of the trial with database id trialID, or
-// replaces what was recorded of the same rank in the trial's current attempt
-// (its restart count), and returns the worker's id. Give every field each
+// replaces what was recorded of the same rank in the same attempt, and
+// returns the worker's id. Give every field each
 // time: a zero PID, LogPath or StepRate is stored as unknown.
 func (db *DB) SetWorker(ctx context.Context, trialID int64, w WorkerRecord) (int64, error) {
 	var id int64
@@ -75,7 +76,7 @@ func (db *DB) workersWrite(trialID int64, ws []WorkerRecord, learned func(rank i
 	return func(tx *wtx) error {
 		for _, w := range ws {
 			var id int64
-			if err := tx.queryRow(upsertWorker, trialID, w.Rank, w.Node, nullInt(w.PID), w.Status,
+			if err := tx.queryRow(upsertWorker, trialID, w.Attempt, w.Rank, w.Node, nullInt(w.PID), w.Status,
 				nullString(w.LogPath), nullFloat(w.StepRate), now).Scan(&id); err != nil {
 				return fmt.Errorf("record worker %d: %w", w.Rank, err)
 			}

@@ -22,6 +22,10 @@ type TrialState struct {
 	// Checkpoint is the trial's latest kept checkpoint, nil when it has none
 	// (it would restart from scratch).
 	Checkpoint *CheckpointRecord
+	// Attempts is the number the group's next start takes: one past the
+	// last attempt whose workers were recorded (WorkerRecord.Attempt), 0
+	// when none were.
+	Attempts int
 }
 
 // Unfinished reports whether the trial was interrupted before it ended
@@ -62,9 +66,13 @@ func (db *DB) ResumeState(ctx context.Context, exp string) (*ResumeState, error)
 		if err != nil {
 			return err
 		}
+		attempts, err := s.attempts(ctx, e.ID)
+		if err != nil {
+			return err
+		}
 		st = &ResumeState{Experiment: e, Trials: make([]TrialState, len(ts))}
 		for i, t := range ts {
-			state := TrialState{Trial: t}
+			state := TrialState{Trial: t, Attempts: attempts[t.id]}
 			if state.Reports, err = s.Reports(ctx, exp, t.Number); err != nil {
 				return err
 			}
@@ -80,4 +88,26 @@ func (db *DB) ResumeState(ctx context.Context, exp string) (*ResumeState, error)
 		return nil, err
 	}
 	return st, nil
+}
+
+// attempts maps the trials of experiment expID that recorded workers to
+// one past their last attempt.
+func (db *DB) attempts(ctx context.Context, expID int64) (map[int64]int, error) {
+	rows, err := db.rq.QueryContext(ctx, `
+SELECT w.trial_id, max(w.attempt) + 1 FROM workers w JOIN trials t ON t.id = w.trial_id
+WHERE t.experiment_id = ? GROUP BY w.trial_id`, expID)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
 }

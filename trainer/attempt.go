@@ -38,7 +38,7 @@ func (e attemptEnd) graceful() bool { return e.kind != endFailed }
 // context is cancelled when it ends; the first reason to end it wins.
 type attempt struct {
 	r      *runner
-	number int
+	number int // from 1 in this Run; see trialAttempt
 	slots  []Slot
 	resume checkpointRef
 	// scratch begins the names of the ranks' scratch folders, which sit
@@ -82,7 +82,8 @@ func (r *runner) newAttempt(number int) *attempt {
 		startStep: r.lastStep,
 		redoUntil: r.lastStep,
 	}
-	a.workers = newWorkerTable(r.sink, a.slots)
+	r.attempts = number
+	a.workers = newWorkerTable(r.sink, a.trialAttempt(), a.slots)
 	// Workers see the caller's context values, but only the attempt's end
 	// cancels them, so that the reason is always known first.
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
@@ -93,6 +94,10 @@ func (r *runner) newAttempt(number int) *attempt {
 	a.stopCtx = context.AfterFunc(r.ctx, func() { a.finish(attemptEnd{kind: endCancelled, err: r.ctx.Err()}) })
 	return a
 }
+
+// trialAttempt numbers the attempt among all the trial's, from 0
+// (WorkerStatus.Attempt).
+func (a *attempt) trialAttempt() int { return a.r.spec.Attempts + a.number - 1 }
 
 // hung fails the attempt when no worker has reported for hb and returns
 // the zero time, unless the failure config counts output as a sign of life

@@ -505,14 +505,15 @@ func TestUnmatchedPatternOfAFailedWorkerIsNotTold(t *testing.T) {
 	}
 }
 
-// TestRestartCountGoesOnAcrossRuns: TORCHELASTIC_RESTART_COUNT and the
-// attempt in the log go on from Spec.Restarts (a resumed sweep's).
+// TestRestartCountGoesOnAcrossRuns: TORCHELASTIC_RESTART_COUNT goes on
+// from Spec.Restarts (a resumed sweep's), and the attempt in the log from
+// Spec.Attempts (which also counts a paused trial's earlier starts).
 func TestRestartCountGoesOnAcrossRuns(t *testing.T) {
 	dead := filepath.Join(t.TempDir(), "died")
 	spec := commandSpec(t, 1)
 	spec.Command = []string{"sh", "-c", `echo "step=$TORCHELASTIC_RESTART_COUNT restart_count=$TORCHELASTIC_RESTART_COUNT"; [ -e "$1" ] || { : > "$1"; exit 3; }`, "sh", dead}
 	spec.Metrics = MetricsConfig{Output: true}
-	spec.Restarts = 2
+	spec.Restarts, spec.Attempts = 2, 5
 	spec.Failure.MaxFailures = 1
 	sink := runCollecting(t, spec)
 	var counts []float64
@@ -523,7 +524,7 @@ func TestRestartCountGoesOnAcrossRuns(t *testing.T) {
 		t.Errorf("restart counts %v, want [2 3]", counts)
 	}
 	log := readFile(t, filepath.Join(spec.LogDir, "worker_0.log"))
-	for _, want := range []string{"attempt 3: worker 0", "attempt 4: worker 0"} {
+	for _, want := range []string{"attempt 6: worker 0", "attempt 7: worker 0"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log does not say %q:\n%s", want, log)
 		}

@@ -66,7 +66,8 @@ type envSpec struct {
 	host       string
 	trialDir   string
 	// What torch.distributed.elastic's agent adds (see elasticVars):
-	// restartCount counts the group's restarts, maxRestarts is
+	// restartCount counts the group's restarts after failures (a resize
+	// is none, as torch's re-rendezvous is none), maxRestarts is
 	// FailureConfig.MaxFailures, errorFile is where torch's @record writes
 	// a failure ("" for none).
 	runID        string

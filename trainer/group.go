@@ -215,9 +215,13 @@ type Spec struct {
 	// a while, without waiting for a later step (see MetricsConfig).
 	Objectives []string
 	// Restarts counts the trial's restarts before this Run (a resumed
-	// sweep's): TORCHELASTIC_RESTART_COUNT and the attempt numbers in the
-	// workers' logs go on from it.
+	// sweep's): TORCHELASTIC_RESTART_COUNT goes on from it.
 	Restarts int
+	// Attempts counts the starts of the trial's group before this Run (an
+	// earlier Run's, whether it failed, was paused or was interrupted):
+	// WorkerStatus.Attempt and the attempt numbers in the workers' logs go
+	// on from it.
+	Attempts int
 
 	// Checkpoints commits the checkpoints that reports hand over; nil hands
 	// the ranks' folders to the sink in Result.Checkpoint instead, and a
@@ -339,6 +343,10 @@ type Summary struct {
 	Iterations int
 	// Restarts counts the restarts after failures during this run.
 	Restarts int
+	// Attempts counts the group's starts during this run (restarts and
+	// resizes included): Spec.Attempts of the trial's next Run goes on by
+	// it.
+	Attempts int
 }
 
 // permanentError marks a failure that a restart cannot fix.
@@ -485,6 +493,7 @@ type runner struct {
 	delivered int
 	lastStep  *Step // see Spec.LastStep
 	restarts  int
+	attempts  int // the attempts begun (Summary.Attempts)
 }
 
 func (r *runner) run(ctx context.Context) (Summary, error) {
@@ -564,7 +573,7 @@ func (r *runner) event(kind EventKind, cause string, attempt int) error {
 
 func (r *runner) summary(o Outcome) Summary {
 	return Summary{Outcome: o, Checkpoint: r.latest.dir, CheckpointIteration: r.latest.iteration,
-		Iterations: r.delivered, Restarts: r.restarts}
+		Iterations: r.delivered, Restarts: r.restarts, Attempts: r.attempts}
 }
 
 // attemptScratch begins the names of attempt number's scratch folders.

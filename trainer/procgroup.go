@@ -78,7 +78,7 @@ func (pg *procGroup) start(rank int, spec workers.LaunchSpec, hooks procHooks) (
 	// The heading is written before the process's first line can be read:
 	// a process that exits at once still has it in its log.
 	spec.Heading = func(pid int) string {
-		return fmt.Sprintf("attempt %d: worker %d of %d, pid %d: %s", pg.a.r.spec.Restarts+pg.a.number, rank, pg.a.size(), pid, strings.Join(spec.Args, " "))
+		return fmt.Sprintf("attempt %d: worker %d of %d, pid %d: %s", pg.a.trialAttempt()+1, rank, pg.a.size(), pid, strings.Join(spec.Args, " "))
 	}
 	// Starting creates the worker's log: on a full disk, wait for space.
 	err := whileDiskFull(pg.a.ctx, func() (err error) {
@@ -426,7 +426,7 @@ func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir strin
 		host:          a.launcher(rank).Host(),
 		trialDir:      spec.TrialDir,
 		runID:         fmt.Sprintf("%s-trial-%d", spec.Experiment, spec.Trial),
-		restartCount:  spec.Restarts + a.number - 1,
+		restartCount:  spec.Restarts + a.r.restarts,
 		maxRestarts:   spec.Failure.MaxFailures,
 		errorFile:     errorFile,
 		ompThreads:    max(int(spec.Scaling.CPUs()), 1),

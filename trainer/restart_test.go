@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,6 +130,36 @@ func elasticTrain(steps int, fail func(w *Worker, step int) error) TrainFunc {
 	}
 }
 
+// workersSeen is a collect that is also told the group's workers, and
+// keeps the ranks it was told of per attempt.
+type workersSeen struct {
+	*collect
+	ranks map[int]map[int]bool
+}
+
+func (s *workersSeen) Workers(_ context.Context, ws []WorkerStatus) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range ws {
+		if s.ranks[w.Attempt] == nil {
+			s.ranks[w.Attempt] = map[int]bool{}
+		}
+		s.ranks[w.Attempt][w.Rank] = true
+	}
+	return nil
+}
+
+// attempts renders how many workers each attempt had, by attempt.
+func (s *workersSeen) attempts() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var parts []string
+	for _, a := range slices.Sorted(maps.Keys(s.ranks)) {
+		parts = append(parts, fmt.Sprintf("%d:%d", a, len(s.ranks[a])))
+	}
+	return strings.Join(parts, " ")
+}
+
 // sizes renders the group size of every result.
 func (c *collect) sizes() string {
 	c.mu.Lock()
@@ -144,6 +176,7 @@ func TestElasticGroupGrowsWhenResourcesFreeUp(t *testing.T) {
 	spec := Spec{
 		Train: elasticTrain(6, nil), Scaling: ScalingConfig{MinWorkers: 1, MaxWorkers: 4},
 		Placer: placer, Checkpoints: &testStore{dir: t.TempDir()},
+		Attempts: 3, // an earlier Run's
 	}
 	sink := &collect{}
 	sink.on = func(r Result) Action {
@@ -152,9 +185,14 @@ func TestElasticGroupGrowsWhenResourcesFreeUp(t *testing.T) {
 		}
 		return Continue
 	}
-	sum, err := Run(context.Background(), spec, sink)
-	if err != nil || sum.Outcome != Completed || sum.Restarts != 0 {
+	seen := &workersSeen{collect: sink, ranks: map[int]map[int]bool{}}
+	sum, err := Run(context.Background(), spec, seen)
+	if err != nil || sum.Outcome != Completed || sum.Restarts != 0 || sum.Attempts != 2 {
 		t.Fatalf("Run: %+v, %v", sum, err)
+	}
+	// The workers of the grown group are those of a new attempt.
+	if got, want := seen.attempts(), "3:2 4:4"; got != want {
+		t.Errorf("workers by attempt %s, want %s", got, want)
 	}
 	if got, want := sink.sizes(), "1:2 2:2 3:4 4:4 5:4 6:4"; got != want {
 		t.Errorf("group sizes %s, want %s", got, want)
@@ -197,12 +235,16 @@ func TestElasticGroupRestartsWithWhatFits(t *testing.T) {
 		}
 		return Continue
 	}
-	sum, err := Run(context.Background(), spec, sink)
-	if err != nil || sum.Restarts != 1 {
+	seen := &workersSeen{collect: sink, ranks: map[int]map[int]bool{}}
+	sum, err := Run(context.Background(), spec, seen)
+	if err != nil || sum.Restarts != 1 || sum.Attempts != 3 {
 		t.Fatalf("Run: %+v, %v", sum, err)
 	}
 	if got, want := sink.sizes(), "1:3 2:3 3:1 4:1 5:3 6:3"; got != want {
 		t.Errorf("group sizes %s, want %s", got, want)
+	}
+	if got, want := seen.attempts(), "0:3 1:1 2:3"; got != want {
+		t.Errorf("workers by attempt %s, want %s", got, want)
 	}
 	if len(sink.events) != 2 || sink.events[0].Kind != EventRestart || sink.events[0].Workers != 1 ||
 		!strings.Contains(sink.events[0].Cause, "worker 2: node lost") || sink.events[1].Kind != EventResize || sink.events[1].Workers != 3 {

@@ -16,7 +16,11 @@ const (
 
 // WorkerStatus is one worker of a trial's group as the trainer last saw it.
 type WorkerStatus struct {
-	Rank int
+	// Attempt numbers the start of the trial's group the worker belongs
+	// to, from 0 for the first: Spec.Attempts, then one more at each
+	// restart or resize of this Run.
+	Attempt int
+	Rank    int
 	// Node names the node it runs on; "" is this one.
 	Node string
 	// PID is its process id, 0 for a goroutine worker.
@@ -52,11 +56,13 @@ type workerTable struct {
 	lastFlush time.Time
 }
 
-func newWorkerTable(sink Sink, slots []Slot) *workerTable {
+// newWorkerTable tracks the workers in slots of the trial's attempt
+// number attempt (WorkerStatus.Attempt).
+func newWorkerTable(sink Sink, attempt int, slots []Slot) *workerTable {
 	t := &workerTable{ws: make([]WorkerStatus, len(slots)), started: make([]time.Time, len(slots))}
 	t.sink, _ = sink.(WorkerSink)
 	for i, s := range slots {
-		t.ws[i] = WorkerStatus{Rank: i, Node: s.Node}
+		t.ws[i] = WorkerStatus{Attempt: attempt, Rank: i, Node: s.Node}
 	}
 	return t
 }

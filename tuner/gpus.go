@@ -117,7 +117,7 @@ func (w *gpuWatch) record(samples []workers.GPUSample) {
 func (t *Tuner) recordWorkers(ctx context.Context, tr *trialRun, ws []trainer.WorkerStatus) error {
 	recs := make([]storage.WorkerRecord, len(ws))
 	for i, w := range ws {
-		recs[i] = storage.WorkerRecord{Rank: w.Rank, Node: w.Node, PID: w.PID, Status: w.State, LogPath: w.LogPath, StepRate: w.StepRate}
+		recs[i] = storage.WorkerRecord{Attempt: w.Attempt, Rank: w.Rank, Node: w.Node, PID: w.PID, Status: w.State, LogPath: w.LogPath, StepRate: w.StepRate}
 	}
 	if err := t.db.QueueWorkers(tr.record.ID(), recs, func(rank int, id int64) { t.gpus.worker(tr.number, rank, id) }); err != nil {
 		return err

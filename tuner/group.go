@@ -49,6 +49,7 @@ func (t *Tuner) groupSpec(tr *trialRun) trainer.Spec {
 		Metrics:         tc.Metrics,
 		Objectives:      t.cfg.Objective.metricNames(),
 		Restarts:        tr.restarts,
+		Attempts:        tr.attempts,
 		Env:             append(slices.Clip(t.env), tc.EnvList()...),
 		OnDiskFull:      t.space.notify,
 		Inspector:       t.inspectors.of(tr.number),

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -244,6 +245,21 @@ func TestASHAPromotesFromCheckpoints(t *testing.T) {
 			}
 			if reps[len(reps)-1].Metrics["start"] == 0 {
 				t.Errorf("promoted trial %d did not resume from its checkpoint", tr.Number)
+			}
+			// Each start of its group keeps its own worker record.
+			ws, err := db.Workers(context.Background(), cfg.Name, tr.Number)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var attempts, want []int
+			for _, w := range ws {
+				attempts = append(attempts, w.Attempt)
+			}
+			for i := range kinds[storage.EventPromotion] + 1 {
+				want = append(want, i)
+			}
+			if !slices.Equal(attempts, want) {
+				t.Errorf("promoted trial %d: workers of attempts %v, want one of each of its %d starts", tr.Number, attempts, len(want))
 			}
 		}
 		if kinds[storage.EventPromotion] > kinds[storage.EventPause] {

@@ -64,10 +64,8 @@ type event struct {
 	// A report: result, answered on reply.
 	result *trainer.Result
 	reply  chan trainer.Action
-	// A restart or a resize of the trial's group; recorded, when not nil,
-	// is closed once the loop has recorded it.
-	group    *trainer.Event
-	recorded chan struct{}
+	// A restart or a resize of the trial's group.
+	group *trainer.Event
 	// Otherwise the group has ended, with summary and err.
 	summary trainer.Summary
 	err     error
@@ -110,8 +108,10 @@ type trialRun struct {
 	exploit        *schedulers.Exploit // a PBT restart waiting for the group to stop
 	exploitReason  string
 	// restarts counts the trial's recorded restarts, those of earlier runs
-	// of the sweep included (see trainer.Spec.Restarts).
-	restarts int
+	// of the sweep included (see trainer.Spec.Restarts); attempts counts
+	// the starts of its group, those of earlier runs and groups included
+	// (see trainer.Spec.Attempts).
+	restarts, attempts int
 	// timed: a report of this run carried the objective and the
 	// scheduler's time attribute; untimed counts those that carried the
 	// objective alone (see tellUntimed).
@@ -163,9 +163,6 @@ func (l *loop) handle(ctx context.Context, ev event) {
 		ev.reply <- l.onReport(ctx, ev.trial, *ev.result)
 	case ev.group != nil:
 		l.onGroupEvent(ctx, ev.trial, *ev.group)
-		if ev.recorded != nil {
-			close(ev.recorded)
-		}
 	default:
 		l.running--
 		l.t.inspectors.drop(ev.trial.number)
@@ -353,20 +350,9 @@ func (s *sink) Report(ctx context.Context, r trainer.Result) (trainer.Action, er
 	return <-reply, nil
 }
 
-// Event passes a restart or a resize of the trial's group to the loop. It
-// returns once a restart is recorded: the trial's restart count numbers
-// the attempt the new workers are recorded under (storage.SetWorker), so
-// they must not be queued before it, or they would overwrite the workers
-// of the attempt that failed.
+// Event passes a restart or a resize of the trial's group to the loop.
 func (s *sink) Event(_ context.Context, e trainer.Event) error {
-	ev := event{trial: s.trial, group: &e}
-	if e.Kind == trainer.EventRestart {
-		ev.recorded = make(chan struct{})
-	}
-	s.l.events <- ev
-	if ev.recorded != nil {
-		<-ev.recorded
-	}
+	s.l.events <- event{trial: s.trial, group: &e}
 	return nil
 }
 
@@ -513,6 +499,7 @@ func (l *loop) onGroupEvent(ctx context.Context, tr *trialRun, e trainer.Event) 
 func (l *loop) onGroupEnd(ctx context.Context, ev event) {
 	tr, sum, err := ev.trial, ev.summary, ev.err
 	tr.pausing = false
+	tr.attempts += sum.Attempts
 	if sum.Checkpoint != "" {
 		tr.resumeDir, tr.resumeIter = sum.Checkpoint, sum.CheckpointIteration
 	}

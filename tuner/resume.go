@@ -179,6 +179,7 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 		if err != nil {
 			return err
 		}
+		tr.attempts = ts.Attempts
 		l.started = max(l.started, rec.Number)
 		switch err := search.Replay(t.searcher, rec.Number, config); {
 		case errors.Is(err, search.ErrExhausted):
@@ -259,6 +260,10 @@ func (l *loop) restore(ctx context.Context, st *storage.ResumeState) error {
 			return err
 		}
 		tr.restarts++
+		// Every restart begins an attempt, so the attempts are at least
+		// the restarts: a kill can lose the record of the last attempt's
+		// workers, whose log already names it.
+		tr.attempts = max(tr.attempts, tr.restarts)
 		// PENDING until its group has its workers again (managerPlacer).
 		if err := t.db.SetTrialStatus(ctx, tr.record.ID(), storage.TrialPending); err != nil {
 			return err
