@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,11 +100,12 @@ func formatValue(v any) string {
 //     folder is copied here from another node (which may take longer than
 //     rank 0 takes to report again). At the group's first checkpoint, whose
 //     contributors are not known yet, it waits for the ranks that have
-//     handed over nothing until they do, exit, or firstShardWait passes,
-//     or, for a rank on this node, until rank 0 prints its next report
-//     line. A rank on another node gets the whole wait: its lines come
-//     through its agent, and may reach gotune after rank 0's next one
-//     though printed before it. A rank that contributes to one checkpoint
+//     handed over nothing until they do, exit, or firstShardWait passes
+//     (firstRemoteShardWait when a rank is on another node), or, for a rank
+//     on this node, until rank 0 prints its next report line. A rank on
+//     another node gets the whole wait: its lines come through its agent,
+//     and may reach gotune after rank 0's next one though printed before
+//     it. A rank that contributes to one checkpoint
 //     must contribute to every one, and must keep in step with rank 0 (as
 //     DDP ranks do through their collectives): its shard of a round comes
 //     before rank 0's report of the next round. When only rank 0 hands
@@ -124,8 +126,14 @@ type commandKind struct {
 
 // firstShardWait bounds how long the group's first checkpoint waits for
 // shards from ranks that have not handed over any yet, when rank 0 does not
-// print its next report line sooner (for ranks on this node).
-const firstShardWait = 500 * time.Millisecond
+// print its next report line sooner (for ranks on this node);
+// firstRemoteShardWait bounds it instead when a rank is on another node,
+// whose lines come through its agent, later still on a busy node or
+// network.
+const (
+	firstShardWait       = 500 * time.Millisecond
+	firstRemoteShardWait = 2 * time.Second
+)
 
 func (k *commandKind) runAttempt(a *attempt) {
 	n := a.size()
@@ -212,7 +220,8 @@ type collator struct {
 	contributor  []bool
 	exitedRank   []bool
 	deliveredOrd int // rank 0's last checkpoint ordinal delivered or dropped
-	// firstWaitOver: firstShardWait has passed; movedOn: rank 0 printed a
+	// firstWaitOver: the first checkpoint's wait has passed (see
+	// firstShardWait); movedOn: rank 0 printed a
 	// report line after its first checkpoint's.
 	firstWaitOver, movedOn bool
 	// delivering: run is handing a report to the attempt; drainOver: rank
@@ -291,7 +300,11 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 		c.handed[0]++
 		rep.ordinal, rep.dir = c.handed[0], dir
 		if rep.ordinal == 1 && c.n > 1 {
-			c.timer = time.AfterFunc(firstShardWait, func() {
+			wait := firstShardWait
+			if slices.ContainsFunc(c.a.slots[1:], func(s Slot) bool { return s.Launcher != nil }) {
+				wait = firstRemoteShardWait
+			}
+			c.timer = time.AfterFunc(wait, func() {
 				c.mu.Lock()
 				c.firstWaitOver = true
 				c.cond.Broadcast()
