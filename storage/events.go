@@ -26,7 +26,7 @@ const (
 	EventPromotion = "promotion" // the scheduler promoted a paused trial
 	EventDecision  = "decision"  // a scheduler decision; data e.g. action, rung, cutoff
 	EventParams    = "params"    // a trial's params changed (SetTrialParams); data: the new params
-	EventResize    = "resize"    // an elastic group changed size
+	EventResize    = "resize"    // an elastic group changed size; data: attempt (the new group's, as its workers'), workers
 	// EventCheckpointRefused: a worker handed over a checkpoint outside its
 	// own scratch folder (or unreadable); it was left untouched.
 	EventCheckpointRefused = "checkpoint_refused"
@@ -36,8 +36,8 @@ const (
 	EventReportsSkipped = "reports_skipped"
 	EventInterrupt      = "interrupt" // the run stopped (e.g. on SIGTERM) while the trial ran; a resumed run continues it; data: iteration, checkpoint_iteration
 	// EventHung: a trial's group went silent past its heartbeat timeout;
-	// data: attempt, workers, stacks (each worker's, taken before it was
-	// stopped).
+	// data: attempt (as its workers'), workers, stacks (each worker's,
+	// taken before it was stopped).
 	EventHung = "hung"
 	// EventStraggler: a worker's step rate stayed well below its group's;
 	// data: straggler (rank, step_rate, median, fraction, below_seconds)

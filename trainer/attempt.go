@@ -238,7 +238,7 @@ func (a *attempt) refused(rank int, msg string) {
 	if n == maxRefusalEvents {
 		cause += fmt.Sprintf(" (the attempt's %dth refused line: further ones are only in the workers' logs)", n)
 	}
-	e := Event{Kind: EventReportRefused, Time: time.Now(), Cause: cause, Attempt: a.number, Workers: a.size()}
+	e := Event{Kind: EventReportRefused, Time: time.Now(), Cause: cause, Attempt: a.trialAttempt(), Workers: a.size()}
 	a.r.events.Event(a.r.ctx, e) // a record for people: its failure is not the trial's
 }
 
@@ -451,7 +451,7 @@ func (a *attempt) tellSkipped() {
 		}
 		cause = fmt.Sprintf("skipped %d reports, counted as iterations %g to %g, which the trial had recorded already: the restarted workers are taken to start over from %s; a report that carries its own step (%s) is placed by it instead", s.n, s.first, s.last, from, strings.Join(keys, ", "))
 	}
-	a.r.events.Event(a.r.ctx, Event{Kind: EventReportsSkipped, Time: time.Now(), Cause: cause, Attempt: a.number, Workers: a.size()}) // a record for people: its failure is not the trial's
+	a.r.events.Event(a.r.ctx, Event{Kind: EventReportsSkipped, Time: time.Now(), Cause: cause, Attempt: a.trialAttempt(), Workers: a.size()}) // a record for people: its failure is not the trial's
 }
 
 // tellLate tells the EventSink of the reports that came after the attempt
@@ -466,5 +466,5 @@ func (a *attempt) tellLate() {
 	why := map[endKind]string{endCompleted: "completed", endStopped: "was stopped", endPaused: "was paused", endResize: "ended to grow",
 		endFailed: "failed"}[end.kind]
 	cause := fmt.Sprintf("skipped %d reports that came after the attempt %s", n, why)
-	a.r.events.Event(a.r.ctx, Event{Kind: EventReportsSkipped, Time: time.Now(), Cause: cause, Attempt: a.number, Workers: a.size()}) // a record for people
+	a.r.events.Event(a.r.ctx, Event{Kind: EventReportsSkipped, Time: time.Now(), Cause: cause, Attempt: a.trialAttempt(), Workers: a.size()}) // a record for people
 }

@@ -533,7 +533,7 @@ func (c *collector) tell(kind EventKind, cause string) {
 	if c.a.r.events == nil {
 		return
 	}
-	e := Event{Kind: kind, Time: time.Now(), Cause: cause, Attempt: c.a.number, Workers: c.a.size()}
+	e := Event{Kind: kind, Time: time.Now(), Cause: cause, Attempt: c.a.trialAttempt(), Workers: c.a.size()}
 	c.a.r.events.Event(c.a.r.ctx, e) // a record for people: its failure is not the trial's
 }
 

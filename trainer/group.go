@@ -130,8 +130,9 @@ type Event struct {
 	// Cause says why: the failure that ended the previous group, or the
 	// resize.
 	Cause string
-	// Attempt numbers the group about to start within this Run, from 1
-	// (for a refused checkpoint: the group running).
+	// Attempt numbers the group about to start among the trial's starts,
+	// as WorkerStatus.Attempt does (for a refused checkpoint or report, a
+	// hung group or skipped reports: the group running).
 	Attempt int
 	// Workers is the size of the group about to start (or running).
 	Workers int
@@ -526,7 +527,7 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 		case endPaused:
 			return r.summary(Paused), nil
 		case endResize:
-			if err := r.event(EventResize, fmt.Sprintf("grew from %d to %d workers", len(a.slots), len(r.placement.Slots())), number+1); err != nil {
+			if err := r.event(EventResize, fmt.Sprintf("grew from %d to %d workers", len(a.slots), len(r.placement.Slots())), a.trialAttempt()+1); err != nil {
 				return r.summary(Completed), err
 			}
 			continue
@@ -553,7 +554,7 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 			return r.summary(Completed), fmt.Errorf("trainer: place the group again after %v: %w", end.err, err)
 		}
 		r.placement = pl
-		if err := r.event(EventRestart, end.err.Error(), number+1); err != nil {
+		if err := r.event(EventRestart, end.err.Error(), a.trialAttempt()+1); err != nil {
 			return r.summary(Completed), err
 		}
 	}

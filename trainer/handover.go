@@ -66,7 +66,7 @@ func (a *attempt) refuse(rank int, why error) {
 	if len(reason) > maxRefusal {
 		reason = strings.ToValidUTF8(reason[:maxRefusal], "") + "…"
 	}
-	e := Event{Kind: EventCheckpointRefused, Time: time.Now(), Attempt: a.number, Workers: a.size(),
+	e := Event{Kind: EventCheckpointRefused, Time: time.Now(), Attempt: a.trialAttempt(), Workers: a.size(),
 		Cause: fmt.Sprintf("worker %d: refused its checkpoint; the report counts without one: %s", rank, reason)}
 	if err := a.r.events.Event(a.r.ctx, e); err != nil {
 		a.fail(fmt.Errorf("trainer: record %s: %w", e.Kind, err))

@@ -174,7 +174,7 @@ func (a *attempt) recordHung(cause error) {
 	a.mu.Unlock()
 	// The runner's checkpoint and report counts belong to the delivering
 	// goroutine: the restart event that follows tells them.
-	e := Event{Kind: EventHung, Time: time.Now(), Cause: cause.Error(), Attempt: a.number, Workers: a.size(),
+	e := Event{Kind: EventHung, Time: time.Now(), Cause: cause.Error(), Attempt: a.trialAttempt(), Workers: a.size(),
 		Stacks: a.stacksOf(ctx, ps, -1)}
 	_ = a.r.events.Event(context.WithoutCancel(a.ctx), e) // the restart that follows is what counts
 }
@@ -191,7 +191,7 @@ const (
 // workerLabels are the profile labels of a goroutine worker.
 func (a *attempt) workerLabels(rank int) pprof.LabelSet {
 	return pprof.Labels(labelExperiment, a.r.spec.Experiment, labelTrial, strconv.Itoa(a.r.spec.Trial),
-		labelAttempt, strconv.Itoa(a.number), labelRank, strconv.Itoa(rank))
+		labelAttempt, strconv.Itoa(a.trialAttempt()), labelRank, strconv.Itoa(rank))
 }
 
 // goroutineProbe reaches a goroutine worker: its stack is that of the
@@ -201,7 +201,7 @@ type goroutineProbe struct{ want []string }
 
 func (a *attempt) goroutineProbe(rank int) goroutineProbe {
 	return goroutineProbe{[]string{labelExperiment, a.r.spec.Experiment, labelTrial, strconv.Itoa(a.r.spec.Trial),
-		labelAttempt, strconv.Itoa(a.number), labelRank, strconv.Itoa(rank)}}
+		labelAttempt, strconv.Itoa(a.trialAttempt()), labelRank, strconv.Itoa(rank)}}
 }
 
 func (g goroutineProbe) Stack(context.Context) (workers.Stack, error) {

@@ -391,7 +391,7 @@ func (a *attempt) newGroupEnv() (groupEnv, error) {
 			return ge, fmt.Errorf("start the group's rendezvous: %w", err)
 		}
 		ge.rendezvous, ge.closeRdv = rdv.Addr(), func() { rdv.Close() }
-		ge.group = fmt.Sprintf("%s/trial-%d/attempt-%d", a.r.spec.Experiment, a.r.spec.Trial, a.number)
+		ge.group = fmt.Sprintf("%s/trial-%d/attempt-%d", a.r.spec.Experiment, a.r.spec.Trial, a.trialAttempt()+1)
 	}
 	return ge, nil
 }

@@ -197,7 +197,7 @@ func TestElasticGroupGrowsWhenResourcesFreeUp(t *testing.T) {
 	if got, want := sink.sizes(), "1:2 2:2 3:4 4:4 5:4 6:4"; got != want {
 		t.Errorf("group sizes %s, want %s", got, want)
 	}
-	if len(sink.events) != 1 || sink.events[0].Kind != EventResize || sink.events[0].Workers != 4 || sink.events[0].Iteration != 2 {
+	if len(sink.events) != 1 || sink.events[0].Kind != EventResize || sink.events[0].Workers != 4 || sink.events[0].Iteration != 2 || sink.events[0].Attempt != 4 {
 		t.Errorf("events %+v", sink.events)
 	}
 	same := &collect{}
@@ -246,8 +246,8 @@ func TestElasticGroupRestartsWithWhatFits(t *testing.T) {
 	if got, want := seen.attempts(), "0:3 1:1 2:3"; got != want {
 		t.Errorf("workers by attempt %s, want %s", got, want)
 	}
-	if len(sink.events) != 2 || sink.events[0].Kind != EventRestart || sink.events[0].Workers != 1 ||
-		!strings.Contains(sink.events[0].Cause, "worker 2: node lost") || sink.events[1].Kind != EventResize || sink.events[1].Workers != 3 {
+	if len(sink.events) != 2 || sink.events[0].Kind != EventRestart || sink.events[0].Workers != 1 || sink.events[0].Attempt != 1 ||
+		!strings.Contains(sink.events[0].Cause, "worker 2: node lost") || sink.events[1].Kind != EventResize || sink.events[1].Workers != 3 || sink.events[1].Attempt != 2 {
 		t.Errorf("events %+v", sink.events)
 	}
 }
