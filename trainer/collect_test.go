@@ -142,6 +142,21 @@ printf 'Test Error: \n Accuracy: 7%d.3%%, Avg loss: 0.78%d000 \n\n' $e $e; done;
 	}
 }
 
+// TestBracketedStepHeadings: the lines many PyTorch tutorials print every
+// few batches, "Epoch [1/2], Step [100/300], Loss: 0.21", make one report
+// an epoch with the default pattern and step = "Epoch", with the epoch's
+// last loss.
+func TestBracketedStepHeadings(t *testing.T) {
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", `for e in 1 2; do for s in 100 200 300; do echo "Epoch [$e/2], Step [$s/300], Loss: 0.$e$s"; done; done`}
+	spec.Metrics = MetricsConfig{Step: "Epoch", Output: true}
+	spec.StepKey = "Epoch"
+	sink := runCollecting(t, spec)
+	if got, want := stepSeries(sink.results, "Epoch", "Loss", "Step"), "1:Loss=0.13, 2:Loss=0.23, "; got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestCollectedStepsAfterResume: a resumed run (Spec.LastStep) records
 // only the steps after the last recorded one, and a line without a step
 // (MNIST's test line) belongs to the step its source saw last.
@@ -591,7 +606,12 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"Epoch 2", "step=<nil> Epoch=2 "},
 		{"step 250: train loss 2.0, val loss 2.1", "step=250 "},
 		{"Iteration 4, loss = 0.52", "step=<nil> Iteration=4 loss=0.52 "},
+		{"Epoch [1/5], Step [100/600], Loss: 0.2153", "step=<nil> Epoch=1 Loss=0.2153 "},
+		{"Epoch: [0][ 10/5005]\tTime  0.512 ( 0.512)\tLoss 6.9e+00 (6.9e+00)", "step=<nil> Epoch=0 "},
+		{"iter [12] loss: 0.5", "step=<nil> iter=12 loss=0.5 "},
+		{"Epoch: 3 loss: 0.5", "step=<nil> Epoch=3 loss=0.5 "},
 		{"Step 1 of the plan", "step=<nil> "},
+		{"Epoch [x] loss: 0.5", "step=<nil> loss=0.5 "},
 		{"epochs 10", "step=<nil> "},
 		// Lightning's lines on its accelerators and its code quotes.
 		{"TPU available: False, using: 0 TPU cores", "step=<nil> "},

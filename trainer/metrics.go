@@ -284,9 +284,11 @@ func (o *observation) set(name, stepKey string, v float64) bool {
 // step-like word and a whole number, as progress bars and headings print
 // their epoch or step: Lightning's "Epoch 3: 100%|…", Keras's "Epoch 1/10",
 // nanoGPT's "step 250: train loss …", scikit-learn's "Iteration 4, loss =
-// 0.52", PyTorch's Quickstart tutorial's "Epoch 2". Its groups are the
-// word and the number.
-var stepHeading = regexp.MustCompile(`^\s*((?i:epoch|step|iter|iteration))\s+(\d+)\s*(?::|,|/\s*\d+|$)`)
+// 0.52", PyTorch's Quickstart tutorial's "Epoch 2", and in brackets, as
+// many tutorials' "Epoch [1/5], Step [100/600], Loss: 0.21" and the
+// ImageNet example's "Epoch: [0][ 10/5005]". Its groups are the word and
+// the number.
+var stepHeading = regexp.MustCompile(`^\s*((?i:epoch|step|iter|iteration))(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
 
 // match reads line with pt: the metrics of every match, and a step when a
 // match gave one (the last). stepKey names the step.
