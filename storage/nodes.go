@@ -43,8 +43,8 @@ RETURNING id`
 
 // SetWorker records worker w of the trial with database id trialID, or
 // replaces what was recorded of the same rank in the same attempt, and
-// returns the worker's id. Give every field each
-// time: a zero PID, LogPath or StepRate is stored as unknown.
+// returns the worker's id. Give every field each time: a zero PID, LogPath
+// or StepRate is stored as unknown.
 func (db *DB) SetWorker(ctx context.Context, trialID int64, w WorkerRecord) (int64, error) {
 	var id int64
 	err := db.write(ctx, db.workersWrite(trialID, []WorkerRecord{w}, func(_ int, got int64) { id = got }))
