@@ -611,6 +611,13 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"iter [12] loss: 0.5", "step=<nil> iter=12 loss=0.5 "},
 		{"Epoch: 3 loss: 0.5", "step=<nil> Epoch=3 loss=0.5 "},
 		{"Step 1 of the plan", "step=<nil> "},
+		// A sentence that names its metric first, as PyTorch's tutorials
+		// print their test accuracy.
+		{"Accuracy of the network on the 10000 test images: 54 %", "step=<nil> Accuracy=54 "},
+		{"Test Accuracy of the model on the 10000 test images: 97.5 %", "step=<nil> Accuracy=97.5 "},
+		{"train loss over epoch: 0.52, lr: 0.1", "step=<nil> loss=0.52 lr=0.1 "},
+		{"loss scale: 65536", "step=<nil> scale=65536 "},
+		{"Number of parameters: 1234, loss: 0.5", "step=<nil> loss=0.5 parameters=1234 "},
 		{"Epoch [x] loss: 0.5", "step=<nil> loss=0.5 "},
 		{"epochs 10", "step=<nil> "},
 		// Lightning's lines on its accelerators and its code quotes.

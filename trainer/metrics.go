@@ -324,16 +324,25 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 			obs.qualifiers = map[string]string{name: ""}
 		}
 	}
+	clause := 0 // where the text before the match's name begins
 	for _, m := range ms {
 		if pt.pairs {
-			if isDefault && m[2*pt.name] > 0 && line[m[2*pt.name]-1] == '`' {
+			start := m[2*pt.name]
+			if isDefault && start > 0 && line[start-1] == '`' {
 				continue // code a message quotes: "`max_epochs=6` reached"
 			}
-			if name := text(m, pt.name); put(name, text(m, pt.value)) {
+			name, qualifier := text(m, pt.name), wordBefore(line[:start])
+			if isDefault {
+				if head, q, ok := phraseHead(line[clause:start]); ok {
+					name, qualifier = head, q
+				}
+				clause = m[1]
+			}
+			if put(name, text(m, pt.value)) {
 				if obs.qualifiers == nil {
 					obs.qualifiers = map[string]string{}
 				}
-				obs.qualifiers[name] = wordBefore(line[:m[2*pt.name]])
+				obs.qualifiers[name] = qualifier
 			}
 			continue
 		}
@@ -347,6 +356,41 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		return observation{}, false
 	}
 	return obs, true
+}
+
+// metricWords are the words that name what a sentence-like line measures
+// (see phraseHead), in lower case.
+var metricWords = map[string]bool{"accuracy": true, "acc": true, "loss": true, "error": true, "precision": true,
+	"recall": true, "f1": true, "auc": true, "perplexity": true, "ppl": true, "mse": true, "mae": true, "rmse": true}
+
+// phraseHead reads the text of a line before a pair's name (from the
+// line's start or the previous pair, to its last separator) as a phrase
+// like "Accuracy of the network on the 10000 test", which PyTorch's
+// tutorials print before "images: 54 %": a metric word followed by a
+// preposition names what is measured, and the pair's own name ("images")
+// only ends the phrase. It returns that metric word as written and the
+// word before it (its qualifier, as wordBefore gives one), and ok false
+// when the phrase is not of that form ("loss scale", "Number of").
+func phraseHead(before string) (name, qualifier string, ok bool) {
+	if i := strings.LastIndexAny(before, ",;|\t()[]{}"); i >= 0 {
+		before = before[i+1:]
+	}
+	words := strings.Fields(before)
+	for i := 0; i+1 < len(words); i++ {
+		switch strings.ToLower(words[i+1]) {
+		case "of", "on", "over", "for", "in", "at", "across":
+		default:
+			continue
+		}
+		if !metricWords[strings.ToLower(words[i])] {
+			return "", "", false // the phrase is of something else
+		}
+		if i > 0 {
+			qualifier = wordBefore(words[i-1])
+		}
+		return words[i], qualifier, true
+	}
+	return "", "", false
 }
 
 // wordBefore is the word of letters that ends head, spaces aside ("test"
