@@ -48,8 +48,9 @@ type loop struct {
 	// curves follows the first trials' objective (see watchCurves).
 	curves curveWatch
 	// toldUntimed: the sweep said that reports lack the scheduler's time
-	// attribute (see tellUntimed).
-	toldUntimed bool
+	// attribute (see tellUntimed); toldUnjudged: that a trial's reports
+	// lacked the objective until its end (see tellUnjudged).
+	toldUntimed, toldUnjudged bool
 }
 
 // EventSearchExhausted is the experiment event recorded when the searcher
@@ -114,9 +115,11 @@ type trialRun struct {
 	restarts, attempts int
 	// timed: a report of this run carried the objective and the
 	// scheduler's time attribute; untimed counts those that carried the
-	// objective alone (see tellUntimed).
-	timed   bool
-	untimed int
+	// objective alone (see tellUntimed), judged those the scheduler
+	// judged, and unscored those that carried the time attribute alone
+	// (see tellUnjudged).
+	timed                     bool
+	untimed, judged, unscored int
 	// stepLike names a metric of this run's reports that looks like a
 	// step (see stepLikeName), for tellUntimed to offer; "" for none.
 	stepLike string
@@ -373,6 +376,9 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	t.observer.OnReport(tr.number, r)
 	value, score, ok := t.score(r.Metrics)
 	if !ok {
+		if _, timed := t.progress(r); timed {
+			tr.unscored++
+		}
 		return trainer.Continue
 	}
 	l.scored = true
@@ -391,6 +397,7 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 		return trainer.Continue
 	}
 	tr.timed = true
+	tr.judged++
 	d := l.result(tr, r.Iteration, schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics,
 		Checkpoint: r.CheckpointPath != "" || len(r.Checkpoint) > 0})
 	l.recordDecision(tr, d, progress)
@@ -530,10 +537,36 @@ func (l *loop) onGroupEnd(ctx context.Context, ev event) {
 			l.order(ctx, *ord)
 		}
 	case sum.Outcome == trainer.Stopped:
+		if tr.terminal { // at max_t, its first judgement
+			l.tellUnjudged(ctx, tr)
+		}
 		l.endTrial(ctx, tr, l.stoppedStatus(tr), nil)
 	default:
+		l.tellUnjudged(ctx, tr)
 		l.endTrial(ctx, tr, storage.TrialTerminated, nil)
 	}
+}
+
+// EventObjectiveLate is the experiment event recorded when a trial ran to
+// its end with the objective in at most one of its timed reports, so that
+// the scheduler could not judge it on the way (see tellUnjudged).
+const EventObjectiveLate = "objective_late"
+
+// tellUnjudged says once, as an EventObjectiveLate, that trial tr ran to
+// its end while the scheduler judged at most one of its reports, the
+// others having the scheduler's time attribute but not the objective (a
+// script that evaluates only after its last epoch): the scheduler could
+// not stop it early, and nothing else would say so.
+func (l *loop) tellUnjudged(ctx context.Context, tr *trialRun) {
+	t := l.t
+	sc := t.cfg.Scheduler
+	if l.toldUnjudged || tr.judged > 1 || tr.unscored < untimedToTell || sc.Kind == "fifo" {
+		return
+	}
+	l.toldUnjudged = true
+	msg := fmt.Sprintf("trial %d carried %s, the objective, in %d of its %d reports with %s: the %s scheduler judges only reports that carry the objective, so it could not stop the trial early; report %s at each step (evaluate every epoch, say) for it to judge trials as they go",
+		tr.number, t.cfg.Objective.Metric, tr.judged, tr.judged+tr.unscored, sc.TimeAttr, sc.Kind, t.cfg.Objective.Metric)
+	l.record(t.announce(ctx, l.exp.ID, EventObjectiveLate, msg, nil))
 }
 
 // stoppedStatus is the status of a trial the scheduler stopped: TERMINATED

@@ -371,6 +371,71 @@ func TestFitNamesTheObjectiveItNearlyMatches(t *testing.T) {
 // it: a trial whose reports carry the objective and never the time says
 // so, once, and how to give it; a report or two before the first step,
 // or a scheduler that needs no time, says nothing.
+// TestObjectiveOnlyAtTheEndIsTold: a trial that ran to its end with the
+// objective only in its last report (a script that evaluates once, after
+// training, as PyTorch's CIFAR-10 tutorial does) could not be judged on
+// the way, and the sweep says so, once; a trial judged at several steps,
+// or a sweep without an early-stopping scheduler, says nothing.
+func TestObjectiveOnlyAtTheEndIsTold(t *testing.T) {
+	asha := schedulers.Config{Kind: "asha", MaxT: 10, GracePeriod: 1}
+	atTheEnd := `for e in 1 2 3 4; do echo "Epoch [$e/4], Loss: 0.$e"; done; echo "Accuracy of the network on the 10000 test images: 54 %"`
+	for _, tc := range []struct {
+		name   string
+		script string
+		sched  schedulers.Config
+		want   string // "" for no notice
+	}{
+		{"evaluated once, at the end", atTheEnd, asha,
+			"trial 1 carried Accuracy, the objective, in 1 of its 4 reports with Epoch: the asha scheduler judges only reports that carry the objective, so it could not stop the trial early; report Accuracy at each step"},
+		{"evaluated every epoch", `for e in 1 2 3 4; do echo "Epoch [$e/4], Loss: 0.$e"; echo "Accuracy of the network on the 10000 test images: 5$e %"; done`, asha, ""},
+		{"evaluated once, at max_t", atTheEnd, schedulers.Config{Kind: "asha", MaxT: 4, GracePeriod: 1},
+			"trial 1 carried Accuracy, the objective, in 1 of its 4 reports with Epoch"},
+		{"no early-stopping scheduler", atTheEnd, schedulers.Config{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 1)
+			cfg.Objective = Objective{Metric: "Accuracy", Mode: "max"}
+			tc.sched.TimeAttr = "Epoch"
+			cfg.Scheduler = tc.sched
+			cfg.Trainer = trainer.Config{Command: []string{"sh", "-c", tc.script}, Metrics: trainer.MetricsConfig{Output: true, Step: "Epoch"}}
+			notices := &noticeRecorder{}
+			tu, err := New(cfg, WithObserver(notices))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := tu.Fit(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr := res.Trials[0]; tr.Status != storage.TrialTerminated || tr.BestMetric == nil {
+				t.Fatalf("trial %s with best %v, want TERMINATED with its accuracy", tr.Status, tr.BestMetric)
+			}
+			var told []string
+			for _, n := range notices.notices {
+				if strings.Contains(n, "the objective") {
+					told = append(told, n)
+				}
+			}
+			if tc.want == "" && len(told) > 0 || tc.want != "" && (len(told) != 1 || !strings.Contains(told[0], tc.want)) {
+				t.Errorf("told %q, want %q", told, tc.want)
+			}
+			events, err := openResults(t, cfg).Events(context.Background(), cfg.Name, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := 0
+			for _, e := range events {
+				if e.Kind == EventObjectiveLate {
+					kinds++
+				}
+			}
+			if want := min(len(tc.want), 1); kinds != want {
+				t.Errorf("%d %s events, want %d", kinds, EventObjectiveLate, want)
+			}
+		})
+	}
+}
+
 func TestReportsWithoutTheSchedulersTimeAreTold(t *testing.T) {
 	asha := schedulers.Config{Kind: "asha", MaxT: 10, GracePeriod: 1}
 	for _, tc := range []struct {
