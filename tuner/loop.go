@@ -537,7 +537,7 @@ func (l *loop) onGroupEnd(ctx context.Context, ev event) {
 			l.order(ctx, *ord)
 		}
 	case sum.Outcome == trainer.Stopped:
-		if tr.terminal { // at max_t, its first judgement
+		if tr.terminal { // it ran to max_t; one stopped at a rung was judged there
 			l.tellUnjudged(ctx, tr)
 		}
 		l.endTrial(ctx, tr, l.stoppedStatus(tr), nil)
