@@ -419,21 +419,27 @@ func TestObjectiveOnlyAtTheEndIsTold(t *testing.T) {
 			if tc.want == "" && len(told) > 0 || tc.want != "" && (len(told) != 1 || !strings.Contains(told[0], tc.want)) {
 				t.Errorf("told %q, want %q", told, tc.want)
 			}
-			events, err := openResults(t, cfg).Events(context.Background(), cfg.Name, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kinds := 0
-			for _, e := range events {
-				if e.Kind == EventObjectiveLate {
-					kinds++
-				}
-			}
-			if want := min(len(tc.want), 1); kinds != want {
-				t.Errorf("%d %s events, want %d", kinds, EventObjectiveLate, want)
+			if got, want := eventsOfKind(t, cfg, EventObjectiveLate), min(len(tc.want), 1); got != want {
+				t.Errorf("%d %s events, want %d", got, EventObjectiveLate, want)
 			}
 		})
 	}
+}
+
+// eventsOfKind counts the events of kind that cfg's experiment recorded.
+func eventsOfKind(t *testing.T, cfg Config, kind string) int {
+	t.Helper()
+	events, err := openResults(t, cfg).Events(context.Background(), cfg.Name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 func TestReportsWithoutTheSchedulersTimeAreTold(t *testing.T) {
@@ -483,18 +489,8 @@ func TestReportsWithoutTheSchedulersTimeAreTold(t *testing.T) {
 			case tc.want != "" && (len(told) != 1 || !strings.Contains(told[0], tc.want)):
 				t.Errorf("told %q, want once %q", told, tc.want)
 			}
-			events, err := openResults(t, cfg).Events(context.Background(), cfg.Name, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kinds := 0
-			for _, e := range events {
-				if e.Kind == EventTimeAttrMissing {
-					kinds++
-				}
-			}
-			if want := min(len(tc.want), 1); kinds != want {
-				t.Errorf("%d %s events, want %d", kinds, EventTimeAttrMissing, want)
+			if got, want := eventsOfKind(t, cfg, EventTimeAttrMissing), min(len(tc.want), 1); got != want {
+				t.Errorf("%d %s events, want %d", got, EventTimeAttrMissing, want)
 			}
 		})
 	}
