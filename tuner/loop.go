@@ -113,13 +113,12 @@ type trialRun struct {
 	// the starts of its group, those of earlier runs and groups included
 	// (see trainer.Spec.Attempts).
 	restarts, attempts int
-	// timed: a report of this run carried the objective and the
-	// scheduler's time attribute; untimed counts those that carried the
-	// objective alone (see tellUntimed), judged those the scheduler
-	// judged, and unscored those that carried the time attribute alone
-	// (see tellUnjudged).
-	timed                     bool
-	untimed, judged, unscored int
+	// Of this run's reports, judged counts those the scheduler judged
+	// (they carried the objective and the scheduler's time attribute),
+	// untimed those that carried the objective alone (see tellUntimed),
+	// and unscored those that carried the time attribute alone (see
+	// tellUnjudged).
+	judged, untimed, unscored int
 	// stepLike names a metric of this run's reports that looks like a
 	// step (see stepLikeName), for tellUntimed to offer; "" for none.
 	stepLike string
@@ -370,7 +369,7 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 	t := l.t
 	tr.iterations = r.Iteration
 	tr.lastStep = t.stepOf(r.Metrics, tr.lastStep)
-	if !tr.timed && tr.stepLike == "" {
+	if tr.judged == 0 && tr.stepLike == "" {
 		tr.stepLike = stepLikeName(r.Metrics, t.cfg.Scheduler.TimeAttr)
 	}
 	t.observer.OnReport(tr.number, r)
@@ -396,7 +395,6 @@ func (l *loop) onReport(ctx context.Context, tr *trialRun, r trainer.Result) tra
 		}
 		return trainer.Continue
 	}
-	tr.timed = true
 	tr.judged++
 	d := l.result(tr, r.Iteration, schedulers.Result{Trial: tr.number, Time: progress, Score: score, Metrics: r.Metrics,
 		Checkpoint: r.CheckpointPath != "" || len(r.Checkpoint) > 0})
@@ -438,7 +436,7 @@ const untimedToTell = 3
 func (l *loop) tellUntimed(ctx context.Context, tr *trialRun) {
 	t := l.t
 	sc := t.cfg.Scheduler
-	if l.toldUntimed || tr.timed || tr.untimed == 0 || sc.Kind == "fifo" && sc.MaxT == 0 {
+	if l.toldUntimed || tr.judged > 0 || tr.untimed == 0 || sc.Kind == "fifo" && sc.MaxT == 0 {
 		return
 	}
 	l.toldUntimed = true
