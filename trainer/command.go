@@ -105,17 +105,16 @@ func formatValue(v any) string {
 //     on this node, until rank 0 prints its next report line. A rank on
 //     another node gets the whole wait: its lines come through its agent,
 //     and may reach gotune after rank 0's next one though printed before
-//     it. A rank that contributes to one checkpoint
-//     must contribute to every one, and must keep in step with rank 0 (as
-//     DDP ranks do through their collectives): its shard of a round comes
-//     before rank 0's report of the next round. When only rank 0 hands
-//     over checkpoints (the common case), reports are delivered as soon as
-//     rank 0 prints them, apart from that one short wait in groups of
-//     several workers.
+//     it. A rank that contributes to one checkpoint must contribute to
+//     every one, and must keep in step with rank 0 (as DDP ranks do through
+//     their collectives): its shard of a round comes before rank 0's report
+//     of the next round. When only rank 0 hands over checkpoints (the
+//     common case), reports are delivered as soon as rank 0 prints them,
+//     apart from that one short wait in groups of several workers.
 //   - A shard that arrives after its report was delivered is dropped with a
-//     warning in the rank's log and an EventReportRefused, and a
-//     checkpoint missing a shard of a rank
-//     that contributes is not committed (the report is delivered without it).
+//     warning in the rank's log and an EventReportRefused, and a checkpoint
+//     missing a shard of a rank that contributes is not committed (the
+//     report is delivered without it).
 //   - A checkpoint or shard that is not a folder inside the rank's own
 //     GOTUNE_CHECKPOINT_DIR is refused (see takeOver) and left untouched; it
 //     keeps its place in the count, so its report commits no checkpoint.
@@ -221,8 +220,8 @@ type collator struct {
 	exitedRank   []bool
 	deliveredOrd int // rank 0's last checkpoint ordinal delivered or dropped
 	// firstWaitOver: the first checkpoint's wait has passed (see
-	// firstShardWait); movedOn: rank 0 printed a
-	// report line after its first checkpoint's.
+	// firstShardWait); movedOn: rank 0 printed a report line after its
+	// first checkpoint's.
 	firstWaitOver, movedOn bool
 	// delivering: run is handing a report to the attempt; drainOver: rank
 	// 0's exit stopped waiting for its reports (see exited).
@@ -301,7 +300,7 @@ func (c *collator) add(rank int, p *workers.Process, line string) {
 		rep.ordinal, rep.dir = c.handed[0], dir
 		if rep.ordinal == 1 && c.n > 1 {
 			wait := firstShardWait
-			if slices.ContainsFunc(c.a.slots[1:], func(s Slot) bool { return s.Launcher != nil }) {
+			if slices.ContainsFunc(c.a.slots[1:], Slot.remote) {
 				wait = firstRemoteShardWait
 			}
 			c.timer = time.AfterFunc(wait, func() {
@@ -405,9 +404,8 @@ func (c *collator) ready(rep *lineReport) bool {
 		case has || c.exitedRank[r]:
 		case c.contributor[r]:
 			return false
-		case rep.ordinal == 1 && !c.firstWaitOver && (c.a.slots[r].Launcher != nil || !c.movedOn):
-			// A rank on another node (its slot has a launcher) gets the
-			// whole wait.
+		case rep.ordinal == 1 && !c.firstWaitOver && (c.a.slots[r].remote() || !c.movedOn):
+			// A rank on another node gets the whole wait.
 			return false
 		}
 	}

@@ -19,7 +19,7 @@ type goroutineKind struct{ train TrainFunc }
 func (k goroutineKind) runAttempt(a *attempt) {
 	n := a.size()
 	for rank, s := range a.slots {
-		if s.Launcher != nil {
+		if s.remote() {
 			a.fail(Permanent(fmt.Errorf("worker %d is placed on node %s, but Go training functions run in this process: run them as process workers (Spec.Process) to use other nodes", rank, s.Node)))
 			return
 		}

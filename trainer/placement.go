@@ -36,6 +36,10 @@ type Slot struct {
 	Launcher Launcher
 }
 
+// remote reports whether the slot's worker runs on another node: it has
+// a Launcher of its own.
+func (s Slot) remote() bool { return s.Launcher != nil }
+
 // localPlacer places a fixed group of hi workers on this node without
 // reserving anything: the caller has reserved them.
 type localPlacer struct{}

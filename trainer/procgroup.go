@@ -438,7 +438,7 @@ func (a *attempt) env(ge groupEnv, rank int, place rankInfo, checkpointDir strin
 // log; "" when the spec keeps no logs, and for a worker on another node,
 // where the log folder may not exist.
 func (a *attempt) errorFile(rank int) string {
-	if a.r.spec.LogDir == "" || a.slots[rank].Launcher != nil {
+	if a.r.spec.LogDir == "" || a.slots[rank].remote() {
 		return ""
 	}
 	return filepath.Join(a.r.spec.LogDir, fmt.Sprintf("worker_%d.error.json", rank))
