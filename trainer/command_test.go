@@ -305,7 +305,7 @@ func TestErrorFileFolderWhileRunning(t *testing.T) {
 
 // TestFirstCheckpointWaitsForRanksElsewhere: rank 0's first checkpoint
 // waits for the shard of a rank that has handed over nothing yet until
-// rank 0 moves on, for a rank on this node, and until firstShardWait
+// rank 0 moves on, for a rank on this node, and until firstRemoteShardWait
 // passes, for a rank on another node, whose lines come through its agent
 // and may arrive after rank 0's next one though printed before it.
 func TestFirstCheckpointWaitsForRanksElsewhere(t *testing.T) {
