@@ -506,7 +506,7 @@ func (c *collector) tellUnmatched(when string) {
 		}
 		what := fmt.Sprintf("metrics pattern %q", pt.text)
 		if pt.text == DefaultPattern {
-			what = "the default pattern (output = true: name=value and name: value pairs, and columns of numbers under a header of names)"
+			what = "the default pattern (output = true: name=value and name: value pairs, columns of numbers under a header of names, and cells between bars)"
 		}
 		cause := fmt.Sprintf("%s matched none of rank 0's %d output lines %s", what, c.lines, when)
 		if len(c.last) > 0 {

@@ -157,6 +157,32 @@ func TestBracketedStepHeadings(t *testing.T) {
 	}
 }
 
+// TestBarredCells: pytorch/examples' word_language_model prints its
+// progress as cells between bars; with step = "epoch" each epoch is a
+// report of its training lines' last values and its validation line, and
+// the test line after training joins the last epoch, each metric named by
+// its cell's words.
+func TestBarredCells(t *testing.T) {
+	script := `
+for e in 1 2; do
+	for b in 20 40; do printf '| epoch %3d | %5d/   40 batches | lr 20.00 | ms/batch 5%d.00 | loss  7.%d | ppl  1%d00.00\n' $e $b $b $e$b $e; done
+	echo '-----------------------------------------'
+	printf '| end of epoch %3d | time:  3.%ds | valid loss  6.%d | valid ppl   60%d.00\n' $e $e $e $e
+	echo '-----------------------------------------'
+done
+echo '| End of training | test loss  5.67 | test ppl   290.74'`
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", script}
+	spec.Metrics = MetricsConfig{Step: "epoch", Output: true}
+	spec.StepKey = "epoch"
+	sink := runCollecting(t, spec)
+	got := stepSeries(sink.results, "epoch", "loss", "ms/batch", "valid_loss", "valid_ppl", "time", "test_loss")
+	want := "1:loss=7.14,ms/batch=540,valid_loss=6.1,valid_ppl=601,time=3.1, 2:loss=7.24,ms/batch=540,valid_loss=6.2,valid_ppl=602,time=3.2,test_loss=5.67, "
+	if got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestCollectedStepsAfterResume: a resumed run (Spec.LastStep) records
 // only the steps after the last recorded one, and a line without a step
 // (MNIST's test line) belongs to the step its source saw last.
@@ -623,6 +649,19 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		// Lightning's lines on its accelerators and its code quotes.
 		{"TPU available: False, using: 0 TPU cores", "step=<nil> "},
 		{"`Trainer.fit` stopped: `max_epochs=6` reached.", "step=<nil> "},
+		// Cells between bars, as pytorch/examples' word_language_model and
+		// fairseq print them: a name, then its value.
+		{"| epoch   1 |   200/ 2983 batches | lr 20.00 | ms/batch 45.23 | loss  7.63 | ppl  2063.12", "step=<nil> epoch=1 loss=7.63 lr=20 ms/batch=45.23 ppl=2063.12 "},
+		{"| end of epoch   1 | time: 140.11s | valid loss  5.77 | valid ppl   320.88", "step=<nil> epoch=1 time=140.11 valid_loss=5.77 valid_ppl=320.88 "},
+		{"| End of training | test loss  5.67 | test ppl   290.74", "step=<nil> test_loss=5.67 test_ppl=290.74 "},
+		{"| epoch 001 | loss 9.123 | ppl 557.43 | wps 2345 | step 10", "step=10 epoch=1 loss=9.123 ppl=557.43 wps=2345 "},
+		{"| epoch 2 | loss=0.5 | acc 0.9", "step=<nil> acc=0.9 epoch=2 loss=0.5 "},
+		{"| loss 0.5 | ok", "step=<nil> "},
+		{"Loading shards | step 5", "step=<nil> "},
+		{"| lr | 0.1 |", "step=<nil> "},
+		{"100%|##########| 469/469 [00:12<00:00, 37.5it/s]", "step=<nil> "},
+		{"seed 3 | loss 0.5 | Random seed 1", "step=<nil> loss=0.5 "},
+		{"| Train Acc: 91.5% | Epoch Time 3.2s | best val step 40", "step=40 Epoch_Time=3.2 Train_Acc=91.5 "},
 	}
 	for _, tc := range cases {
 		obs, _ := pt.match(tc.line, "step")
@@ -690,7 +729,7 @@ func TestNameAndValuePattern(t *testing.T) {
 // metrics whose values are the numbers written in the line, each with the
 // word of letters (or none) that comes before its name in the line.
 func FuzzPatternMatch(f *testing.F) {
-	for _, s := range []string{"epoch=3 loss=0.41", "{'loss': 0.69, 'epoch': 0.5}", `{"val_loss": 1e-3}`, "loss: 0.5 test loss: 0.1", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", ""} {
+	for _, s := range []string{"epoch=3 loss=0.41", "{'loss': 0.69, 'epoch': 0.5}", `{"val_loss": 1e-3}`, "loss: 0.5 test loss: 0.1", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", "| end of epoch   1 | time:  3.65s | valid loss  5.77 | a: 1", ""} {
 		f.Add(s)
 	}
 	pt, err := compilePattern(DefaultPattern)

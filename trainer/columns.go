@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -155,4 +156,64 @@ func underColumn(header []tableCell, c tableCell) int {
 		}
 	}
 	return best
+}
+
+// barCell is a cell of a line whose cells bars separate, as
+// pytorch/examples' word_language_model (and fairseq) print their
+// progress:
+//
+//	| epoch   1 |   200/ 2983 batches | lr 20.00 | ms/batch 45.23 | loss  7.63
+//	| end of epoch   1 | time:  3.65s | valid loss  5.77 | valid ppl   320.88
+//
+// one or more words, then spaces or a colon and a number, with "%", "s" or
+// "ms" after it. Its groups are the words and the number.
+var barCell = regexp.MustCompile(`^((?:[A-Za-z_][\w.\-/]*\s+)*[A-Za-z_][\w.\-/]*)(?:\s*:\s*|\s+)([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf))(?:%|m?s)?$`)
+
+// stepWord matches the words that name a step in a barred cell, as
+// stepHeading's do at a line's start.
+var stepWord = regexp.MustCompile(`^(?i:epoch|step|iter|iteration)$`)
+
+// barPair is a metric a barred cell gives: its name and its value's
+// text, and the cell's byte offsets in its line.
+type barPair struct {
+	name, value string
+	start, end  int
+}
+
+// barPairs reads line as cells between bars (see barCell). A cell's
+// words, joined by "_", name its metric ("valid_loss"), since the bars
+// show where the name begins, except that a cell whose last word names a
+// step ("end of epoch 1") gives that word. A line gives its pairs only
+// when two cells or more are of that form, so that a sentence with a bar
+// in it gives none.
+func barPairs(line string) []barPair {
+	if !strings.Contains(line, "|") {
+		return nil
+	}
+	var pairs []barPair
+	start := 0
+	for _, cell := range strings.SplitAfter(line, "|") {
+		cellStart := start
+		start += len(cell)
+		m := barCell.FindStringSubmatch(strings.TrimSpace(strings.TrimSuffix(cell, "|")))
+		if m == nil {
+			continue
+		}
+		words := strings.Fields(m[1])
+		name := strings.Join(words, "_")
+		if last := words[len(words)-1]; stepWord.MatchString(last) {
+			name = last
+		}
+		pairs = append(pairs, barPair{name: name, value: m[2], start: cellStart, end: start})
+	}
+	if len(pairs) < 2 {
+		return nil
+	}
+	return pairs
+}
+
+// inBarCell reports whether the byte at offset i of a line lies in one of
+// the cells its pairs were read from.
+func inBarCell(pairs []barPair, i int) bool {
+	return slices.ContainsFunc(pairs, func(p barPair) bool { return p.start <= i && i < p.end })
 }

@@ -41,9 +41,9 @@ import (
 // restart (a file re-read, a script started over).
 type MetricsConfig struct {
 	// Output reads rank 0's stdout and stderr lines (all but report lines)
-	// with Patterns, or when Patterns is empty with DefaultPattern and as
+	// with Patterns, or when Patterns is empty with DefaultPattern, as
 	// tables (a header of metric names over rows of numbers, as skorch and
-	// fastai print).
+	// fastai print), and as cells between bars ("| valid loss 5.77 |").
 	Output bool `toml:"output" json:"output,omitempty"`
 	// Patterns are Go regular expressions (regexp/syntax) matched against
 	// each of rank 0's output lines, every match of each in turn; setting
@@ -88,7 +88,9 @@ const DefaultStep = "step"
 // as a dict of them prints). A line that begins with epoch, step, iter or
 // iteration and a whole number gives that too, named as written ("Epoch 3:
 // 100%|…" gives Epoch = 3; see stepHeading); a pair quoted as code
-// ("`max_epochs=6` reached") gives nothing. A number with
+// ("`max_epochs=6` reached") gives nothing. In a line of cells between
+// bars, a cell of words and a number gives a metric named by its words
+// ("| valid loss  5.77 |" gives valid_loss; see barCell). A number with
 // thousands separators ("tokens per iteration will be: 16,384") is read
 // whole, to be refused (see parseNumber), not as its first digits.
 const DefaultPattern = `(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)['"]?\s*(?:=|:)\s*(?:(?:np|numpy)\.\w+\(|tensor\()?(?P<value>[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?))(?:[^\w.:]|$)`
@@ -299,10 +301,12 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 	}
 	ms := pt.re.FindAllStringSubmatchIndex(line, -1)
 	var heading []int
+	var bars []barPair
 	if isDefault {
 		heading = stepHeading.FindStringSubmatchIndex(line)
+		bars = barPairs(line)
 	}
-	if ms == nil && heading == nil {
+	if ms == nil && heading == nil && bars == nil {
 		return observation{}, false
 	}
 	obs := observation{metrics: map[string]float64{}}
@@ -312,17 +316,20 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		}
 		return line[m[2*group]:m[2*group+1]]
 	}
-	put := func(name, text string) bool {
+	// put records a metric, or the step, and for a pattern of name and
+	// value groups the word before the metric's name.
+	put := func(name, text, qualifier string) {
 		v, ok := parseNumber(text)
-		if !ok || name == "" || isDefault && isSeed(name) {
-			return false
+		if !ok || name == "" || isDefault && isSeed(name) || !obs.set(name, stepKey, v) || !pt.pairs {
+			return
 		}
-		return obs.set(name, stepKey, v)
+		if obs.qualifiers == nil {
+			obs.qualifiers = map[string]string{}
+		}
+		obs.qualifiers[name] = qualifier
 	}
 	if heading != nil {
-		if name := line[heading[2]:heading[3]]; put(name, line[heading[4]:heading[5]]) {
-			obs.qualifiers = map[string]string{name: ""}
-		}
+		put(line[heading[2]:heading[3]], line[heading[4]:heading[5]], "")
 	}
 	clause := 0 // where the text before the match's name begins
 	for _, m := range ms {
@@ -331,6 +338,9 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 			if isDefault && start > 0 && line[start-1] == '`' {
 				continue // code a message quotes: "`max_epochs=6` reached"
 			}
+			if inBarCell(bars, start) {
+				continue // the cell names it whole: "| valid loss: 5.7 |"
+			}
 			name, qualifier := text(m, pt.name), wordBefore(line[:start])
 			if isDefault {
 				if head, q, ok := phraseHead(line[clause:start]); ok {
@@ -338,19 +348,17 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 				}
 				clause = m[1]
 			}
-			if put(name, text(m, pt.value)) {
-				if obs.qualifiers == nil {
-					obs.qualifiers = map[string]string{}
-				}
-				obs.qualifiers[name] = qualifier
-			}
+			put(name, text(m, pt.value), qualifier)
 			continue
 		}
 		for i, name := range pt.re.SubexpNames() {
 			if name != "" {
-				put(name, text(m, i))
+				put(name, text(m, i), "")
 			}
 		}
+	}
+	for _, p := range bars {
+		put(p.name, p.value, "")
 	}
 	if len(obs.metrics) == 0 && obs.step == nil {
 		return observation{}, false

@@ -537,7 +537,7 @@ func TestFitSaysTheMetricsSectionReadNothing(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.Objective.Metric = "valid_loss"
 	cfg.Trainer = trainer.Config{
-		Command: []string{"sh", "-c", "echo '| end of epoch   1 | time:  2.41s | valid loss  5.67 |'"},
+		Command: []string{"sh", "-c", "echo 'validation loss after epoch 1 is 5.67'"},
 		Metrics: trainer.MetricsConfig{Output: true},
 	}
 	obs := &events{}
@@ -551,7 +551,7 @@ func TestFitSaysTheMetricsSectionReadNothing(t *testing.T) {
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if len(obs.got) != 1 || !strings.Contains(obs.got[0].Cause, "the default pattern (output = true: name=value and name: value pairs, and columns of numbers under a header of names) matched none of rank 0's 1 output lines") {
+	if len(obs.got) != 1 || !strings.Contains(obs.got[0].Cause, "the default pattern (output = true: name=value and name: value pairs, columns of numbers under a header of names, and cells between bars) matched none of rank 0's 1 output lines") {
 		t.Errorf("events %+v, want one metrics_unmatched that names the default pattern in words", obs.got)
 	}
 }
