@@ -44,9 +44,9 @@ const collectSettle = 250 * time.Millisecond
 // without waiting for a later step once nothing has come for it for a
 // quarter of the time it took to appear (since the step before it, or the
 // attempt's start), but at least collectQuietMin and at most
-// collectQuietMax: epochs are often minutes, and a scheduler that hears of
-// an epoch only when the next one ends lets every trial it stops run an
-// epoch more. A script's other lines of a step come after its objective
+// collectQuietMax, from the attempt's second such step on (see ready):
+// epochs are often minutes, and a scheduler that hears of an epoch only
+// when the next one ends lets every trial it stops run an epoch more. A script's other lines of a step come after its objective
 // by a small part of the step's work (nanoGPT's log line, an iteration
 // after the evaluation that began the step). Variables for the tests.
 var (
@@ -73,10 +73,14 @@ type collector struct {
 	pending  map[float64]*pendingStep // by step, not yet emitted
 	passed   map[float64]time.Time    // by pending step: when it was ready (see ready)
 	settle   *time.Timer              // emits the passed steps once settled; nil when none wait
-	// early says that a step may still be emitted before the sources
-	// move past it (see ready), emitted is the last step emitted, and
-	// began is when the newest step appeared, or the attempt's start.
+	// early says that a step may now be emitted before the sources move
+	// past it (see ready): a step that held every objective once was
+	// emitted, and fooled is false. fooled says that the script's steps
+	// fooled that rule, or would have, for the rest of the attempt.
+	// emitted is the last step emitted, and began is when the newest step
+	// appeared, or the attempt's start.
 	early   bool
+	fooled  bool
 	emitted *float64
 	began   time.Time
 	matched []int    // per pattern: lines it matched
@@ -108,7 +112,7 @@ func newCollector(a *attempt, dir string, emit func(map[string]float64)) (*colle
 	cfg := a.r.spec.Metrics
 	c := &collector{a: a, cfg: cfg, stepKey: cfg.StepName(), emit: emit,
 		current: map[string]float64{}, frontier: map[string]float64{}, pending: map[float64]*pendingStep{},
-		passed: map[float64]time.Time{}, early: true, began: time.Now(),
+		passed: map[float64]time.Time{}, began: time.Now(),
 		named: map[string]*namedBy{},
 		files: map[string]*tailFile{}, stop: make(chan struct{})}
 	if cfg.Output || len(cfg.Patterns) > 0 {
@@ -269,11 +273,14 @@ func (c *collector) checkNames(obs observation, line string) []string {
 // checkStepless returns, on a trial's first attempt and once in it, the
 // cause of the EventMetricsAmbiguous that obs, read from line without a
 // step, gives rise to: a metric that lines without a step give a second
-// time after the step they join had every objective. A script that
-// prints its loss while it trains and the epoch only on the epoch's own
-// last line looks so: those lines are the next epoch's, but count as the
-// one before (and keep it from being reported before the next ends).
-// Called with mu held.
+// time after the step they join had every objective from a line with the
+// step. A script that prints its loss while it trains and the epoch only
+// on the epoch's own last line looks so: those lines are the next
+// epoch's, but count as the one before (and keep it from being reported
+// before the next ends). A step whose objective came from a line without
+// it (the step's heading first, as time_sequence_prediction's "STEP:  0"
+// before a loss at each L-BFGS evaluation) is not of that shape. Called
+// with mu held.
 func (c *collector) checkStepless(source string, obs observation, line string) string {
 	objectives := c.a.r.spec.Objectives
 	if obs.step != nil || c.toldStepless || c.a.number != 1 || len(objectives) == 0 {
@@ -281,7 +288,7 @@ func (c *collector) checkStepless(source string, obs observation, line string) s
 	}
 	step, ok := c.current[source]
 	p := c.pending[step]
-	if !ok || p == nil || !p.holds(objectives) {
+	if !ok || p == nil || !p.holds(objectives) || p.objectiveStepless {
 		return ""
 	}
 	if p.afterWhole == nil {
@@ -301,6 +308,8 @@ func (c *collector) checkStepless(source string, obs observation, line string) s
 type pendingStep struct {
 	metrics  map[string]float64
 	repeated bool          // an objective was given twice (a loss per batch)
+	// objectiveStepless: a line without a step gave an objective.
+	objectiveStepless bool
 	added    time.Time     // when a live source last added to it
 	quiet    time.Duration // how long it waits for more when it holds the objectives (see ready)
 	// afterWhole counts, per metric, the lines without a step that gave it
@@ -341,7 +350,7 @@ func (c *collector) observe(source string, obs observation, live bool) {
 	if live && len(obs.metrics) > 0 && c.emitted != nil && *step <= *c.emitted {
 		// A metric of a step emitted already: this script's steps end
 		// later than their metrics show.
-		c.early = false
+		c.early, c.fooled = false, true
 	}
 	p := c.pending[*step]
 	if p == nil {
@@ -350,7 +359,9 @@ func (c *collector) observe(source string, obs observation, live bool) {
 	}
 	for k, v := range obs.metrics {
 		_, seen := p.metrics[k]
-		p.repeated = p.repeated || seen && slices.Contains(c.a.r.spec.Objectives, k)
+		objective := slices.Contains(c.a.r.spec.Objectives, k)
+		p.repeated = p.repeated || seen && objective
+		p.objectiveStepless = p.objectiveStepless || objective && obs.step == nil
 		p.metrics[k] = v
 	}
 	if !live {
@@ -378,10 +389,14 @@ func (c *collector) observe(source string, obs observation, live bool) {
 // ready reports whether pending step p, which the live sources have not
 // all moved past, may be emitted all the same: it holds every objective
 // (Spec.Objectives) and nothing has been added to it for its quiet time
-// (see collectQuietMin). That is not trusted once an emitted step had an
-// objective twice (a loss per batch, whose last value counts) or a metric
-// came for a step emitted already. When p holds the objectives but has
-// not been quiet long enough, wait says how long it has left.
+// (see collectQuietMin). That is trusted only once a step that held every
+// objective, each once, was emitted, the first when the sources moved past
+// it, so that a script that gives its objective several times a step (a
+// loss per batch, or per L-BFGS evaluation, whose last value counts) is
+// known before a step of it is cut short; and not once an emitted step had
+// an objective twice or a metric came for a step emitted already. When p
+// holds the objectives but has not been quiet long enough, wait says how
+// long it has left.
 func (c *collector) ready(p *pendingStep, now time.Time) (ok bool, wait time.Duration) {
 	objectives := c.a.r.spec.Objectives
 	if !c.early || len(objectives) == 0 || !p.holds(objectives) {
@@ -403,16 +418,21 @@ func (c *collector) flushSettled() {
 			next = d
 		}
 	}
-	for s, p := range c.pending {
-		if _, ok := c.passed[s]; ok {
-			continue
+	markReady := func() {
+		for s, p := range c.pending {
+			if _, ok := c.passed[s]; ok {
+				continue
+			}
+			ok, wait := c.ready(p, now)
+			if ok {
+				c.passed[s] = now
+				wait = collectSettle
+			}
+			wake(wait)
 		}
-		ok, wait := c.ready(p, now)
-		if ok {
-			c.passed[s] = now
-		}
-		wake(wait)
 	}
+	markReady()
+	early := c.early
 	c.flush(func(s float64) bool {
 		at, ok := c.passed[s]
 		if !ok {
@@ -422,6 +442,9 @@ func (c *collector) flushSettled() {
 		wake(wait)
 		return wait <= 0
 	})
+	if c.early && !early {
+		markReady() // the steps after the first that earned trust
+	}
 	if next == 0 || c.finished {
 		return
 	}
@@ -452,7 +475,11 @@ func (c *collector) flush(pass func(step float64) bool) {
 		if len(p.metrics) == 0 {
 			continue // a step with no metric
 		}
-		c.early = c.early && !p.repeated
+		if p.repeated {
+			c.early, c.fooled = false, true
+		} else if !c.fooled && p.holds(c.a.r.spec.Objectives) {
+			c.early = true
+		}
 		c.emitted = &s
 		p.metrics[c.stepKey] = s
 		c.emit(p.metrics)

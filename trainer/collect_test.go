@@ -288,11 +288,14 @@ echo "epoch 4 val 0.2"; sleep 1; echo "epoch 2 train 0.6" >&2`}
 // TestStepReportedBeforeTheNextBegins: a collected step that holds the
 // objective is reported without waiting for a later step once nothing has
 // come for it for its quiet time; each case's script waits for the
-// reports named in its waits before it goes on. Without an objective, a
-// step waits for the next. A line without a step that comes within the
-// quiet time (a final test loss) joins its step. An objective given twice
-// in a step (a loss per batch), or a metric that comes after its step was
-// reported, turns early reports off for the rest of the attempt.
+// reports named in its waits before it goes on. The first step that holds
+// the objective waits for the next, which shows whether the script gives
+// its objective once a step: each case's script begins with an epoch 0
+// that does, but the first case's. Without an objective, a step waits for
+// the next. A line without a step that comes within the quiet time (a
+// final test loss) joins its step. An objective given twice in a step (a
+// loss per batch), or a metric that comes after its step was reported,
+// turns early reports off for the rest of the attempt.
 func TestStepReportedBeforeTheNextBegins(t *testing.T) {
 	defer func(q time.Duration) { collectQuietMin = q }(collectQuietMin)
 	collectQuietMin = time.Second
@@ -303,6 +306,11 @@ func TestStepReportedBeforeTheNextBegins(t *testing.T) {
 		want       string
 		skipped    string
 	}{
+		// L-BFGS's closure prints the loss at each evaluation, seconds
+		// apart, and the first is the step's first line.
+		{"objective several times in the first step", []string{"train_loss"},
+			"echo 'epoch 1 train 0.9'; sleep 1.5; echo 'epoch 1 train 0.8'; echo 'epoch 2 train 0.7'; sleep 1.5; echo 'epoch 2 train 0.6'",
+			"1:train_loss=0.8, 2:train_loss=0.6, ", ""},
 		{"objective", []string{"val_loss"},
 			"echo 'epoch 1 train 0.9'; echo 'epoch 1 val 0.5'; wait 1; echo 'epoch 2 train 0.8'; sleep 0.5; echo 'epoch 2 val 0.4'; wait 2; echo 'epoch 3 val 0.3'",
 			"1:val_loss=0.5,train_loss=0.9, 2:val_loss=0.4,train_loss=0.8, 3:val_loss=0.3, ", ""},
@@ -327,15 +335,20 @@ func TestStepReportedBeforeTheNextBegins(t *testing.T) {
 			"echo 'epoch 1 val 0.5'; wait 1; echo 'epoch 2 val 0.4'; wait 2; echo 'epoch 1 train 0.9'",
 			"1:val_loss=0.5, 2:val_loss=0.4, ", "skipped 1 reports with epoch 1 to 1"},
 	}
-	for _, tc := range cases {
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			script, want := tc.script, tc.want
+			if i > 0 {
+				script = "echo 'epoch 0 train 1.0'; echo 'epoch 0 val 0.6'; " + script
+				want = "0:val_loss=0.6,train_loss=1, " + want
+			}
 			dir := t.TempDir()
 			spec := commandSpec(t, 1)
 			// wait gives up after 20 s, leaving a file that says so.
 			spec.Command = []string{"sh", "-c", `
 d=$1
 wait() { i=0; until [ -e "$d/got_$1" ]; do i=$((i+1)); [ $i -gt 400 ] && { : > "$d/gave_up_$1"; return; }; sleep 0.05; done; }
-` + tc.script, "sh", dir}
+` + script, "sh", dir}
 			spec.Metrics = MetricsConfig{Patterns: []string{`epoch (?P<epoch>\d+) val (?P<val_loss>\S+)`, `epoch (?P<epoch>\d+) train (?P<train_loss>\S+)`, `^test (?P<test_loss>\S+)`}, Step: "epoch"}
 			spec.StepKey = "epoch"
 			spec.Objectives = tc.objectives
@@ -346,8 +359,8 @@ wait() { i=0; until [ -e "$d/got_$1" ]; do i=$((i+1)); [ $i -gt 400 ] && { : > "
 			if _, err := Run(context.Background(), spec, sink); err != nil {
 				t.Fatal(err)
 			}
-			if got := stepSeries(sink.results, "epoch", "val_loss", "train_loss", "test_loss"); got != tc.want {
-				t.Errorf("reports\n got %s\nwant %s", got, tc.want)
+			if got := stepSeries(sink.results, "epoch", "val_loss", "train_loss", "test_loss"); got != want {
+				t.Errorf("reports\n got %s\nwant %s", got, want)
 			}
 			if gaveUp, _ := filepath.Glob(filepath.Join(dir, "gave_up_*")); len(gaveUp) > 0 {
 				t.Errorf("the script waited in vain for the reports of %v (or had one too early)", gaveUp)
@@ -377,6 +390,8 @@ func TestSteplessLinesAfterTheObjectiveAreTold(t *testing.T) {
 		{"MNIST's test line", `for e in 1 2 3; do echo "step: $e train_loss: 0.9$e"; echo "step: $e train_loss: 0.8$e"; echo "test_loss: 0.5$e"; done`, "test_loss", ""},
 		{"one line after the objective", `for e in 1 2 3; do echo "step: $e train_loss: 0.9$e"; echo "test_loss: 0.5$e"; done`, "train_loss", ""},
 		{"the epoch's heading first", `for e in 1 2 3; do echo "step: $e"; echo "loss: 0.9$e"; echo "loss: 0.8$e"; echo "val_loss: 0.5$e"; done`, "val_loss", ""},
+		// time_sequence_prediction: a loss at each L-BFGS evaluation.
+		{"the objective several times after a heading", `for e in 1 2 3; do echo "step:  $e"; echo "loss: 0.9$e"; echo "loss: 0.8$e"; echo "loss: 0.7$e"; done`, "loss", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := commandSpec(t, 1)
@@ -401,7 +416,8 @@ func TestSteplessLinesAfterTheObjectiveAreTold(t *testing.T) {
 // a report of their own at that step; the lines a restarted attempt
 // prints again, the late ones among them, are skipped. (A late metric
 // that the step holds already is skipped: see
-// TestStepReportedBeforeTheNextBegins.)
+// TestStepReportedBeforeTheNextBegins, which also says why the script
+// begins with an epoch 0.)
 func TestLateMetricsOfTheLastStep(t *testing.T) {
 	defer func(q time.Duration) { collectQuietMin = q }(collectQuietMin)
 	collectQuietMin = 500 * time.Millisecond
@@ -411,8 +427,8 @@ func TestLateMetricsOfTheLastStep(t *testing.T) {
 	spec.Command = []string{"sh", "-c", `
 d=$1
 wait() { i=0; until [ -e "$d/report_$1" ]; do i=$((i+1)); [ $i -gt 400 ] && { : > "$d/gave_up_$1"; return; }; sleep 0.05; done; }
-echo 'epoch 1 val 0.5'; wait 1; echo 'epoch 2 val 0.4'; wait 2
-echo 'summary train_runtime=12.5 epoch=2'; echo 'epoch 3 val 0.3'; wait 3
+echo 'epoch 0 val 0.6'; echo 'epoch 1 val 0.5'; wait 2; echo 'epoch 2 val 0.4'; wait 3
+echo 'summary train_runtime=12.5 epoch=2'; echo 'epoch 3 val 0.3'; wait 4
 if [ ! -e "$d/died" ]; then : > "$d/died"; kill -9 $$; fi
 echo 'epoch 4 val 0.2'`, "sh", dir}
 	spec.Metrics = MetricsConfig{Patterns: []string{`epoch (?P<epoch>\d+) val (?P<val_loss>\S+)`, `train_runtime=(?P<train_runtime>\S+) epoch=(?P<epoch>\d+)`}, Step: "epoch"}
@@ -427,7 +443,7 @@ echo 'epoch 4 val 0.2'`, "sh", dir}
 	if err != nil || sum.Restarts != 1 {
 		t.Fatalf("Run: %+v, %v", sum, err)
 	}
-	want := "1:val_loss=0.5, 2:val_loss=0.4, 2:train_runtime=12.5, 3:val_loss=0.3, 4:val_loss=0.2, "
+	want := "0:val_loss=0.6, 1:val_loss=0.5, 2:val_loss=0.4, 2:train_runtime=12.5, 3:val_loss=0.3, 4:val_loss=0.2, "
 	if got := stepSeries(sink.results, "epoch", "val_loss", "train_runtime"); got != want {
 		t.Errorf("reports\n got %s\nwant %s", got, want)
 	}
