@@ -524,6 +524,10 @@ func TestAmbiguousNamesAreTold(t *testing.T) {
 			[]string{`reads loss from lines that name it differently, "loss: 0.50" and "test loss: 0.10"`}},
 		{"MNIST", `for e in 1 2; do printf 'Train Epoch: %d [0/60000 (0%%)]\tLoss: 0.3\n' $e; echo "Test set: Average loss: 0.03, Accuracy: 9800/10000 (98%)"; done`, nil},
 		{"numbers before names", `for e in 1 2; do echo "epoch $e loss: 0.$e"; echo "epoch=$e val_loss=0.$e"; done`, nil},
+		// fairseq's training and validation lines of an epoch.
+		{"fairseq", `for e in 1 2; do echo "| epoch 00$e | loss 4.7$e | wps 1845$e"; echo "| epoch 00$e | valid on 'valid' subset | loss 6.8$e | best_loss 6.8"; done`,
+			[]string{`reads loss from lines that name it differently, "| epoch 001 | loss 4.71 | wps 18451" and "| epoch 001 | valid on 'valid' subset | loss 6.81 | best_loss 6.8"`}},
+		{"word_language_model", `for e in 1 2; do echo "| epoch $e |   200/ 2983 batches | lr 20.00 | loss  7.6$e | ppl  2063.12"; echo "| end of epoch $e | time: 140.11s | valid loss  5.7$e | valid ppl   320.88"; done`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := commandSpec(t, 1)
@@ -678,6 +682,8 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"100%|##########| 469/469 [00:12<00:00, 37.5it/s]", "step=<nil> "},
 		{"seed 3 | loss 0.5 | Random seed 1", "step=<nil> loss=0.5 "},
 		{"| Train Acc: 91.5% | Epoch Time 3.2s | best val step 40", "step=40 Epoch_Time=3.2 Train_Acc=91.5 "},
+		{"| epoch 001:    450 / 1891 loss=11.521, nll_loss=10.881, ppl=1886.05", "step=<nil> epoch=1 loss=11.521 nll_loss=10.881 ppl=1886.05 "},
+		{"| epoch 081 | valid on 'valid' subset | loss 6.846 | nll_loss 4.610 | best_loss 6.84088", "step=<nil> best_loss=6.84088 epoch=81 loss=6.846 nll_loss=4.61 "},
 	}
 	for _, tc := range cases {
 		obs, _ := pt.match(tc.line, "step")

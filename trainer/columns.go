@@ -174,16 +174,22 @@ var barCell = regexp.MustCompile(`^((?:[A-Za-z_][\w.\-/]*\s+)*[A-Za-z_][\w.\-/]*
 var stepWord = regexp.MustCompile(`^(?i:epoch|step|iter|iteration)$`)
 
 // barPair is a metric a barred cell gives: its name and its value's
-// text, and the cell's byte offsets in its line.
+// text, the word that ends the last cell before it that gives none (its
+// qualifier, as wordBefore gives one: "subset" for fairseq's "| valid on
+// 'valid' subset | loss 6.85 |"), and the cell's byte offsets in its line.
 type barPair struct {
-	name, value string
-	start, end  int
+	name, value, qualifier string
+	start, end             int
 }
 
 // barPairs reads line as cells between bars (see barCell). A cell's
 // words, joined by "_", name its metric ("valid_loss"), since the bars
 // show where the name begins, except that a cell whose last word names a
-// step ("end of epoch 1") gives that word. A line gives its pairs only
+// step ("end of epoch 1") gives that word. fairseq names its training and
+// validation losses alike, the lines apart by a cell of words ("| epoch
+// 081 | loss 4.71 |", "| epoch 081 | valid on 'valid' subset | loss 6.85
+// |"): that cell's last word is the qualifier, so that the two are told
+// as EventMetricsAmbiguous. A line gives its pairs only
 // when two cells or more are of that form, so that a sentence with a bar
 // in it gives none.
 func barPairs(line string) []barPair {
@@ -191,12 +197,16 @@ func barPairs(line string) []barPair {
 		return nil
 	}
 	var pairs []barPair
-	start := 0
+	start, context := 0, ""
 	for _, cell := range strings.SplitAfter(line, "|") {
 		cellStart := start
 		start += len(cell)
-		m := barCell.FindStringSubmatch(strings.TrimSpace(strings.TrimSuffix(cell, "|")))
+		text := strings.TrimSpace(strings.TrimSuffix(cell, "|"))
+		m := barCell.FindStringSubmatch(text)
 		if m == nil {
+			if text != "" {
+				context = wordBefore(text)
+			}
 			continue
 		}
 		words := strings.Fields(m[1])
@@ -204,7 +214,7 @@ func barPairs(line string) []barPair {
 		if last := words[len(words)-1]; stepWord.MatchString(last) {
 			name = last
 		}
-		pairs = append(pairs, barPair{name: name, value: m[2], start: cellStart, end: start})
+		pairs = append(pairs, barPair{name: name, value: m[2], qualifier: context, start: cellStart, end: start})
 	}
 	if len(pairs) < 2 {
 		return nil

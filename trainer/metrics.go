@@ -288,9 +288,10 @@ func (o *observation) set(name, stepKey string, v float64) bool {
 // nanoGPT's "step 250: train loss …", scikit-learn's "Iteration 4, loss =
 // 0.52", PyTorch's Quickstart tutorial's "Epoch 2", and in brackets, as
 // many tutorials' "Epoch [1/5], Step [100/600], Loss: 0.21" and the
-// ImageNet example's "Epoch: [0][ 10/5005]". Its groups are the word and
+// ImageNet example's "Epoch: [0][ 10/5005]", also after a bar, as fairseq's
+// "| epoch 001:    450 / 1891 loss=11.52, …". Its groups are the word and
 // the number.
-var stepHeading = regexp.MustCompile(`^\s*((?i:epoch|step|iter|iteration))(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
+var stepHeading = regexp.MustCompile(`^\s*\|?\s*((?i:epoch|step|iter|iteration))(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
 
 // match reads line with pt: the metrics of every match, and a step when a
 // match gave one (the last). stepKey names the step.
@@ -358,7 +359,7 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		}
 	}
 	for _, p := range bars {
-		put(p.name, p.value, "")
+		put(p.name, p.value, p.qualifier)
 	}
 	if len(obs.metrics) == 0 && obs.step == nil {
 		return observation{}, false
