@@ -682,6 +682,15 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"100%|##########| 469/469 [00:12<00:00, 37.5it/s]", "step=<nil> "},
 		{"seed 3 | loss 0.5 | Random seed 1", "step=<nil> loss=0.5 "},
 		{"| Train Acc: 91.5% | Epoch Time 3.2s | best val step 40", "step=40 Epoch_Time=3.2 Train_Acc=91.5 "},
+		// A logging library's fields before the message.
+		{"INFO:root:Epoch 3: loss=0.5", "step=<nil> Epoch=3 loss=0.5 "},
+		{"2026-11-28 04:22:24,123 - INFO - __main__ - Epoch 3, val_loss: 0.4", "step=<nil> Epoch=3 val_loss=0.4 "},
+		{"11/28/2026 04:22:24 - INFO - __main__ - Epoch 3/10", "step=<nil> Epoch=3 "},
+		{"[2026-11-28 04:22:24] [INFO] step 40: loss=0.2", "step=40 loss=0.2 "},
+		{"2026-11-28 04:22:24.123 | INFO     | __main__:train:42 - Epoch 3 | loss 0.5 | acc 0.9", "step=<nil> Epoch=3 acc=0.9 loss=0.5 "},
+		{"I1128 04:22:24.123456 140 train.py:42] epoch 3, loss: 0.5", "step=<nil> epoch=3 loss=0.5 "},
+		{"INFO:root:Namespace(lr=0.1, epochs=3)", "step=<nil> "},
+		{"INFO model - epoch 2 done", "step=<nil> "},
 		{"| epoch 001:    450 / 1891 loss=11.521, nll_loss=10.881, ppl=1886.05", "step=<nil> epoch=1 loss=11.521 nll_loss=10.881 ppl=1886.05 "},
 		{"| epoch 081 | valid on 'valid' subset | loss 6.846 | nll_loss 4.610 | best_loss 6.84088", "step=<nil> best_loss=6.84088 epoch=81 loss=6.846 nll_loss=4.61 "},
 	}
@@ -751,7 +760,7 @@ func TestNameAndValuePattern(t *testing.T) {
 // metrics whose values are the numbers written in the line, each with the
 // word of letters (or none) that comes before its name in the line.
 func FuzzPatternMatch(f *testing.F) {
-	for _, s := range []string{"epoch=3 loss=0.41", "{'loss': 0.69, 'epoch': 0.5}", `{"val_loss": 1e-3}`, "loss: 0.5 test loss: 0.1", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", "| end of epoch   1 | time:  3.65s | valid loss  5.77 | a: 1", ""} {
+	for _, s := range []string{"epoch=3 loss=0.41", "{'loss': 0.69, 'epoch': 0.5}", `{"val_loss": 1e-3}`, "loss: 0.5 test loss: 0.1", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", "| end of epoch   1 | time:  3.65s | valid loss  5.77 | a: 1", "2026-11-28 04:22:24.123 | INFO | m:f:4 - Epoch 3: a=1", ""} {
 		f.Add(s)
 	}
 	pt, err := compilePattern(DefaultPattern)

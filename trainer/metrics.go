@@ -293,19 +293,62 @@ func (o *observation) set(name, stepKey string, v float64) bool {
 // the number.
 var stepHeading = regexp.MustCompile(`^\s*\|?\s*((?i:epoch|step|iter|iteration))(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
 
+// logField matches a field that a logging library puts before a
+// message, with the separator after it: Python's default format's
+// "INFO:root:", a time ("2026-11-28 04:22:24,123", "[2026-11-28
+// 04:22:24]", Hugging Face's "11/28/2026 04:22:24"), a level ("INFO",
+// "[INFO]"), absl's "I1128 04:22:24.123456 140 train.py:42]".
+var logField = regexp.MustCompile(`^\s*(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.<>]*:|\[?(?:\d{4}-\d{2}-\d{2}[ T]|\d{2}/\d{2}/\d{4} )\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?|\[?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\]?|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w.]+:\d+\])(?:\s*[-|:](?:\s|$))?`)
+
+// logName matches the logger's name (with loguru's function and line)
+// that comes after a logging library's other fields, and its separator:
+// "__main__ - ", "__main__:train:42 - ".
+var logName = regexp.MustCompile(`^\s*[\w.<>]+(?::[\w.<>]+:\d+)?\s+[-|]\s`)
+
+// messageStart is where the message of a line that a logging library
+// wrote begins (after logField's fields and logName), or 0.
+func messageStart(line string) int {
+	at := 0
+	for {
+		m := logField.FindStringIndex(line[at:])
+		if m == nil || m[1] == 0 {
+			break
+		}
+		at += m[1]
+	}
+	if at > 0 {
+		if m := logName.FindStringIndex(line[at:]); m != nil {
+			at += m[1]
+		}
+	}
+	return at
+}
+
 // match reads line with pt: the metrics of every match, and a step when a
 // match gave one (the last). stepKey names the step.
 func (pt *pattern) match(line, stepKey string) (observation, bool) {
 	isDefault := pt.text == DefaultPattern
-	if isDefault && reprLine.MatchString(strings.TrimSpace(line)) {
-		return observation{}, false
+	message := 0 // where the message begins, after a logging library's fields
+	if isDefault {
+		message = messageStart(line)
+		if reprLine.MatchString(strings.TrimSpace(line[message:])) {
+			return observation{}, false
+		}
 	}
 	ms := pt.re.FindAllStringSubmatchIndex(line, -1)
 	var heading []int
 	var bars []barPair
 	if isDefault {
-		heading = stepHeading.FindStringSubmatchIndex(line)
-		bars = barPairs(line)
+		if heading = stepHeading.FindStringSubmatchIndex(line[message:]); heading != nil {
+			for i := range heading {
+				heading[i] += message
+			}
+		}
+		bars = barPairs(line[message:])
+		for i := range bars {
+			bars[i].start += message
+			bars[i].end += message
+		}
 	}
 	if ms == nil && heading == nil && bars == nil {
 		return observation{}, false
@@ -332,7 +375,7 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 	if heading != nil {
 		put(line[heading[2]:heading[3]], line[heading[4]:heading[5]], "")
 	}
-	clause := 0 // where the text before the match's name begins
+	clause := message // where the text before the match's name begins
 	for _, m := range ms {
 		if pt.pairs {
 			start := m[2*pt.name]
@@ -341,6 +384,9 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 			}
 			if inBarCell(bars, start) {
 				continue // the cell names it whole: "| valid loss: 5.7 |"
+			}
+			if start < message {
+				continue // a logging library's field: loguru's "__main__:train:42"
 			}
 			name, qualifier := text(m, pt.name), wordBefore(line[:start])
 			if isDefault {
