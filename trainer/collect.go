@@ -307,14 +307,14 @@ func (c *collector) checkStepless(source string, obs observation, line string) s
 // pendingStep is what the sources gave of a step not yet emitted.
 type pendingStep struct {
 	metrics  map[string]float64
-	repeated bool // an objective was given twice (a loss per batch)
-	// objectiveStepless: a line without a step gave an objective.
-	objectiveStepless bool
-	added             time.Time     // when a live source last added to it
-	quiet             time.Duration // how long it waits for more when it holds the objectives (see ready)
+	repeated bool          // an objective was given twice (a loss per batch)
+	added    time.Time     // when a live source last added to it
+	quiet    time.Duration // how long it waits for more when it holds the objectives (see ready)
 	// afterWhole counts, per metric, the lines without a step that gave it
 	// once the step had every objective (see checkStepless).
 	afterWhole map[string]int
+	// objectiveStepless: a line without a step gave an objective.
+	objectiveStepless bool
 }
 
 // holds reports whether p has every one of objectives.
