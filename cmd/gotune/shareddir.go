@@ -116,7 +116,7 @@ func (s *sharedDirWatch) OnTrialEnd(trial int, _ string, err error) {
 	}
 	s.warned = true
 	fmt.Fprintf(s.w, "warning: the sweep's trials share the working directory %s, and by the end of trial %d its command had written %s there: "+
-		"a later trial may read those files as its own (a checkpoint to resume from). "+
+		"a later trial may write over them, or read them as its own (a checkpoint to resume from). "+
 		"Set workdir = \"{trial_dir}\" in [trainer] to run each trial in its own folder, or write under $GOTUNE_TRIAL_DIR\n",
 		s.dir, trial, strings.Join(changed, ", "))
 }
