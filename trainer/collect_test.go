@@ -682,6 +682,11 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"100%|##########| 469/469 [00:12<00:00, 37.5it/s]", "step=<nil> "},
 		{"seed 3 | loss 0.5 | Random seed 1", "step=<nil> loss=0.5 "},
 		{"| Train Acc: 91.5% | Epoch Time 3.2s | best val step 40", "step=40 Epoch_Time=3.2 Train_Acc=91.5 "},
+		// A name given twice in a line after different words.
+		{"[Epoch 0/200] [Batch 0/938] [D loss: 0.693147] [G loss: 0.707]", "step=<nil> D_loss=0.693147 Epoch=0 G_loss=0.707 "},
+		{"Epoch 1: train loss: 0.5, val loss: 0.4", "step=<nil> Epoch=1 train_loss=0.5 val_loss=0.4 "},
+		{"loss: 0.5 test loss: 0.1", "step=<nil> loss=0.5 test_loss=0.1 "},
+		{"test loss: 0.5, test loss: 0.1", "step=<nil> loss=0.1 "},
 		// A logging library's fields before the message.
 		{"INFO:root:Epoch 3: loss=0.5", "step=<nil> Epoch=3 loss=0.5 "},
 		{"2026-11-28 04:22:24,123 - INFO - __main__ - Epoch 3, val_loss: 0.4", "step=<nil> Epoch=3 val_loss=0.4 "},

@@ -289,9 +289,10 @@ func (o *observation) set(name, stepKey string, v float64) bool {
 // 0.52", PyTorch's Quickstart tutorial's "Epoch 2", and in brackets, as
 // many tutorials' "Epoch [1/5], Step [100/600], Loss: 0.21" and the
 // ImageNet example's "Epoch: [0][ 10/5005]", also after a bar, as fairseq's
-// "| epoch 001:    450 / 1891 loss=11.52, …". Its groups are the word and
-// the number.
-var stepHeading = regexp.MustCompile(`^\s*\|?\s*((?i:epoch|step|iter|iteration))(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
+// "| epoch 001:    450 / 1891 loss=11.52, …", or a bracket, as
+// PyTorch-GAN's "[Epoch 0/200] [Batch 0/938] [D loss: 0.69]". Its groups
+// are the word and the number.
+var stepHeading = regexp.MustCompile(`^\s*[|\[]?\s*((?i:epoch|step|iter|iteration))(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
 
 // logField matches a field that a logging library puts before a
 // message, with the separator after it: Python's default format's
@@ -372,8 +373,11 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		}
 		obs.qualifiers[name] = qualifier
 	}
+	// The name-value pairs the line gives, in order, put once they are
+	// named apart (see nameApart).
+	var pairs []namedValue
 	if heading != nil {
-		put(line[heading[2]:heading[3]], line[heading[4]:heading[5]], "")
+		pairs = append(pairs, namedValue{line[heading[2]:heading[3]], line[heading[4]:heading[5]], ""})
 	}
 	clause := message // where the text before the match's name begins
 	for _, m := range ms {
@@ -395,7 +399,7 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 				}
 				clause = m[1]
 			}
-			put(name, text(m, pt.value), qualifier)
+			pairs = append(pairs, namedValue{name, text(m, pt.value), qualifier})
 			continue
 		}
 		for i, name := range pt.re.SubexpNames() {
@@ -405,12 +409,44 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		}
 	}
 	for _, p := range bars {
+		pairs = append(pairs, namedValue{p.name, p.value, p.qualifier})
+	}
+	if isDefault {
+		nameApart(pairs)
+	}
+	for _, p := range pairs {
 		put(p.name, p.value, p.qualifier)
 	}
 	if len(obs.metrics) == 0 && obs.step == nil {
 		return observation{}, false
 	}
 	return obs, true
+}
+
+// namedValue is a metric's name, its value's text and the word before the
+// name, as a line gives them.
+type namedValue struct {
+	name, value, qualifier string
+}
+
+// nameApart renames the pairs of a name that one line gives after
+// different words, so that none is lost to another: PyTorch-GAN's "[D
+// loss: 0.69] [G loss: 0.71]" gives D_loss and G_loss, and "train loss:
+// 0.5, val loss: 0.4" train_loss and val_loss. A pair with no word before
+// it keeps its name.
+func nameApart(pairs []namedValue) {
+	words := map[string]map[string]bool{}
+	for _, p := range pairs {
+		if words[p.name] == nil {
+			words[p.name] = map[string]bool{}
+		}
+		words[p.name][p.qualifier] = true
+	}
+	for i, p := range pairs {
+		if len(words[p.name]) > 1 && p.qualifier != "" {
+			pairs[i].name = p.qualifier + "_" + p.name
+		}
+	}
 }
 
 // metricWords are the words that name what a sentence-like line measures
