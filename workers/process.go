@@ -658,16 +658,26 @@ func (p *Process) readStderr(r io.ReadCloser) {
 
 // readLines calls f with each line of r, without its line end. A line
 // longer than MaxReportLine is passed in pieces: start is true for a line's
-// first piece and end for its last, both for a line passed whole.
+// first piece and end for its last, both for a line passed whole. So is a
+// line that a script rewrites with carriage returns and no newline (a
+// progress line, "\r[Epoch 3/200] [Batch 12/938] [D loss: 0.69]", written
+// for a whole run): each 64 KiB of it, up to its last carriage return,
+// so that the piece ends with a whole state of the line, which is what
+// a terminal would show then.
 func readLines(r io.Reader, f func(piece []byte, start, end bool)) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var line []byte
+	const chunkSize = 64 << 10
+	br := bufio.NewReaderSize(r, chunkSize)
+	var line, rest []byte
 	long := false
 	for {
 		chunk, err := br.ReadSlice('\n')
 		line = append(line, chunk...)
 		if err == bufio.ErrBufferFull {
-			if len(line) > MaxReportLine {
+			if i := bytes.LastIndexByte(line, '\r'); i > 0 && len(line)-i <= chunkSize {
+				rest = append(rest[:0], line[i+1:]...)
+				f(line[:i+1], !long, false)
+				line, long = append(line[:0], rest...), true
+			} else if len(line) > MaxReportLine {
 				f(line, !long, false)
 				line, long = line[:0], true
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,6 +228,51 @@ func TestProcessLongLines(t *testing.T) {
 	fi, err := os.Stat(p.LogPath())
 	if err != nil || fi.Size() < 3000000 {
 		t.Errorf("log holds %v bytes (%v), want the long line", fi.Size(), err)
+	}
+}
+
+// TestProcessRewrittenLineComesInStates: a line that a script rewrites
+// with carriage returns and ends only when the script does (PyTorch-GAN's
+// "\r[Epoch 3/200] [Batch 12/938] [D loss: 0.69]") reaches OnOutput in
+// pieces while the script runs, each ending with a whole state.
+func TestProcessRewrittenLineComesInStates(t *testing.T) {
+	var mu sync.Mutex
+	var pieces []string
+	dir := t.TempDir()
+	p, err := StartProcess(LaunchSpec{
+		Args: []string{"sh", "-c", `i=0; while [ $i -lt 6000 ]; do printf '\r[Epoch %d/9] [D loss: 0.%06d]' $((i / 1000)) $i; i=$((i + 1)); done
+i=0; until [ -e "$1/seen" ] || [ $i -gt 200 ]; do sleep 0.05; i=$((i + 1)); done; echo`, "sh", dir},
+		Env:     os.Environ(),
+		LogPath: filepath.Join(dir, "worker.log"),
+		OnOutput: func(line string) {
+			mu.Lock()
+			defer mu.Unlock()
+			pieces = append(pieces, line)
+			os.WriteFile(filepath.Join(dir, "seen"), nil, 0o644)
+		},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); <-p.Done() })
+	if err := wait(t, p); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pieces) < 3 {
+		t.Fatalf("OnOutput heard %d pieces, want the line in states while it was written, then its end", len(pieces))
+	}
+	state := regexp.MustCompile(`^\[Epoch \d/9\] \[D loss: 0\.\d{6}\]$`)
+	for i, piece := range pieces[:len(pieces)-1] {
+		trimmed := strings.TrimSuffix(piece, "\r")
+		last := trimmed[strings.LastIndexByte(trimmed, '\r')+1:]
+		if !strings.HasSuffix(piece, "\r") || !state.MatchString(last) {
+			t.Errorf("piece %d ends with %q, want a whole state and its carriage return", i, piece[max(0, len(piece)-60):])
+		}
+	}
+	if end := pieces[len(pieces)-1]; !strings.HasSuffix(end, "[Epoch 5/9] [D loss: 0.005999]") {
+		t.Errorf("the line's end: %q", end[max(0, len(end)-60):])
 	}
 }
 
