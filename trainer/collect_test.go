@@ -684,6 +684,8 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"| Train Acc: 91.5% | Epoch Time 3.2s | best val step 40", "step=40 Epoch_Time=3.2 Train_Acc=91.5 "},
 		// A name given twice in a line after different words.
 		{"[Epoch 0/200] [Batch 0/938] [D loss: 0.693147] [G loss: 0.707]", "step=<nil> D_loss=0.693147 Epoch=0 G_loss=0.707 "},
+		{"[Step 500/9380] [Epoch 1/10] [Batch 30/938] [D loss: 0.69]", "step=<nil> Epoch=1 Step=500 loss=0.69 "},
+		{"[Epoch 1/10] [Iter 3] x", "step=<nil> Epoch=1 Iter=3 "},
 		{"Epoch 1: train loss: 0.5, val loss: 0.4", "step=<nil> Epoch=1 train_loss=0.5 val_loss=0.4 "},
 		{"loss: 0.5 test loss: 0.1", "step=<nil> loss=0.5 test_loss=0.1 "},
 		{"test loss: 0.5, test loss: 0.1", "step=<nil> loss=0.1 "},

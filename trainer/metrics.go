@@ -325,6 +325,31 @@ func messageStart(line string) int {
 	return at
 }
 
+// stepHeadings returns the submatch offsets, in line, of the step
+// headings that begin line's text from offset at on, one after another
+// in brackets ("[Step 500/9380] [Epoch 1/10] [D loss: …]" gives Step and
+// Epoch), or nil.
+func stepHeadings(line string, at int) [][]int {
+	var found [][]int
+	for {
+		h := stepHeading.FindStringSubmatchIndex(line[at:])
+		if h == nil {
+			return found
+		}
+		for i := range h {
+			h[i] += at
+		}
+		found = append(found, h)
+		at = h[1]
+		if at < len(line) && line[at] == ']' {
+			at++
+		}
+		if rest := strings.TrimLeft(line[at:], " "); !strings.HasPrefix(rest, "[") {
+			return found
+		}
+	}
+}
+
 // match reads line with pt: the metrics of every match, and a step when a
 // match gave one (the last). stepKey names the step.
 func (pt *pattern) match(line, stepKey string) (observation, bool) {
@@ -337,21 +362,17 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		}
 	}
 	ms := pt.re.FindAllStringSubmatchIndex(line, -1)
-	var heading []int
+	var headings [][]int
 	var bars []barPair
 	if isDefault {
-		if heading = stepHeading.FindStringSubmatchIndex(line[message:]); heading != nil {
-			for i := range heading {
-				heading[i] += message
-			}
-		}
+		headings = stepHeadings(line, message)
 		bars = barPairs(line[message:])
 		for i := range bars {
 			bars[i].start += message
 			bars[i].end += message
 		}
 	}
-	if ms == nil && heading == nil && bars == nil {
+	if ms == nil && headings == nil && bars == nil {
 		return observation{}, false
 	}
 	obs := observation{metrics: map[string]float64{}}
@@ -376,8 +397,8 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 	// The name-value pairs the line gives, in order, put once they are
 	// named apart (see nameApart).
 	var pairs []namedValue
-	if heading != nil {
-		pairs = append(pairs, namedValue{line[heading[2]:heading[3]], line[heading[4]:heading[5]], ""})
+	for _, h := range headings {
+		pairs = append(pairs, namedValue{line[h[2]:h[3]], line[h[4]:h[5]], ""})
 	}
 	clause := message // where the text before the match's name begins
 	for _, m := range ms {
