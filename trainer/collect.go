@@ -46,9 +46,10 @@ const collectSettle = 250 * time.Millisecond
 // attempt's start), but at least collectQuietMin and at most
 // collectQuietMax, from the attempt's second such step on (see ready):
 // epochs are often minutes, and a scheduler that hears of an epoch only
-// when the next one ends lets every trial it stops run an epoch more. A script's other lines of a step come after its objective
-// by a small part of the step's work (nanoGPT's log line, an iteration
-// after the evaluation that began the step). Variables for the tests.
+// when the next one ends lets every trial it stops run an epoch more. A
+// script's other lines of a step come after its objective by a small part
+// of the step's work (nanoGPT's log line, an iteration after the
+// evaluation that began the step). Variables for the tests.
 var (
 	collectQuietMin = 2 * time.Second
 	collectQuietMax = time.Minute

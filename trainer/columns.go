@@ -189,9 +189,8 @@ type barPair struct {
 // validation losses alike, the lines apart by a cell of words ("| epoch
 // 081 | loss 4.71 |", "| epoch 081 | valid on 'valid' subset | loss 6.85
 // |"): that cell's last word is the qualifier, so that the two are told
-// as EventMetricsAmbiguous. A line gives its pairs only
-// when two cells or more are of that form, so that a sentence with a bar
-// in it gives none.
+// as EventMetricsAmbiguous. A line gives its pairs only when two cells or
+// more are of that form, so that a sentence with a bar in it gives none.
 func barPairs(line string) []barPair {
 	if !strings.Contains(line, "|") {
 		return nil
