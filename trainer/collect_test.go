@@ -682,6 +682,12 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"100%|##########| 469/469 [00:12<00:00, 37.5it/s]", "step=<nil> "},
 		{"seed 3 | loss 0.5 | Random seed 1", "step=<nil> loss=0.5 "},
 		{"| Train Acc: 91.5% | Epoch Time 3.2s | best val step 40", "step=40 Epoch_Time=3.2 Train_Acc=91.5 "},
+		// An accuracy as correct out of total, as MNIST's test line gives it.
+		{"Test set: Average loss: 0.0318, Accuracy: 9830/10000 (98%)", "step=<nil> Accuracy=0.983 loss=0.0318 "},
+		{"Acc: 45/50 Loss: 3/4", "step=<nil> Acc=0.9 Loss=3 "},
+		{"accuracy: 12/0", "step=<nil> accuracy=12 "},
+		{"acc: 5/4", "step=<nil> acc=5 "},
+		{"acc: 0.5/1.0", "step=<nil> acc=0.5 "},
 		// A name given twice in a line after different words.
 		{"[Epoch 0/200] [Batch 0/938] [D loss: 0.693147] [G loss: 0.707]", "step=<nil> D_loss=0.693147 Epoch=0 G_loss=0.707 "},
 		{"[Step 500/9380] [Epoch 1/10] [Batch 30/938] [D loss: 0.69]", "step=<nil> Epoch=1 Step=500 loss=0.69 "},
@@ -767,7 +773,7 @@ func TestNameAndValuePattern(t *testing.T) {
 // metrics whose values are the numbers written in the line, each with the
 // word of letters (or none) that comes before its name in the line.
 func FuzzPatternMatch(f *testing.F) {
-	for _, s := range []string{"epoch=3 loss=0.41", "{'loss': 0.69, 'epoch': 0.5}", `{"val_loss": 1e-3}`, "loss: 0.5 test loss: 0.1", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", "| end of epoch   1 | time:  3.65s | valid loss  5.77 | a: 1", "2026-11-28 04:22:24.123 | INFO | m:f:4 - Epoch 3: a=1", ""} {
+	for _, s := range []string{"epoch=3 loss=0.41", "{'loss': 0.69, 'epoch': 0.5}", `{"val_loss": 1e-3}`, "loss: 0.5 test loss: 0.1", "step 100: train loss 2.31, val loss 2.35", "a: inf b=-1e309", "x=0x10 y=1_000", "\x00=1", "| end of epoch   1 | time:  3.65s | valid loss  5.77 | a: 1", "2026-11-28 04:22:24.123 | INFO | m:f:4 - Epoch 3: a=1", "Accuracy: 9830/10000 (98%)", ""} {
 		f.Add(s)
 	}
 	pt, err := compilePattern(DefaultPattern)

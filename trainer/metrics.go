@@ -420,7 +420,11 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 				}
 				clause = m[1]
 			}
-			pairs = append(pairs, namedValue{name, text(m, pt.value), qualifier})
+			value := text(m, pt.value)
+			if isDefault {
+				value = accuracyFraction(name, value, line[m[2*pt.value+1]:])
+			}
+			pairs = append(pairs, namedValue{name, value, qualifier})
 			continue
 		}
 		for i, name := range pt.re.SubexpNames() {
@@ -442,6 +446,31 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 		return observation{}, false
 	}
 	return obs, true
+}
+
+// fractionOf matches what follows a count that is a fraction: "/10000" in
+// "Accuracy: 9830/10000 (98%)".
+var fractionOf = regexp.MustCompile(`^/\s*(\d+)(?:[^\w.:/]|$)`)
+
+// accuracyFraction is the text of an accuracy's value: for one given as
+// correct out of total, as pytorch/examples' MNIST script prints its test
+// accuracy ("Accuracy: 9830/10000 (98%)"), the fraction (0.983) rather
+// than the count; value as it was otherwise. after is the line after the
+// value.
+func accuracyFraction(name, value, after string) string {
+	if n := strings.ToLower(name); n != "accuracy" && n != "acc" {
+		return value
+	}
+	m := fractionOf.FindStringSubmatch(after)
+	if m == nil {
+		return value
+	}
+	correct, ok := parseNumber(value)
+	total, err := strconv.ParseFloat(m[1], 64)
+	if !ok || err != nil || total == 0 || correct > total {
+		return value
+	}
+	return strconv.FormatFloat(correct/total, 'g', -1, 64)
 }
 
 // namedValue is a metric's name, its value's text and the word before the
