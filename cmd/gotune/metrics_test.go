@@ -15,11 +15,12 @@ import (
 )
 
 // metricsSweeps are sweeps over the stand-ins in testdata/metrics, which
-// print the lines of nanoGPT's train.py, pytorch/examples' mnist/main.py,
-// Hugging Face's Trainer, Lightning's progress bar and the tables of
-// skorch and fastai, and write TensorBoard event files, with the
-// [trainer.metrics] sections the README shows for them; SCRIPT is the stand-in's path. steps are the
-// steps an undisturbed trial records, in order.
+// print the lines of nanoGPT's train.py, pytorch/examples' mnist/main.py
+// and word_language_model/main.py, Hugging Face's Trainer, Lightning's
+// progress bar and the tables of skorch and fastai, and write TensorBoard
+// event files, with the [trainer.metrics] sections the README shows for
+// them; SCRIPT is the stand-in's path. steps are the steps an undisturbed
+// trial records, in order.
 var metricsSweeps = []struct {
 	name, script string
 	step         string // the metric that holds the step
@@ -158,6 +159,27 @@ command = ["python3", "SCRIPT", "--lr={lr}", "--max_epochs=6"]
 output = true
 step = "Epoch"
 `, []float64{0, 1, 2, 3, 4, 5}},
+	{"word_language_model", "word_language_model_like.py", "epoch", `
+[objective]
+metric = "valid_loss"
+mode = "min"
+
+[search.space]
+lr = { loguniform = [1, 40] }
+
+[scheduler]
+kind = "asha"
+max_t = 6
+grace_period = 1
+reduction_factor = 2
+
+[trainer]
+command = ["python3", "SCRIPT", "--lr={lr}", "--epochs=6", "--save={trial_dir}/model.pt"]
+
+[trainer.metrics]
+output = true
+step = "epoch"
+`, []float64{1, 2, 3, 4, 5, 6}},
 	{"tensorboard", "tb_like.py", "step", `
 [objective]
 metric = "loss/val"
