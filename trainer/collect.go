@@ -74,13 +74,13 @@ type collector struct {
 	pending  map[float64]*pendingStep // by step, not yet emitted
 	passed   map[float64]time.Time    // by pending step: when it was ready (see ready)
 	settle   *time.Timer              // emits the passed steps once settled; nil when none wait
-	// early says that a step may now be emitted before the sources move
-	// past it (see ready): a step that held every objective once was
-	// emitted, and fooled is false. fooled says that the script's steps
-	// fooled that rule, or would have, for the rest of the attempt.
-	// emitted is the last step emitted, and began is when the newest step
-	// appeared, or the attempt's start.
-	early   bool
+	// A step may be emitted before the sources move past it (see ready)
+	// once trusted and while not fooled: trusted says that a step that
+	// held every objective, each once, was emitted; fooled that the
+	// script's steps fooled that rule, or would have, for the rest of the
+	// attempt. emitted is the last step emitted, and began is when the
+	// newest step appeared, or the attempt's start.
+	trusted bool
 	fooled  bool
 	emitted *float64
 	began   time.Time
@@ -351,7 +351,7 @@ func (c *collector) observe(source string, obs observation, live bool) {
 	if live && len(obs.metrics) > 0 && c.emitted != nil && *step <= *c.emitted {
 		// A metric of a step emitted already: this script's steps end
 		// later than their metrics show.
-		c.early, c.fooled = false, true
+		c.fooled = true
 	}
 	p := c.pending[*step]
 	if p == nil {
@@ -400,7 +400,7 @@ func (c *collector) observe(source string, obs observation, live bool) {
 // long it has left.
 func (c *collector) ready(p *pendingStep, now time.Time) (ok bool, wait time.Duration) {
 	objectives := c.a.r.spec.Objectives
-	if !c.early || len(objectives) == 0 || !p.holds(objectives) {
+	if !c.trusted || c.fooled || len(objectives) == 0 || !p.holds(objectives) {
 		return false, 0
 	}
 	wait = p.quiet - now.Sub(p.added)
@@ -433,7 +433,7 @@ func (c *collector) flushSettled() {
 		}
 	}
 	markReady()
-	early := c.early
+	trusted := c.trusted
 	c.flush(func(s float64) bool {
 		at, ok := c.passed[s]
 		if !ok {
@@ -443,7 +443,7 @@ func (c *collector) flushSettled() {
 		wake(wait)
 		return wait <= 0
 	})
-	if c.early && !early {
+	if c.trusted && !trusted {
 		markReady() // the steps after the first that earned trust
 	}
 	if next == 0 || c.finished {
@@ -477,9 +477,9 @@ func (c *collector) flush(pass func(step float64) bool) {
 			continue // a step with no metric
 		}
 		if p.repeated {
-			c.early, c.fooled = false, true
-		} else if !c.fooled && p.holds(c.a.r.spec.Objectives) {
-			c.early = true
+			c.fooled = true
+		} else if p.holds(c.a.r.spec.Objectives) {
+			c.trusted = true
 		}
 		c.emitted = &s
 		p.metrics[c.stepKey] = s

@@ -413,15 +413,12 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 			if start < message {
 				continue // a logging library's field: loguru's "__main__:train:42"
 			}
-			name, qualifier := text(m, pt.name), wordBefore(line[:start])
+			name, value, qualifier := text(m, pt.name), text(m, pt.value), wordBefore(line[:start])
 			if isDefault {
 				if head, q, ok := phraseHead(line[clause:start]); ok {
 					name, qualifier = head, q
 				}
 				clause = m[1]
-			}
-			value := text(m, pt.value)
-			if isDefault {
 				value = accuracyFraction(name, value, line[m[2*pt.value+1]:])
 			}
 			pairs = append(pairs, namedValue{name, value, qualifier})
