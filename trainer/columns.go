@@ -171,7 +171,7 @@ var barCell = regexp.MustCompile(`^((?:[A-Za-z_][\w.\-/]*\s+)*[A-Za-z_][\w.\-/]*
 
 // stepWord matches the words that name a step in a barred cell, as
 // stepHeading's do at a line's start.
-var stepWord = regexp.MustCompile(`^(?i:epoch|step|iter|iteration)$`)
+var stepWord = regexp.MustCompile(`^` + stepWords + `$`)
 
 // barPair is a metric a barred cell gives: its name and its value's
 // text, the word that ends the last cell before it that gives none (its

@@ -292,7 +292,11 @@ func (o *observation) set(name, stepKey string, v float64) bool {
 // "| epoch 001:    450 / 1891 loss=11.52, …", or a bracket, as
 // PyTorch-GAN's "[Epoch 0/200] [Batch 0/938] [D loss: 0.69]". Its groups
 // are the word and the number.
-var stepHeading = regexp.MustCompile(`^\s*[|\[]?\s*((?i:epoch|step|iter|iteration))(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
+var stepHeading = regexp.MustCompile(`^\s*[|\[]?\s*(` + stepWords + `)(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
+
+// stepWords are the words that name a step in a heading (stepHeading) or
+// a barred cell (stepWord), in any case.
+const stepWords = `(?i:epoch|step|iter|iteration)`
 
 // logField matches a field that a logging library puts before a
 // message, with the separator after it: Python's default format's
