@@ -303,7 +303,10 @@ const stepWords = `(?i:epoch|step|iter|iteration)`
 // "INFO:root:", a time ("2026-11-28 04:22:24,123", "[2026-11-28
 // 04:22:24]", Hugging Face's "11/28/2026 04:22:24"), a level ("INFO",
 // "[INFO]"), absl's "I1128 04:22:24.123456 140 train.py:42]".
-var logField = regexp.MustCompile(`^\s*(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.<>]*:|\[?(?:\d{4}-\d{2}-\d{2}[ T]|\d{2}/\d{2}/\d{4} )\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?|\[?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\]?|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w.]+:\d+\])(?:\s*[-|:](?:\s|$))?`)
+var logField = regexp.MustCompile(`^\s*(?:` + logLevel + `:[\w.<>]*:|\[?(?:\d{4}-\d{2}-\d{2}[ T]|\d{2}/\d{2}/\d{4} )\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?|\[?` + logLevel + `\]?|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w.]+:\d+\])(?:\s*[-|:](?:\s|$))?`)
+
+// logLevel matches the level names of Python's logging.
+const logLevel = `(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)`
 
 // logName matches the logger's name (with loguru's function and line)
 // that comes after a logging library's other fields, and its separator:
