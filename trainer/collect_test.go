@@ -688,6 +688,11 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"accuracy: 12/0", "step=<nil> accuracy=12 "},
 		{"acc: 5/4", "step=<nil> acc=5 "},
 		{"acc: 0.5/1.0", "step=<nil> acc=0.5 "},
+		// A polynomial, as pytorch/examples' regression prints the one it
+		// learned: its first coefficient is no value of y.
+		{"==> Learned function:\ty = -14.30 x^1 +2.53 x^2 -0.71 x^3 +1.08 x^4 +3.22", "step=<nil> "},
+		{"y = 2*x + 1, loss: 0.5", "step=<nil> loss=0.5 "},
+		{"loss: 0.5 x", "step=<nil> loss=0.5 "},
 		// A name given twice in a line after different words.
 		{"[Epoch 0/200] [Batch 0/938] [D loss: 0.693147] [G loss: 0.707]", "step=<nil> D_loss=0.693147 Epoch=0 G_loss=0.707 "},
 		{"[Step 500/9380] [Epoch 1/10] [Batch 30/938] [D loss: 0.69]", "step=<nil> Epoch=1 Step=500 loss=0.69 "},

@@ -92,7 +92,8 @@ const DefaultStep = "step"
 // bars, a cell of words and a number gives a metric named by its words
 // ("| valid loss  5.77 |" gives valid_loss; see barCell). A number with
 // thousands separators ("tokens per iteration will be: 16,384") is read
-// whole, to be refused (see parseNumber), not as its first digits.
+// whole, to be refused (see parseNumber), not as its first digits; a
+// term's coefficient ("y = +1.23 x^1 …") gives nothing (see coefficient).
 const DefaultPattern = `(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)['"]?\s*(?:=|:)\s*(?:(?:np|numpy)\.\w+\(|tensor\()?(?P<value>[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?))(?:[^\w.:]|$)`
 
 // Collects reports whether any source besides report lines is set.
@@ -426,6 +427,9 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 					name, qualifier = head, q
 				}
 				clause = m[1]
+				if coefficient.MatchString(line[m[2*pt.value+1]:]) {
+					continue // a term of an expression: "y = +1.23 x^1 -0.45 x^2"
+				}
 				value = accuracyFraction(name, value, line[m[2*pt.value+1]:])
 			}
 			pairs = append(pairs, namedValue{name, value, qualifier})
@@ -451,6 +455,14 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 	}
 	return obs, true
 }
+
+// coefficient matches what follows a number that is a term's coefficient
+// in an expression, not a value: " x^1 …" in "y = +1.23 x^1 -0.45 x^2
+// +0.67", as pytorch/examples' regression prints the polynomial it
+// learned, or "*x" in "y = 2*x + 1". DefaultPattern reads no metric from
+// such a pair, its name being the expression's, and its first number
+// only a part of it.
+var coefficient = regexp.MustCompile(`^\s*(?:[*^]|[A-Za-z_]\w*\s*[*^])`)
 
 // fractionOf matches what follows a count that is a fraction: "/10000" in
 // "Accuracy: 9830/10000 (98%)".
