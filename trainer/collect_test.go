@@ -693,6 +693,15 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"==> Learned function:\ty = -14.30 x^1 +2.53 x^2 -0.71 x^3 +1.08 x^4 +3.22", "step=<nil> "},
 		{"y = 2*x + 1, loss: 0.5", "step=<nil> loss=0.5 "},
 		{"loss: 0.5 x", "step=<nil> loss=0.5 "},
+		// Metric words and numbers after a colon, apart by spaces alone, as
+		// pytorch/examples' gcn and gat print their test results.
+		{"Test set results: loss 1.3767 accuracy 0.4008", "step=<nil> accuracy=0.4008 loss=1.3767 "},
+		{"Epoch 3: loss 0.5 acc 0.9", "step=<nil> Epoch=3 acc=0.9 loss=0.5 "},
+		{"Downloading: file 1 of 3", "step=<nil> "},
+		{"Results: loss 0.5 accuracy", "step=<nil> "},
+		{"Results: loss 0.5 lr 0.1", "step=<nil> "},
+		{"iter 110: loss 2.29, time 12.3ms, mfu 5.20%", "step=<nil> iter=110 "},
+		{"Results: loss 0x10 accuracy 0.4", "step=<nil> "},
 		// A name given twice in a line after different words.
 		{"[Epoch 0/200] [Batch 0/938] [D loss: 0.693147] [G loss: 0.707]", "step=<nil> D_loss=0.693147 Epoch=0 G_loss=0.707 "},
 		{"[Step 500/9380] [Epoch 1/10] [Batch 30/938] [D loss: 0.69]", "step=<nil> Epoch=1 Step=500 loss=0.69 "},

@@ -94,6 +94,9 @@ const DefaultStep = "step"
 // thousands separators ("tokens per iteration will be: 16,384") is read
 // whole, to be refused (see parseNumber), not as its first digits; a
 // term's coefficient ("y = +1.23 x^1 …") gives nothing (see coefficient).
+// After a line's last colon, metric words and numbers apart by spaces
+// alone give metrics too ("Test set results: loss 1.37 accuracy 0.40";
+// see spacedPairs).
 const DefaultPattern = `(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)['"]?\s*(?:=|:)\s*(?:(?:np|numpy)\.\w+\(|tensor\()?(?P<value>[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?))(?:[^\w.:]|$)`
 
 // Collects reports whether any source besides report lines is set.
@@ -372,15 +375,17 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 	ms := pt.re.FindAllStringSubmatchIndex(line, -1)
 	var headings [][]int
 	var bars []barPair
+	var spaced []namedValue
 	if isDefault {
 		headings = stepHeadings(line, message)
+		spaced = spacedPairs(line[message:])
 		bars = barPairs(line[message:])
 		for i := range bars {
 			bars[i].start += message
 			bars[i].end += message
 		}
 	}
-	if ms == nil && headings == nil && bars == nil {
+	if ms == nil && headings == nil && bars == nil && spaced == nil {
 		return observation{}, false
 	}
 	obs := observation{metrics: map[string]float64{}}
@@ -444,6 +449,7 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 	for _, p := range bars {
 		pairs = append(pairs, namedValue{p.name, p.value, p.qualifier})
 	}
+	pairs = append(pairs, spaced...)
 	if isDefault {
 		nameApart(pairs)
 	}
@@ -463,6 +469,39 @@ func (pt *pattern) match(line, stepKey string) (observation, bool) {
 // such a pair, its name being the expression's, and its first number
 // only a part of it.
 var coefficient = regexp.MustCompile(`^\s*(?:[*^]|[A-Za-z_]\w*\s*[*^])`)
+
+// spacedPairs reads the end of line that follows its last colon as
+// metrics when it is nothing but two or more metric words (metricWords),
+// each followed by spaces and a number, as pytorch/examples' gcn and gat
+// print their test results: "Test set results: loss 1.3767 accuracy
+// 0.4008" gives loss and accuracy. The word before the colon is their
+// qualifier ("results"), so that a loss read so and one read elsewhere
+// are told as EventMetricsAmbiguous. Other words ("Downloading: file 1
+// of 3"), a unit or a comma ("iter 110: loss 2.29, time 12.3ms") give
+// nothing.
+func spacedPairs(line string) []namedValue {
+	colon := strings.LastIndex(line, ": ")
+	if colon < 0 {
+		return nil
+	}
+	fields := strings.Fields(line[colon+1:])
+	if len(fields) < 4 || len(fields)%2 != 0 {
+		return nil
+	}
+	qualifier := wordBefore(line[:colon])
+	var pairs []namedValue
+	for i := 0; i < len(fields); i += 2 {
+		if !metricWords[strings.ToLower(fields[i])] || !plainNumber.MatchString(fields[i+1]) {
+			return nil
+		}
+		pairs = append(pairs, namedValue{fields[i], fields[i+1], qualifier})
+	}
+	return pairs
+}
+
+// plainNumber matches a number as a spaced pair writes it: decimal, with
+// an optional sign and exponent, or nan or inf.
+var plainNumber = regexp.MustCompile(`^[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf))$`)
 
 // fractionOf matches what follows a count that is a fraction: "/10000" in
 // "Accuracy: 9830/10000 (98%)".
