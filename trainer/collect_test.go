@@ -157,6 +157,26 @@ func TestBracketedStepHeadings(t *testing.T) {
 	}
 }
 
+// TestArrowedStepHeadings: pytorch/examples' super_resolution prints
+// "===> Epoch[1](3/7): Loss: 0.18" for each batch, then its epoch's
+// average loss and its test PSNR on lines without the epoch; with step =
+// "Epoch" each epoch is a report whose Loss is the average, which comes
+// last.
+func TestArrowedStepHeadings(t *testing.T) {
+	script := `echo "Namespace(batchSize=64, lr=0.01, nEpochs=2, seed=123, upscale_factor=3)"
+echo '===> Building model'
+for e in 1 2; do for i in 1 2 3; do echo "===> Epoch[$e]($i/3): Loss: 0.$e$i"; done
+echo "===> Epoch $e Complete: Avg. Loss: 0.$e"2; echo "===> Avg. PSNR: 2$e.5 dB"; echo "Checkpoint saved to model_epoch_$e.pth"; done`
+	spec := commandSpec(t, 1)
+	spec.Command = []string{"sh", "-c", script}
+	spec.Metrics = MetricsConfig{Step: "Epoch", Output: true}
+	spec.StepKey = "Epoch"
+	sink := runCollecting(t, spec)
+	if got, want := stepSeries(sink.results, "Epoch", "Loss", "PSNR"), "1:Loss=0.12,PSNR=21.5, 2:Loss=0.22,PSNR=22.5, "; got != want {
+		t.Errorf("reports\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestBarredCells: pytorch/examples' word_language_model prints its
 // progress as cells between bars; with step = "epoch" each epoch is a
 // report of its training lines' last values and its validation line, and
@@ -657,6 +677,12 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"iter [12] loss: 0.5", "step=<nil> iter=12 loss=0.5 "},
 		{"Epoch: 3 loss: 0.5", "step=<nil> Epoch=3 loss=0.5 "},
 		{"Step 1 of the plan", "step=<nil> "},
+		// After an arrow, as pytorch/examples' super_resolution prints
+		// each batch's loss; its epoch's summary is no heading.
+		{"===> Epoch[1](3/7): Loss: 0.1823", "step=<nil> Epoch=1 Loss=0.1823 "},
+		{"===> Epoch 1 Complete: Avg. Loss: 0.1677", "step=<nil> Loss=0.1677 "},
+		{"--> step 40: loss=0.2", "step=40 loss=0.2 "},
+		{"=> Epoch 2", "step=<nil> Epoch=2 "},
 		// A sentence that names its metric first, as PyTorch's tutorials
 		// print their test accuracy.
 		{"Accuracy of the network on the 10000 test images: 54 %", "step=<nil> Accuracy=54 "},

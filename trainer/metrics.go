@@ -294,9 +294,10 @@ func (o *observation) set(name, stepKey string, v float64) bool {
 // many tutorials' "Epoch [1/5], Step [100/600], Loss: 0.21" and the
 // ImageNet example's "Epoch: [0][ 10/5005]", also after a bar, as fairseq's
 // "| epoch 001:    450 / 1891 loss=11.52, …", or a bracket, as
-// PyTorch-GAN's "[Epoch 0/200] [Batch 0/938] [D loss: 0.69]". Its groups
-// are the word and the number.
-var stepHeading = regexp.MustCompile(`^\s*[|\[]?\s*(` + stepWords + `)(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
+// PyTorch-GAN's "[Epoch 0/200] [Batch 0/938] [D loss: 0.69]", or an arrow,
+// as pytorch/examples' super_resolution's "===> Epoch[1](1/7): Loss:
+// 0.2250". Its groups are the word and the number.
+var stepHeading = regexp.MustCompile(`^\s*(?:[=-]*>+\s*)?[|\[]?\s*(` + stepWords + `)(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
 
 // stepWords are the words that name a step in a heading (stepHeading) or
 // a barred cell (stepWord), in any case.
