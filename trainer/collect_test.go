@@ -743,6 +743,11 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"2026-11-28 04:22:24.123 | INFO     | __main__:train:42 - Epoch 3 | loss 0.5 | acc 0.9", "step=<nil> Epoch=3 acc=0.9 loss=0.5 "},
 		{"I1128 04:22:24.123456 140 train.py:42] epoch 3, loss: 0.5", "step=<nil> epoch=3 loss=0.5 "},
 		{"INFO:root:Namespace(lr=0.1, epochs=3)", "step=<nil> "},
+		// A time as time.ctime() writes it, as pytorch/examples'
+		// fast_neural_style puts it first.
+		{"Sat Nov 28 04:22:24 2026\tEpoch 1:\t[2000/83000]\tcontent: 742803.125000\tstyle: 2530112.5\ttotal: 3272915.625", "step=<nil> Epoch=1 content=742803.125 style=2.5301125e+06 total=3.272915625e+06 "},
+		{"Sun Nov  1 04:22:24 2026 step 3: loss=0.5", "step=3 loss=0.5 "},
+		{"Sat Nov 28 04:22:24 2026 - INFO - Epoch 2", "step=<nil> Epoch=2 "},
 		{"INFO model - epoch 2 done", "step=<nil> "},
 		{"| epoch 001:    450 / 1891 loss=11.521, nll_loss=10.881, ppl=1886.05", "step=<nil> epoch=1 loss=11.521 nll_loss=10.881 ppl=1886.05 "},
 		{"| epoch 081 | valid on 'valid' subset | loss 6.846 | nll_loss 4.610 | best_loss 6.84088", "step=<nil> best_loss=6.84088 epoch=81 loss=6.846 nll_loss=4.61 "},

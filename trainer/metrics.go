@@ -306,9 +306,15 @@ const stepWords = `(?i:epoch|step|iter|iteration)`
 // logField matches a field that a logging library puts before a
 // message, with the separator after it: Python's default format's
 // "INFO:root:", a time ("2026-11-28 04:22:24,123", "[2026-11-28
-// 04:22:24]", Hugging Face's "11/28/2026 04:22:24"), a level ("INFO",
+// 04:22:24]", Hugging Face's "11/28/2026 04:22:24", Python's
+// time.ctime(), "Sat Nov 28 04:22:24 2026", which pytorch/examples'
+// fast_neural_style puts before its "Epoch 1:"), a level ("INFO",
 // "[INFO]"), absl's "I1128 04:22:24.123456 140 train.py:42]".
-var logField = regexp.MustCompile(`^\s*(?:` + logLevel + `:[\w.<>]*:|\[?(?:\d{4}-\d{2}-\d{2}[ T]|\d{2}/\d{2}/\d{4} )\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?|\[?` + logLevel + `\]?|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w.]+:\d+\])(?:\s*[-|:](?:\s|$))?`)
+var logField = regexp.MustCompile(`^\s*(?:` + logLevel + `:[\w.<>]*:|\[?(?:\d{4}-\d{2}-\d{2}[ T]|\d{2}/\d{2}/\d{4} )\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?|\[?` + ctime + `\]?|\[?` + logLevel + `\]?|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w.]+:\d+\])(?:\s*[-|:](?:\s|$))?`)
+
+// ctime matches a time as Python's time.ctime() and time.asctime() write
+// it: "Sat Nov 28 04:22:24 2026", "Sun Nov  1 04:22:24 2026".
+const ctime = `(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d{2}:\d{2}:\d{2} \d{4}`
 
 // logLevel matches the level names of Python's logging.
 const logLevel = `(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)`
