@@ -677,6 +677,12 @@ func TestDefaultPatternReadsPairs(t *testing.T) {
 		{"iter [12] loss: 0.5", "step=<nil> iter=12 loss=0.5 "},
 		{"Epoch: 3 loss: 0.5", "step=<nil> Epoch=3 loss=0.5 "},
 		{"Step 1 of the plan", "step=<nil> "},
+		// An episode, as pytorch/examples' reinforcement_learning prints
+		// it, a tab after its number.
+		{"Episode 10\tLast reward: 9.00\tAverage reward: 10.02", "step=<nil> Average_reward=10.02 Episode=10 Last_reward=9 "},
+		{"Epoch 3\tloss: 0.5", "step=<nil> Epoch=3 loss=0.5 "},
+		{"Episode 3 finished after 20 timesteps", "step=<nil> "},
+		{"| episode 4 | reward 9.5 |", "step=<nil> episode=4 reward=9.5 "},
 		// After an arrow, as pytorch/examples' super_resolution prints
 		// each batch's loss; its epoch's summary is no heading.
 		{"===> Epoch[1](3/7): Loss: 0.1823", "step=<nil> Epoch=1 Loss=0.1823 "},

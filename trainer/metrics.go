@@ -85,8 +85,8 @@ const DefaultStep = "step"
 // names of a printed dict or JSON object: "{'loss': 0.69, 'epoch': 0.5}",
 // as Hugging Face's Trainer logs, or {"val_loss": 0.25}, a value's
 // NumPy or PyTorch wrapper aside ("np.float64(0.25)", "tensor(0.25)",
-// as a dict of them prints). A line that begins with epoch, step, iter or
-// iteration and a whole number gives that too, named as written ("Epoch 3:
+// as a dict of them prints). A line that begins with epoch, episode,
+// step, iter or iteration and a whole number gives that too, named as written ("Epoch 3:
 // 100%|…" gives Epoch = 3; see stepHeading); a pair quoted as code
 // ("`max_epochs=6` reached") gives nothing. In a line of cells between
 // bars, a cell of words and a number gives a metric named by its words
@@ -296,12 +296,15 @@ func (o *observation) set(name, stepKey string, v float64) bool {
 // "| epoch 001:    450 / 1891 loss=11.52, …", or a bracket, as
 // PyTorch-GAN's "[Epoch 0/200] [Batch 0/938] [D loss: 0.69]", or an arrow,
 // as pytorch/examples' super_resolution's "===> Epoch[1](1/7): Loss:
-// 0.2250". Its groups are the word and the number.
-var stepHeading = regexp.MustCompile(`^\s*(?:[=-]*>+\s*)?[|\[]?\s*(` + stepWords + `)(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|$)`)
+// 0.2250". A tab may end the number, as it ends the episode of
+// pytorch/examples' reinforcement_learning's "Episode 10\tLast reward:
+// 9.00\tAverage reward: 10.02". Its groups are the word and the number.
+var stepHeading = regexp.MustCompile(`^\s*(?:[=-]*>+\s*)?[|\[]?\s*(` + stepWords + `)(?:\s+|\s*:?\s*\[\s*)(\d+)\s*(?::|,|/\s*\d+|\]|\t|$)`)
 
 // stepWords are the words that name a step in a heading (stepHeading) or
-// a barred cell (stepWord), in any case.
-const stepWords = `(?i:epoch|step|iter|iteration)`
+// a barred cell (stepWord), in any case: a reinforcement learning script
+// counts its episodes as others count epochs.
+const stepWords = `(?i:epoch|episode|step|iter|iteration)`
 
 // logField matches a field that a logging library puts before a
 // message, with the separator after it: Python's default format's
