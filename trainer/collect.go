@@ -93,6 +93,7 @@ type collector struct {
 	// it first (see EventMetricsAmbiguous).
 	named    map[string]*namedBy
 	gave     bool // a source gave a metric
+	stepped  bool // a source gave a step
 	finished bool
 	told     bool
 	// toldStepless: checkStepless has told of lines without a step.
@@ -335,6 +336,7 @@ func (p *pendingStep) holds(objectives []string) bool {
 // or run, whose processes are gone). Called with mu held.
 func (c *collector) observe(source string, obs observation, live bool) {
 	c.gave = c.gave || len(obs.metrics) > 0
+	c.stepped = c.stepped || obs.step != nil
 	step := obs.step
 	if step == nil {
 		if f, ok := c.current[source]; ok {
@@ -519,7 +521,9 @@ func (c *collector) hush() {
 }
 
 // tellUnmatched tells the EventSink, once, of each pattern that has
-// matched no line and of a file or folder where no metric was found.
+// matched no line, of a file or folder where no metric was found, and of
+// a step named by MetricsConfig.Step that no source gave while they gave
+// metrics.
 func (c *collector) tellUnmatched(when string) {
 	c.mu.Lock()
 	if c.told {
@@ -548,6 +552,11 @@ func (c *collector) tellUnmatched(when string) {
 			where = c.tbDir + " (TensorBoard event files)"
 		}
 		causes = append(causes, fmt.Sprintf("no metrics file found at %s %s", where, when))
+	}
+	if c.cfg.Step != "" && c.gave && !c.stepped {
+		// step = "Epoch" set, and metrics read, but never an epoch:
+		// each report was numbered by count, which says nothing.
+		causes = append(causes, fmt.Sprintf("metrics were read, but no line or record gave the step %q %s: each report is numbered by count; give the pattern for the line that holds it a group named %[1]q", c.cfg.Step, when))
 	}
 	c.mu.Unlock()
 	for _, cause := range causes {

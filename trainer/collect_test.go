@@ -500,6 +500,35 @@ func TestUnmatchedPatternIsTold(t *testing.T) {
 	}
 }
 
+// TestStepNeverGivenIsTold: a step that MetricsConfig.Step names and no
+// line gave, while lines gave metrics (a script that prints its epoch in
+// a way the default pattern does not read), is told as an event, since
+// each report is then numbered by count; a step given once is not.
+func TestStepNeverGivenIsTold(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		told         int
+	}{
+		{"never", `for i in 1 2 3; do echo "Training epoch $i done"; echo "loss: 0.$i"; done`, 1},
+		{"given", `for i in 1 2 3; do echo "Epoch $i"; echo "loss: 0.$i"; done`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := commandSpec(t, 1)
+			spec.Command = []string{"sh", "-c", tc.script}
+			spec.Metrics = MetricsConfig{Output: true, Step: "Epoch"}
+			spec.StepKey = "Epoch"
+			sink := runCollecting(t, spec)
+			told := sink.causes(EventMetricsUnmatched)
+			if len(told) != tc.told {
+				t.Fatalf("told %q, want %d events", told, tc.told)
+			}
+			if tc.told > 0 && !strings.Contains(told[0], `the step "Epoch"`) {
+				t.Errorf("event %q does not name the step", told[0])
+			}
+		})
+	}
+}
+
 // TestUnmatchedPatternIsToldEarlyWhenNothingMatched: after unmatchedWait,
 // the patterns that matched nothing are told of only when no pattern has
 // given a metric; otherwise a pattern for a final line waits for rank 0's
