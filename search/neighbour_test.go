@@ -281,6 +281,60 @@ func TestTPESearchesFarGoodTrialsFirst(t *testing.T) {
 	}
 }
 
+// The best trial, a step from the one it improved on, q, moves at once
+// by the other steps that improved on q, all of them first, then the
+// best ones but the last, before a neighbour of its own is tried.
+func TestTPEPatternMove(t *testing.T) {
+	var params []searchspace.Param
+	for _, name := range []string{"a", "b", "c", "d"} {
+		params = append(params, searchspace.Param{Name: name, Domain: searchspace.RandInt{Low: 0, High: 9}})
+	}
+	s := mustTPE(t, mustSpace(t, params...), 5)
+	cell := func(a, b, c, d int64) map[string]any { return map[string]any{"a": a, "b": b, "c": c, "d": d} }
+	best := cell(5, 4, 4, 4)
+	// Best first: the best trial, q's improving steps in b, c (twice:
+	// the better one counts) and d, then q, which stepped to the best in
+	// a.
+	history := []map[string]any{best, cell(4, 5, 4, 4), cell(4, 4, 5, 4), cell(4, 4, 3, 4), cell(4, 4, 4, 3), cell(4, 4, 4, 4)}
+	// The worse 27, none a step from those.
+	for a := range int64(9) {
+		for _, d := range []int64{0, 1, 8} {
+			history = append(history, cell(a, 8, 8, d))
+		}
+	}
+	for i, cfg := range history {
+		trial := i + 1
+		if err := s.Replay(trial, cfg); err != nil {
+			t.Fatal(err)
+		}
+		obs := Observation{Step: 1, Score: float64(i)}
+		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &obs})
+	}
+	move := rand.New(fixedSource(0))
+	next := func() map[string]any {
+		cfg, xs := map[string]any{}, make([]float64, len(params))
+		s.suggestJoint(rand.New(fixedSource(7)), cfg, xs)
+		s.suggestNeighbour(move, cfg, xs)
+		s.suggested.add(cfg)
+		return cfg
+	}
+	for _, want := range []map[string]any{cell(5, 5, 5, 3), cell(5, 5, 5, 4)} {
+		if got := next(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%v, want the pattern move %v", got, want)
+		}
+	}
+	got := next()
+	differ := 0
+	for _, p := range params {
+		if got[p.Name] != best[p.Name] {
+			differ++
+		}
+	}
+	if differ != 1 {
+		t.Errorf("the pattern moves tried: %v, want a neighbour of the best trial %v", got, best)
+	}
+}
+
 // On 4-D Rosenbrock over 9 levels of each parameter in [−2, 2] (6,561
 // cells), run one trial at a time, TPE reaches the optimum (every
 // parameter at 1) within 100 trials on 5 of 10 seeds by searching around
