@@ -27,7 +27,10 @@
 //     knew of them), and Optuna's multivariate TPESampler with and
 //     without constant_liar through study.ask()/tell(); with the
 //     suggestions per run that repeat a pending configuration and that
-//     repeat any earlier one.
+//     repeat any earlier one. With -tabular-runs it writes each of
+//     gotune's runs to a file; with -tabular-against, given such a file
+//     from other code, it prints how this code's TPE compares with that
+//     one, setting by setting (see printTabularAgainst).
 //   - overhead: milliseconds for TPE to suggest the 1,000th and the
 //     5,000th configuration (median of -repeat suggestions at that history
 //     length), on the 3-parameter space of the Optuna overhead anchor
@@ -42,6 +45,7 @@
 //	    [-repeat 5] [-problems zdt1,zdt2,dtlz2] [-skip quality,overhead,multi,constrained,tabular]
 //	    [-tabular-seeds 5] [-optuna-tabular-seeds 5] [-tabular-peer file]
 //	    [-tabular-checkpoints 100,200] [-parallel 1]
+//	    [-tabular-runs file] [-tabular-against file]
 //	    [-python /usr/bin/python3]
 //
 // It prints one JSON object per line. Without optuna it prints a line
@@ -88,6 +92,10 @@ type options struct {
 	// to read instead of running the peer.
 	optunaTabularSeeds int
 	tabularPeer        string
+	// tabularRuns, when set, names a file to write each of gotune's
+	// tabular runs to, and tabularAgainst one of such runs (of an
+	// earlier version of the code) to compare this run's with.
+	tabularRuns, tabularAgainst string
 	// parallel bounds the tabular part's runs at once: gotune's, and
 	// the peer's processes.
 	parallel           int
@@ -116,6 +124,8 @@ func main() {
 	flag.IntVar(&o.tabularSeeds, "tabular-seeds", 5, "seeds per table, setting and searcher in the tabular part")
 	flag.IntVar(&o.optunaTabularSeeds, "optuna-tabular-seeds", 0, "seeds of Optuna's runs in the tabular part (0: as -tabular-seeds)")
 	flag.StringVar(&o.tabularPeer, "tabular-peer", "", "a file of Optuna's tabular runs, as optuna_peer.py's tabular mode prints them, to read instead of running the peer")
+	flag.StringVar(&o.tabularRuns, "tabular-runs", "", "a file to write each of gotune's tabular runs to, a JSON line each, for -tabular-against")
+	flag.StringVar(&o.tabularAgainst, "tabular-against", "", "a file of gotune's tabular runs written by -tabular-runs (with other code): print how this run's TPE compares with them")
 	flag.IntVar(&o.parallel, "parallel", 1, "the tabular part's runs at once, gotune's and the peer's processes each")
 	var tabularCheckpoints string
 	flag.StringVar(&tabularCheckpoints, "tabular-checkpoints", "100,200", "trial counts at which the tabular part reports the regret")

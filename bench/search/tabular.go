@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -272,6 +273,15 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 	}
 	// runs[system/table/setting] holds every seed's run.
 	runs := map[string][]tabularRun{}
+	var saved *json.Encoder
+	if o.tabularRuns != "" {
+		f, err := os.Create(o.tabularRuns)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		saved = json.NewEncoder(f)
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var peerOut bytes.Buffer
@@ -345,6 +355,9 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 				}
 				k := j.system + "/" + j.tb.Name + "/" + j.ps.String()
 				runs[k] = append(runs[k], r)
+				if saved != nil {
+					saved.Encode(savedRun{j.system, j.tb.Name, j.ps.String(), j.seed, r.regret})
+				}
 				mu.Unlock()
 			}
 		}()
@@ -402,7 +415,77 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 	if slices.Contains(systems, "gotune_tpe") {
 		printTabularGoals(o, out, tables, runs)
 	}
+	if o.tabularAgainst != "" {
+		return printTabularAgainst(o, out, tables, runs)
+	}
 	return nil
+}
+
+// savedRun is one of gotune's tabular runs as -tabular-runs writes it.
+type savedRun struct {
+	System  string    `json:"system"`
+	Table   string    `json:"table"`
+	Setting string    `json:"setting"`
+	Seed    int64     `json:"seed"`
+	Regret  []float64 `json:"regret"`
+}
+
+// printTabularAgainst compares this run's TPE with the runs that
+// -tabular-against names (of the same tables, settings and seeds, by
+// other code): for each setting and checkpoint, the runs of each at
+// regret 0 (the table's optimum) and the share of pairs of runs (one of
+// each, of the same table) in which this run's is ahead, ties counting
+// half. A change to the searcher is measured so, less coarsely than by
+// medians over tables with few distinct regrets.
+func printTabularAgainst(o options, out *json.Encoder, tables []table, runs map[string][]tabularRun) error {
+	data, err := os.ReadFile(o.tabularAgainst)
+	if err != nil {
+		return err
+	}
+	before := map[string][]tabularRun{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		var r savedRun
+		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return fmt.Errorf("-tabular-against %s: %w", o.tabularAgainst, err)
+		}
+		k := r.System + "/" + r.Table + "/" + r.Setting
+		before[k] = append(before[k], tabularRun{regret: r.Regret})
+	}
+	for _, ps := range tabularSettings {
+		for _, c := range o.tabularCheckpoints {
+			share, atOptimum, atOptimumBefore, pairs := 0.0, 0, 0, 0
+			for _, tb := range tables {
+				k := "gotune_tpe/" + tb.Name + "/" + ps.String()
+				now, then := regretsAt(runs[k], c), regretsAt(before[k], c)
+				if len(now) == 0 || len(then) == 0 {
+					return fmt.Errorf("-tabular-against %s: no runs of gotune_tpe on %s (%s) in both", o.tabularAgainst, tb.Name, ps)
+				}
+				share += winShare(now, then) * float64(len(now)*len(then))
+				pairs += len(now) * len(then)
+				atOptimum += countZero(now)
+				atOptimumBefore += countZero(then)
+			}
+			out.Encode(map[string]any{
+				"bench": "search", "figure": "tabular_against", "setting": ps.String(), "trials": c,
+				"win_share": round(share / float64(pairs)), "runs_at_optimum": atOptimum, "runs_at_optimum_before": atOptimumBefore,
+			})
+		}
+	}
+	return nil
+}
+
+// countZero counts the regrets of 0.
+func countZero(regrets []float64) int {
+	n := 0
+	for _, r := range regrets {
+		if r == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // printTabularGoals prints, for each setting with trials at once and
