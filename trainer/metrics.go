@@ -86,12 +86,12 @@ const DefaultStep = "step"
 // as Hugging Face's Trainer logs, or {"val_loss": 0.25}, a value's
 // NumPy or PyTorch wrapper aside ("np.float64(0.25)", "tensor(0.25)",
 // as a dict of them prints). A line that begins with epoch, episode,
-// step, iter or iteration and a whole number gives that too, named as written ("Epoch 3:
-// 100%|…" gives Epoch = 3; see stepHeading); a pair quoted as code
-// ("`max_epochs=6` reached") gives nothing. In a line of cells between
-// bars, a cell of words and a number gives a metric named by its words
-// ("| valid loss  5.77 |" gives valid_loss; see barCell). A number with
-// thousands separators ("tokens per iteration will be: 16,384") is read
+// step, iter or iteration and a whole number gives that too, named as
+// written ("Epoch 3: 100%|…" gives Epoch = 3; see stepHeading); a pair
+// quoted as code ("`max_epochs=6` reached") gives nothing. In a line of
+// cells between bars, a cell of words and a number gives a metric named
+// by its words ("| valid loss  5.77 |" gives valid_loss; see barCell). A
+// number with thousands separators ("tokens per iteration will be: 16,384") is read
 // whole, to be refused (see parseNumber), not as its first digits; a
 // term's coefficient ("y = +1.23 x^1 …") gives nothing (see coefficient).
 // After a line's last colon, metric words and numbers apart by spaces
