@@ -246,14 +246,7 @@ func TestTPESearchesFarGoodTrialsFirst(t *testing.T) {
 	for a := int64(7); a <= 11; a++ {
 		history = append(history, map[string]any{"a": a, "b": "x"})
 	}
-	for i, cfg := range history {
-		trial := i + 1
-		if err := s.Replay(trial, cfg); err != nil {
-			t.Fatal(err)
-		}
-		obs := Observation{Step: 1, Score: float64(i)}
-		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &obs})
-	}
+	finishRanked(t, s, history)
 	if n := tpeGamma(len(s.h.trial)); n != 3 {
 		t.Fatalf("%d good trials, want 3", n)
 	}
@@ -261,22 +254,14 @@ func TestTPESearchesFarGoodTrialsFirst(t *testing.T) {
 		da := got["a"].(int64) - of["a"].(int64)
 		return da == 0 && got["b"] != of["b"] || (da == 1 || da == -1) && got["b"] == of["b"]
 	}
-	move := rand.New(fixedSource(0))
-	next := func() map[string]any {
-		cfg, xs := map[string]any{}, make([]float64, 2)
-		s.suggestJoint(rand.New(fixedSource(7)), cfg, xs)
-		s.suggestNeighbour(move, cfg, xs)
-		s.suggested.add(cfg)
-		return cfg
-	}
 	// best has 4 neighbours (a 14 and 16, b x and z); near, one of them,
 	// is tried.
 	for range 3 {
-		if got := next(); !neighbourOf(got, best) {
+		if got := nextMove(s); !neighbourOf(got, best) {
 			t.Fatalf("%v, want a neighbour of the best trial %v first", got, best)
 		}
 	}
-	if got := next(); !neighbourOf(got, far) {
+	if got := nextMove(s); !neighbourOf(got, far) {
 		t.Errorf("the best trial's neighbours tried: %v, want a neighbour of the good trial far from it %v before one of %v near it", got, far, near)
 	}
 }
@@ -302,28 +287,13 @@ func TestTPEPatternMove(t *testing.T) {
 			history = append(history, cell(a, 8, 8, d))
 		}
 	}
-	for i, cfg := range history {
-		trial := i + 1
-		if err := s.Replay(trial, cfg); err != nil {
-			t.Fatal(err)
-		}
-		obs := Observation{Step: 1, Score: float64(i)}
-		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &obs})
-	}
-	move := rand.New(fixedSource(0))
-	next := func() map[string]any {
-		cfg, xs := map[string]any{}, make([]float64, len(params))
-		s.suggestJoint(rand.New(fixedSource(7)), cfg, xs)
-		s.suggestNeighbour(move, cfg, xs)
-		s.suggested.add(cfg)
-		return cfg
-	}
+	finishRanked(t, s, history)
 	for _, want := range []map[string]any{cell(5, 5, 5, 3), cell(5, 5, 5, 4)} {
-		if got := next(); !reflect.DeepEqual(got, want) {
+		if got := nextMove(s); !reflect.DeepEqual(got, want) {
 			t.Errorf("%v, want the pattern move %v", got, want)
 		}
 	}
-	got := next()
+	got := nextMove(s)
 	differ := 0
 	for _, p := range params {
 		if got[p.Name] != best[p.Name] {
@@ -333,6 +303,30 @@ func TestTPEPatternMove(t *testing.T) {
 	if differ != 1 {
 		t.Errorf("the pattern moves tried: %v, want a neighbour of the best trial %v", got, best)
 	}
+}
+
+// finishRanked has s run the configurations of history as trials 1, 2,
+// …, each completed with its index as its score: the first is the best.
+func finishRanked(t *testing.T, s *TPE, history []map[string]any) {
+	t.Helper()
+	for i, cfg := range history {
+		trial := i + 1
+		if err := s.Replay(trial, cfg); err != nil {
+			t.Fatal(err)
+		}
+		obs := Observation{Step: 1, Score: float64(i)}
+		s.OnTrialEnd(trial, TrialEnd{Status: TrialCompleted, Last: &obs})
+	}
+}
+
+// nextMove returns s's next suggestion with the neighbour move drawn
+// (see suggestNeighbour), and marks it suggested.
+func nextMove(s *TPE) map[string]any {
+	cfg, xs := map[string]any{}, make([]float64, len(s.params))
+	s.suggestJoint(rand.New(fixedSource(7)), cfg, xs)
+	s.suggestNeighbour(rand.New(fixedSource(0)), cfg, xs)
+	s.suggested.add(cfg)
+	return cfg
 }
 
 // On 4-D Rosenbrock over 9 levels of each parameter in [−2, 2] (6,561
