@@ -91,11 +91,14 @@ type collector struct {
 	found   bool // a metrics or event file was found
 	// named holds, per metric the default pattern read, how a line named
 	// it first (see EventMetricsAmbiguous).
-	named    map[string]*namedBy
-	gave     bool // a source gave a metric
-	stepped  bool // a source gave a step
-	finished bool
-	told     bool
+	named   map[string]*namedBy
+	gave    bool // a source gave a metric
+	stepped bool // a source gave a step
+	// stepAsWritten is a metric's name that is the step's but for case
+	// ("Epoch" for step = "epoch"), the first read; "" for none.
+	stepAsWritten string
+	finished      bool
+	told          bool
 	// toldStepless: checkStepless has told of lines without a step.
 	toldStepless bool
 
@@ -337,6 +340,14 @@ func (p *pendingStep) holds(objectives []string) bool {
 func (c *collector) observe(source string, obs observation, live bool) {
 	c.gave = c.gave || len(obs.metrics) > 0
 	c.stepped = c.stepped || obs.step != nil
+	if c.stepAsWritten == "" && c.cfg.Step != "" {
+		for name := range obs.metrics {
+			if strings.EqualFold(name, c.cfg.Step) {
+				c.stepAsWritten = name
+				break
+			}
+		}
+	}
 	step := obs.step
 	if step == nil {
 		if f, ok := c.current[source]; ok {
@@ -556,7 +567,11 @@ func (c *collector) tellUnmatched(when string) {
 	if c.cfg.Step != "" && c.gave && !c.stepped {
 		// step = "Epoch" set, and metrics read, but never an epoch:
 		// each report was numbered by count, which says nothing.
-		causes = append(causes, fmt.Sprintf("metrics were read, but no line or record gave the step %q %s: each report is numbered by count; give the pattern for the line that holds it a group named %[1]q", c.cfg.Step, when))
+		fix := fmt.Sprintf("give the pattern for the line that holds it a group named %q", c.cfg.Step)
+		if c.stepAsWritten != "" {
+			fix = fmt.Sprintf("the lines give %q: set step = %[1]q in [trainer.metrics] (names match as written)", c.stepAsWritten)
+		}
+		causes = append(causes, fmt.Sprintf("metrics were read, but no line or record gave the step %q %s: each report is numbered by count; %s", c.cfg.Step, when, fix))
 	}
 	c.mu.Unlock()
 	for _, cause := range causes {

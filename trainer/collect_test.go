@@ -502,28 +502,31 @@ func TestUnmatchedPatternIsTold(t *testing.T) {
 
 // TestStepNeverGivenIsTold: a step that MetricsConfig.Step names and no
 // line gave, while lines gave metrics (a script that prints its epoch in
-// a way the default pattern does not read), is told as an event, since
-// each report is then numbered by count; a step given once is not.
+// a way the default pattern does not read, or names it otherwise but for
+// case), is told as an event, since each report is then numbered by
+// count, with the name as the lines write it where they do; a step given
+// once is not.
 func TestStepNeverGivenIsTold(t *testing.T) {
 	for _, tc := range []struct {
-		name, script string
-		told         int
+		name, step, script string
+		want               string // in the event; "" for no event
 	}{
-		{"never", `for i in 1 2 3; do echo "Training epoch $i done"; echo "loss: 0.$i"; done`, 1},
-		{"given", `for i in 1 2 3; do echo "Epoch $i"; echo "loss: 0.$i"; done`, 0},
+		{"never", "Epoch", `for i in 1 2 3; do echo "Training epoch $i done"; echo "loss: 0.$i"; done`, `the step "Epoch" by its end: each report is numbered by count; give the pattern`},
+		{"another case", "epoch", `for i in 1 2 3; do echo "Epoch $i: loss=0.$i"; done`, `the lines give "Epoch": set step = "Epoch"`},
+		{"given", "Epoch", `for i in 1 2 3; do echo "Epoch $i"; echo "loss: 0.$i"; done`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := commandSpec(t, 1)
 			spec.Command = []string{"sh", "-c", tc.script}
-			spec.Metrics = MetricsConfig{Output: true, Step: "Epoch"}
-			spec.StepKey = "Epoch"
+			spec.Metrics = MetricsConfig{Output: true, Step: tc.step}
+			spec.StepKey = tc.step
 			sink := runCollecting(t, spec)
 			told := sink.causes(EventMetricsUnmatched)
-			if len(told) != tc.told {
-				t.Fatalf("told %q, want %d events", told, tc.told)
-			}
-			if tc.told > 0 && !strings.Contains(told[0], `the step "Epoch"`) {
-				t.Errorf("event %q does not name the step", told[0])
+			switch {
+			case tc.want == "" && len(told) > 0:
+				t.Errorf("told %q, want no event", told)
+			case tc.want != "" && (len(told) != 1 || !strings.Contains(told[0], tc.want)):
+				t.Errorf("told %q, want one event with %q", told, tc.want)
 			}
 		})
 	}
