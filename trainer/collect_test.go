@@ -419,13 +419,7 @@ func TestSteplessLinesAfterTheObjectiveAreTold(t *testing.T) {
 			spec.Metrics = MetricsConfig{Output: true}
 			spec.Objectives = []string{tc.objective}
 			sink := runCollecting(t, spec)
-			told := sink.causes(EventMetricsAmbiguous)
-			switch {
-			case tc.want == "" && len(told) > 0:
-				t.Errorf("told %q, want nothing", told)
-			case tc.want != "" && (len(told) != 1 || !strings.Contains(told[0], tc.want)):
-				t.Errorf("told %q, want once %q", told, tc.want)
-			}
+			checkToldOnce(t, sink.causes(EventMetricsAmbiguous), tc.want)
 		})
 	}
 }
@@ -500,6 +494,18 @@ func TestUnmatchedPatternIsTold(t *testing.T) {
 	}
 }
 
+// checkToldOnce fails t unless the events' causes told are none, for a
+// want of "", or one that contains want.
+func checkToldOnce(t *testing.T, told []string, want string) {
+	t.Helper()
+	switch {
+	case want == "" && len(told) > 0:
+		t.Errorf("told %q, want nothing", told)
+	case want != "" && (len(told) != 1 || !strings.Contains(told[0], want)):
+		t.Errorf("told %q, want once %q", told, want)
+	}
+}
+
 // TestStepNeverGivenIsTold: a step that MetricsConfig.Step names and no
 // line gave, while lines gave metrics (a script that prints its epoch in
 // a way the default pattern does not read, or names it otherwise but for
@@ -521,13 +527,7 @@ func TestStepNeverGivenIsTold(t *testing.T) {
 			spec.Metrics = MetricsConfig{Output: true, Step: tc.step}
 			spec.StepKey = tc.step
 			sink := runCollecting(t, spec)
-			told := sink.causes(EventMetricsUnmatched)
-			switch {
-			case tc.want == "" && len(told) > 0:
-				t.Errorf("told %q, want no event", told)
-			case tc.want != "" && (len(told) != 1 || !strings.Contains(told[0], tc.want)):
-				t.Errorf("told %q, want one event with %q", told, tc.want)
-			}
+			checkToldOnce(t, sink.causes(EventMetricsUnmatched), tc.want)
 		})
 	}
 }
