@@ -515,7 +515,7 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 	for _, id := range good {
 		t.h.point(id, at)
 		for _, trial := range running {
-			if x := t.pending[trial]; t.isNeighbour(x, at) && t.untriedNeighbour(x, cfg, xs) {
+			if x := t.pending[trial]; t.stepFrom(x, at) >= 0 && t.untriedNeighbour(x, cfg, xs) {
 				return
 			}
 		}
@@ -526,7 +526,7 @@ func (t *TPE) suggestNeighbour(r *rand.Rand, cfg map[string]any, xs []float64) {
 // steps that improved on the trial it improved on, and reports whether
 // it found such a move not suggested before. That trial, q, is the best
 // of the tpeMaxBelow+1 best trials that is a neighbour of the best one
-// (see isNeighbour), and a step that improved on it is a better trial
+// (see stepFrom), and a step that improved on it is a better trial
 // that is q's neighbour in another parameter than the one in which the
 // best trial differs from q (the best such trial for each parameter,
 // taken best first). With k such steps the best trial takes the best k,
@@ -580,34 +580,15 @@ func (t *TPE) patternMove(best []float64, cfg map[string]any, xs []float64) bool
 		for _, s := range steps[:k] {
 			at[s.param] = s.value
 		}
-		for i := range t.params {
-			values[i], at[i] = t.params[i].snap(at[i])
+		if cand := t.untriedAt(at, values); cand != nil {
+			for name, v := range cand {
+				cfg[name] = v
+			}
+			copy(xs, at)
+			return true
 		}
-		cand := t.configOf(values)
-		if t.suggested.has(cand) {
-			continue
-		}
-		for name, v := range cand {
-			cfg[name] = v
-		}
-		copy(xs, at)
-		return true
 	}
 	return false
-}
-
-// stepFrom returns the parameter in which the model-space point x is a
-// neighbour of at (see isNeighbour); −1 when x is not one.
-func (t *TPE) stepFrom(x, at []float64) int {
-	if !t.isNeighbour(x, at) {
-		return -1
-	}
-	for i := range x {
-		if x[i] != at[i] {
-			return i
-		}
-	}
-	return -1
 }
 
 // farFirst returns the good trials, best first, in the order
@@ -656,11 +637,8 @@ func (t *TPE) untriedNeighbour(at []float64, cfg map[string]any, xs []float64) b
 		for _, v := range p.neighbours(at[i]) {
 			copy(x, at)
 			x[i] = v
-			for j := range t.params {
-				values[j], x[j] = t.params[j].snap(x[j])
-			}
-			cand := t.configOf(values)
-			if t.suggested.has(cand) {
+			cand := t.untriedAt(x, values)
+			if cand == nil {
 				continue
 			}
 			if score := t.l.logPDF(x) - t.g.logPDF(x); score > bestScore {
@@ -678,19 +656,37 @@ func (t *TPE) untriedNeighbour(at []float64, cfg map[string]any, xs []float64) b
 	return true
 }
 
-// isNeighbour reports whether the model-space points x and at differ in
-// exactly one parameter, x's value being one of at's neighbours there.
-func (t *TPE) isNeighbour(x, at []float64) bool {
+// untriedAt snaps the model-space point x, in place, to values of the
+// domains, which it sets in values, and returns its configuration; nil
+// when that was suggested before.
+func (t *TPE) untriedAt(x []float64, values []any) map[string]any {
+	for i := range t.params {
+		values[i], x[i] = t.params[i].snap(x[i])
+	}
+	cand := t.configOf(values)
+	if t.suggested.has(cand) {
+		return nil
+	}
+	return cand
+}
+
+// stepFrom returns the parameter in which the model-space point x is a
+// neighbour of at: the one parameter in which they differ, x's value
+// being one of at's neighbours there; −1 when x is not a neighbour.
+func (t *TPE) stepFrom(x, at []float64) int {
 	differ := -1
 	for i := range t.params {
 		if x[i] != at[i] {
 			if differ >= 0 {
-				return false
+				return -1
 			}
 			differ = i
 		}
 	}
-	return differ >= 0 && slices.Contains(t.params[differ].neighbours(at[differ]), x[differ])
+	if differ < 0 || !slices.Contains(t.params[differ].neighbours(at[differ]), x[differ]) {
+		return -1
+	}
+	return differ
 }
 
 // runningTrials returns the numbers of the trials still running (see
