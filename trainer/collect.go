@@ -95,7 +95,8 @@ type collector struct {
 	gave    bool // a source gave a metric
 	stepped bool // a source gave a step
 	// stepAsWritten is a metric's name that is the step's but for case
-	// ("Epoch" for step = "epoch"), the first read; "" for none.
+	// ("Epoch" for step = "epoch"), the first read before any step came;
+	// "" for none.
 	stepAsWritten string
 	finished      bool
 	told          bool
@@ -340,7 +341,7 @@ func (p *pendingStep) holds(objectives []string) bool {
 func (c *collector) observe(source string, obs observation, live bool) {
 	c.gave = c.gave || len(obs.metrics) > 0
 	c.stepped = c.stepped || obs.step != nil
-	if c.stepAsWritten == "" && c.cfg.Step != "" {
+	if c.stepAsWritten == "" && c.cfg.Step != "" && !c.stepped {
 		for name := range obs.metrics {
 			if strings.EqualFold(name, c.cfg.Step) {
 				c.stepAsWritten = name

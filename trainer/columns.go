@@ -167,7 +167,7 @@ func underColumn(header []tableCell, c tableCell) int {
 //
 // one or more words, then spaces or a colon and a number, with "%", "s" or
 // "ms" after it. Its groups are the words and the number.
-var barCell = regexp.MustCompile(`^((?:[A-Za-z_][\w.\-/]*\s+)*[A-Za-z_][\w.\-/]*)(?:\s*:\s*|\s+)([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf))(?:%|m?s)?$`)
+var barCell = regexp.MustCompile(`^((?:[A-Za-z_][\w.\-/]*\s+)*[A-Za-z_][\w.\-/]*)(?:\s*:\s*|\s+)(` + plainDecimal + `)(?:%|m?s)?$`)
 
 // stepWord matches the words that name a step in a barred cell, as
 // stepHeading's do at a line's start.

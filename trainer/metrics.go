@@ -509,9 +509,14 @@ func spacedPairs(line string) []namedValue {
 	return pairs
 }
 
-// plainNumber matches a number as a spaced pair writes it: decimal, with
-// an optional sign and exponent, or nan or inf.
-var plainNumber = regexp.MustCompile(`^[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf))$`)
+// plainNumber matches a number as a spaced pair writes it (see
+// plainDecimal).
+var plainNumber = regexp.MustCompile(`^` + plainDecimal + `$`)
+
+// plainDecimal is a number as a barred cell (barCell) or a spaced pair
+// (spacedPairs) writes it: decimal, with an optional sign and exponent,
+// or nan or inf; no thousands separators.
+const plainDecimal = `[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf))`
 
 // fractionOf matches what follows a count that is a fraction: "/10000" in
 // "Accuracy: 9830/10000 (98%)".
