@@ -495,12 +495,15 @@ func countZero(regrets []float64) int {
 // are there); and, less coarse than a median on tables with few distinct
 // regrets, the share of pairs of runs (one at once, one one at a time,
 // of the same table) in which the run at once is ahead, ties counting
-// half, over every table. Where Optuna's runs with constant liar are
-// there at this setting and one at a time, it also prints the same two
+// half, over every table; and, table by table, how many trials one at a
+// time take to reach the median regret of those at once (see
+// k1EquivalentTrials). Where Optuna's runs with constant liar are there
+// at this setting and one at a time, it also prints the same three
 // figures for them against their own one at a time
-// (optuna_liar_behind_own_k1, optuna_liar_win_share_vs_own_k1): how far
-// the goal of keeping one-at-a-time quality with trials at once is from
-// what the peer reaches.
+// (optuna_liar_behind_own_k1, optuna_liar_win_share_vs_own_k1,
+// optuna_liar_k1_equivalent_trials): how far the goal of keeping
+// one-at-a-time quality with trials at once is from what the peer
+// reaches.
 func printTabularGoals(o options, out *json.Encoder, tables []table, runs map[string][]tabularRun) {
 	for _, ps := range tabularSettings[1:] {
 		for _, c := range o.tabularCheckpoints {
@@ -510,6 +513,7 @@ func printTabularGoals(o options, out *json.Encoder, tables []table, runs map[st
 			}
 			behindK1, share := behindOwnK1(runs, "gotune_tpe", tables, ps, c)
 			line["behind_k1"], line["win_share_vs_k1"] = behindK1, round(share)
+			line["k1_equivalent_trials"] = k1EquivalentTrials(runs, "gotune_tpe", tables, ps, c)
 			behindLiar := []string{}
 			peer := true
 			for _, tb := range tables {
@@ -524,6 +528,7 @@ func printTabularGoals(o options, out *json.Encoder, tables []table, runs map[st
 			if peer {
 				behind, share := behindOwnK1(runs, "optuna_tpe_liar", tables, ps, c)
 				line["optuna_liar_behind_own_k1"], line["optuna_liar_win_share_vs_own_k1"] = behind, round(share)
+				line["optuna_liar_k1_equivalent_trials"] = k1EquivalentTrials(runs, "optuna_tpe_liar", tables, ps, c)
 			}
 			out.Encode(line)
 		}
@@ -547,6 +552,31 @@ func behindOwnK1(runs map[string][]tabularRun, system string, tables []table, ps
 		share += winShare(at, k1) / float64(len(tables))
 	}
 	return behind, share
+}
+
+// k1EquivalentTrials returns, for each table, the fewest trials after
+// which system's median regret one trial at a time is no worse than its
+// median regret after c trials at setting ps: how many trials one at a
+// time do what c do at once. −1 where one at a time never gets there
+// within its runs.
+func k1EquivalentTrials(runs map[string][]tabularRun, system string, tables []table, ps pendingSetting, c int) map[string]int {
+	equivalent := map[string]int{}
+	for _, tb := range tables {
+		at := median(regretsAt(runs[system+"/"+tb.Name+"/"+ps.String()], c))
+		k1 := runs[system+"/"+tb.Name+"/k1"]
+		longest := 0
+		for _, r := range k1 {
+			longest = max(longest, len(r.regret))
+		}
+		equivalent[tb.Name] = -1
+		for n := 1; n <= longest; n++ {
+			if median(regretsAt(k1, n)) <= at {
+				equivalent[tb.Name] = n
+				break
+			}
+		}
+	}
+	return equivalent
 }
 
 // regretsAt returns each run's regret after c trials (after its last,

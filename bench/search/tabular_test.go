@@ -51,3 +51,27 @@ func TestBehindOwnK1(t *testing.T) {
 		t.Errorf("share = %v, want %v", share, want)
 	}
 }
+
+func TestK1EquivalentTrials(t *testing.T) {
+	tables := []table{{Name: "reached"}, {Name: "never"}, {Name: "first"}}
+	runs := map[string][]tabularRun{
+		// One at a time, the median regret is 4, 3, 2, 2, 0 after 1–5
+		// trials; 8 at once reach a median of 2 after 5: as one at a
+		// time after 3.
+		"s/reached/k1":    {{regret: []float64{4, 3, 2, 2, 0}}, {regret: []float64{4, 3, 2, 1, 0}}, {regret: []float64{5, 4, 3, 2, 0}}},
+		"s/reached/sync8": {{regret: []float64{9, 9, 9, 9, 2}}},
+		// Below anything one at a time reaches.
+		"s/never/k1":    {{regret: []float64{3, 2, 1}}},
+		"s/never/sync8": {{regret: []float64{2, 1, 0}}},
+		// Level with one at a time's first trial.
+		"s/first/k1":    {{regret: []float64{1, 0}}},
+		"s/first/sync8": {{regret: []float64{1, 1}}},
+	}
+	got := k1EquivalentTrials(runs, "s", tables, pendingSetting{k: 8}, 5)
+	want := map[string]int{"reached": 3, "never": -1, "first": 1}
+	for name, n := range want {
+		if got[name] != n {
+			t.Errorf("%s: %d trials one at a time, want %d (all: %v)", name, got[name], n, got)
+		}
+	}
+}
