@@ -273,6 +273,15 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 	}
 	// runs[system/table/setting] holds every seed's run.
 	runs := map[string][]tabularRun{}
+	// Read before the runs, so that a wrong file fails at once and is
+	// read before -tabular-runs could overwrite it.
+	var before map[string][]tabularRun
+	if o.tabularAgainst != "" {
+		var err error
+		if before, err = readSavedRuns(o.tabularAgainst); err != nil {
+			return err
+		}
+	}
 	var saved *json.Encoder
 	if o.tabularRuns != "" {
 		f, err := os.Create(o.tabularRuns)
@@ -415,8 +424,8 @@ func runTabular(o options, out *json.Encoder, peerOK bool) error {
 	if slices.Contains(systems, "gotune_tpe") {
 		printTabularGoals(o, out, tables, runs)
 	}
-	if o.tabularAgainst != "" {
-		return printTabularAgainst(o, out, tables, runs)
+	if before != nil {
+		return printTabularAgainst(o, out, tables, runs, before)
 	}
 	return nil
 }
@@ -430,30 +439,35 @@ type savedRun struct {
 	Regret  []float64 `json:"regret"`
 }
 
-// printTabularAgainst compares this run's TPE with the runs that
-// -tabular-against names (of the same tables, settings and seeds, by
-// other code): for each setting and checkpoint, the runs of each at
-// regret 0 (the table's optimum) and the share of pairs of runs (one of
-// each, of the same table) in which this run's is ahead, ties counting
-// half. A change to the searcher is measured so, less coarsely than by
-// medians over tables with few distinct regrets.
-func printTabularAgainst(o options, out *json.Encoder, tables []table, runs map[string][]tabularRun) error {
-	data, err := os.ReadFile(o.tabularAgainst)
+// readSavedRuns reads the runs that -tabular-runs wrote to file, filed
+// as runTabular files its own (system/table/setting).
+func readSavedRuns(file string) (map[string][]tabularRun, error) {
+	data, err := os.ReadFile(file)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	before := map[string][]tabularRun{}
+	runs := map[string][]tabularRun{}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for {
 		var r savedRun
 		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
-			break
+			return runs, nil
 		} else if err != nil {
-			return fmt.Errorf("-tabular-against %s: %w", o.tabularAgainst, err)
+			return nil, fmt.Errorf("-tabular-against %s: %w", file, err)
 		}
 		k := r.System + "/" + r.Table + "/" + r.Setting
-		before[k] = append(before[k], tabularRun{regret: r.Regret})
+		runs[k] = append(runs[k], tabularRun{regret: r.Regret})
 	}
+}
+
+// printTabularAgainst compares this run's TPE with the runs before,
+// which -tabular-against named (of the same tables, settings and seeds,
+// by other code): for each setting and checkpoint, the runs of each at
+// regret 0 (the table's optimum) and the share of pairs of runs (one of
+// each, of the same table) in which this run's is ahead, ties counting
+// half. A change to the searcher is measured so, less coarsely than by
+// medians over tables with few distinct regrets.
+func printTabularAgainst(o options, out *json.Encoder, tables []table, runs, before map[string][]tabularRun) error {
 	for _, ps := range tabularSettings {
 		for _, c := range o.tabularCheckpoints {
 			share, atOptimum, atOptimumBefore, pairs := 0.0, 0, 0, 0
